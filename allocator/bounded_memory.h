@@ -1,0 +1,56 @@
+// A simulated device with a fixed capacity and its own address range.
+//
+// BoundedMemory makes out-of-memory and fragmentation reproducible on any machine: it refuses a
+// request once the bytes it has handed out would exceed `capacity`, exactly like a GPU of that
+// size. Its memory is real (CPU kernels compute in it): one virtual range is reserved up front
+// without backing pages, ranges are handed out first-fit by address inside it, and pages are
+// given back to the kernel when a range is freed. The range is larger than the capacity, so (as
+// with a real driver's virtual memory) only the byte count limits what fits, never the layout.
+// Addresses are deterministic relative to `base()`, which is what examples print.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "allocator/memory_source.h"
+
+namespace memgrad {
+
+class BoundedMemory final : public MemorySource {
+ public:
+  // A device called `name` (e.g. "sim:0") that can hand out at most `capacity` bytes. Throws
+  // ConfigError for a zero capacity and Error when the address range cannot be reserved.
+  BoundedMemory(size_t capacity, std::string name);
+  ~BoundedMemory() override;
+
+  // Allocates: nbytes rounded up to kGranularity, first fit by address; nullptr when the bytes
+  // in use would exceed the capacity.
+  void* allocate(size_t nbytes) override;
+  void free(void* ptr, size_t nbytes) override;
+
+  size_t capacity() const override { return capacity_; }
+  size_t free_bytes() const override;
+  size_t alignment() const override { return kGranularity; }
+  std::string name() const override { return name_; }
+  bool host_accessible() const override { return true; }
+  // Start of the reserved range; `ptr - address_base()` is a deterministic device address.
+  uintptr_t address_base() const override { return reinterpret_cast<uintptr_t>(base_); }
+
+  // Bytes handed out right now (rounded to kGranularity).
+  size_t bytes_in_use() const;
+
+  static constexpr size_t kGranularity = 512;
+
+ private:
+  std::string name_;
+  size_t capacity_;
+  size_t range_nbytes_;  // size of the reserved virtual range (> capacity)
+  char* base_ = nullptr;
+
+  mutable std::mutex mutex_;
+  size_t in_use_ = 0;                     // guarded by mutex_
+  std::map<size_t, size_t> free_ranges_;  // offset -> nbytes, address-ordered, coalesced
+};
+
+}  // namespace memgrad

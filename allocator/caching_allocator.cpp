@@ -1,0 +1,490 @@
+// CachingAllocator: PyTorch's DeviceCachingAllocator rules over any MemorySource.
+//
+// The structure follows the PyTorch source closely so that a reader can hold the two side by
+// side: malloc = round -> pick pool -> best fit -> (new segment | release cache and retry | OOM)
+// -> split; free = merge with free neighbours -> back into the pool. Stats are updated at the
+// same points and by the same amounts, so the numbers match torch.cuda.memory_stats().
+#include "allocator/caching_allocator.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "allocator/error.h"
+
+namespace memgrad {
+namespace {
+
+bool segment_before(const detail::Segment* a, const detail::Segment* b) { return a->ptr < b->ptr; }
+
+// PyTorch's roundup_power2_next_division: split [2^k, 2^(k+1)) into `divisions` equal steps.
+size_t roundup_power2_next_division(size_t size, size_t divisions) {
+  if (std::has_single_bit(size)) return size;
+  const size_t floor = std::bit_floor(size);
+  const size_t step = floor >> std::countr_zero(divisions);
+  if (step == 0) return floor << 1;
+  const size_t rounded_down = size & ~(step - 1);
+  return rounded_down == size ? size : rounded_down + step;
+}
+
+}  // namespace
+
+CachingAllocator::CachingAllocator(MemorySource& source, AllocatorConfig config)
+    : Allocator(source), config_(std::move(config)), segments_(segment_before) {
+  config_.policy = "caching";
+  config_.validate();
+  for (size_t d : config_.roundup_power2_divisions) any_divisions_ |= d > 1;
+  stats_.max_split_size =
+      config_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(config_.max_split_size);
+  if (config_.memory_fraction != 1.0) {
+    fraction_set_ = true;
+    fraction_ = config_.memory_fraction;
+  }
+}
+
+CachingAllocator::~CachingAllocator() {
+  // Return every segment to the source. Blocks still allocated at this point belong to objects
+  // that outlive the allocator; their memory goes with it.
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [event, block] : pending_events_) events_->release(event);
+  for (detail::Segment* seg : segments_) {
+    source_.free(seg->ptr, seg->size);
+    delete seg;
+  }
+}
+
+// ---- sizes ----
+
+size_t CachingAllocator::round_size(size_t nbytes) const {
+  if (nbytes < kMinBlockSize) return kMinBlockSize;
+  const size_t divisions = any_divisions_ ? config_.divisions_for(nbytes) : 0;
+  if (divisions > 1 && nbytes > kMinBlockSize * divisions) {
+    return roundup_power2_next_division(nbytes, divisions);
+  }
+  return kMinBlockSize * ((nbytes + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+size_t CachingAllocator::allocation_size(size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
+}
+
+size_t CachingAllocator::allowed_bytes() const {
+  return static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
+}
+
+// ---- allocate ----
+
+Block CachingAllocator::allocate(size_t nbytes, StreamId stream) {
+  if (nbytes == 0) return Block{nullptr, 0, 0, stream, nullptr};
+  // PyTorch's guard against absurd sizes: anything above 1 EiB fails at once.
+  constexpr size_t kOneExbibyte = size_t{1} << 60;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (nbytes > kOneExbibyte) throw_oom(nbytes, nbytes);
+  if (!pending_events_.empty()) process_events();
+  const size_t size = round_size(nbytes);
+  BlockPool& pool = pool_for(size);
+  const size_t segment_size = allocation_size(size);
+
+  BlockRecord* block = get_free_block(pool, stream, size);
+  if (block == nullptr) {
+    if (fraction_set_ && config_.garbage_collection_threshold > 0.0) garbage_collect();
+    block = alloc_segment(pool, stream, segment_size, false);
+    if (block == nullptr && release_available_cached_blocks(pool, stream, size)) {
+      block = alloc_segment(pool, stream, segment_size, false);
+    }
+    if (block == nullptr) {
+      release_cached_blocks();
+      block = alloc_segment(pool, stream, segment_size, true);
+    }
+    if (block == nullptr) throw_oom(nbytes, segment_size);
+  }
+  return hand_out(block, size, nbytes);
+}
+
+CachingAllocator::BlockRecord* CachingAllocator::get_free_block(BlockPool& pool, StreamId stream,
+                                                                size_t size) {
+  BlockRecord* block = pool.best_fit(stream, size);
+  if (block == nullptr) return nullptr;
+  // An unsplittable oversize block is never used for a small request, and serves a large one
+  // only when it wastes less than max_non_split_rounding_size.
+  const size_t max_split = config_.max_split_size;
+  if (size < max_split && block->size >= max_split) return nullptr;
+  if (size >= max_split && block->size >= size + config_.max_non_split_rounding_size) {
+    return nullptr;
+  }
+  pool.erase(block);
+  return block;
+}
+
+CachingAllocator::BlockRecord* CachingAllocator::alloc_segment(BlockPool& pool, StreamId stream,
+                                                               size_t segment_size, bool retry) {
+  if (retry) ++stats_.num_alloc_retries;
+  if (fraction_set_ && total_reserved_ + segment_size > allowed_bytes()) return nullptr;
+  void* ptr = source_.allocate(segment_size);
+  if (ptr == nullptr) return nullptr;
+  total_reserved_ += segment_size;
+
+  auto* segment = new detail::Segment{static_cast<char*>(ptr), segment_size, stream,
+                                      pool.is_small(), nullptr};
+  BlockRecord* block = records_.make();
+  block->ptr = segment->ptr;
+  block->size = segment_size;
+  block->stream = stream;
+  block->segment = segment;
+  segment->head = block;
+  segments_.insert(segment);
+
+  const StatPool sp = stat_pool(pool);
+  stats_.segment.increase(sp, 1);
+  stats_.reserved_bytes.increase(sp, static_cast<int64_t>(segment_size));
+  ++stats_.num_device_alloc;
+  if (segment_size >= config_.max_split_size) stats_.oversize_segments.increase(1);
+  trace(TraceAction::SegmentAlloc, segment->ptr, segment_size, 0, stream);
+  return block;
+}
+
+bool CachingAllocator::should_split(const BlockRecord* block, size_t size) const {
+  const size_t remaining = block->size - size;
+  if (block->segment->small_pool) return remaining >= kMinBlockSize;
+  return size < config_.max_split_size && remaining > kSmallSize;
+}
+
+Block CachingAllocator::hand_out(BlockRecord* block, size_t size, size_t requested) {
+  BlockPool& pool = block->segment->small_pool ? small_ : large_;
+  const StatPool sp = stat_pool(pool);
+  const bool already_split = block->is_split();
+  if (should_split(block, size)) {
+    // The front stays with the caller; the rest becomes a cached block right after it.
+    BlockRecord* rest = records_.make();
+    rest->ptr = block->ptr + size;
+    rest->size = block->size - size;
+    rest->stream = block->stream;
+    rest->segment = block->segment;
+    rest->prev = block;
+    rest->next = block->next;
+    if (rest->next != nullptr) rest->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    pool.insert(rest);
+    if (already_split) {
+      // An inactive split block shrinks by the bytes handed out.
+      stats_.inactive_split_bytes.decrease(sp, static_cast<int64_t>(size));
+    } else {
+      // A new inactive split block appears in a segment that was whole.
+      stats_.inactive_split_bytes.increase(sp, static_cast<int64_t>(rest->size));
+      stats_.inactive_split.increase(sp, 1);
+    }
+  } else if (already_split) {
+    // A whole inactive split block becomes active.
+    stats_.inactive_split_bytes.decrease(sp, static_cast<int64_t>(block->size));
+    stats_.inactive_split.decrease(sp, 1);
+  }
+  block->allocated = true;
+  block->requested_size = requested;
+
+  stats_.allocation.increase(sp, 1);
+  stats_.allocated_bytes.increase(sp, static_cast<int64_t>(block->size));
+  stats_.active.increase(sp, 1);
+  stats_.active_bytes.increase(sp, static_cast<int64_t>(block->size));
+  stats_.requested_bytes.increase(sp, static_cast<int64_t>(requested));
+  if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+  trace(TraceAction::Alloc, block->ptr, block->size, requested, block->stream);
+  return Block{block->ptr, block->size, requested, block->stream, block};
+}
+
+// ---- free ----
+
+void CachingAllocator::free(const Block& handle) {
+  if (handle.record == nullptr) return;
+  auto* block = static_cast<BlockRecord*>(handle.record);
+  std::lock_guard<std::mutex> lock(mutex_);
+  internal_check(block->allocated, "free of a block that is not allocated (double free?)");
+  block->allocated = false;
+  const StatPool sp = block->segment->small_pool ? StatPool::SmallPool : StatPool::LargePool;
+  stats_.allocation.decrease(sp, 1);
+  stats_.allocated_bytes.decrease(sp, static_cast<int64_t>(block->size));
+  if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+  trace(TraceAction::FreeRequested, block->ptr, block->size, block->requested_size,
+        block->stream);
+  if (!block->stream_uses.empty() && events_ != nullptr) {
+    // Other streams may still read it: reuse only after their work recorded so far is done.
+    for (StreamId s : block->stream_uses) {
+      pending_events_.emplace_back(events_->record(s), block);
+      ++block->event_count;
+    }
+    block->stream_uses.clear();
+    return;
+  }
+  free_block(block);
+}
+
+void CachingAllocator::free_block(BlockRecord* block) {
+  trace(TraceAction::FreeCompleted, block->ptr, block->size, block->requested_size,
+        block->stream);
+  BlockPool& pool = block->segment->small_pool ? small_ : large_;
+  const StatPool sp = stat_pool(pool);
+  const size_t original_size = block->size;
+  const size_t requested = block->requested_size;
+  int64_t net_inactive_blocks = 0;
+  int64_t net_inactive_bytes = 0;
+  for (BlockRecord* neighbour : {block->prev, block->next}) {
+    const size_t subsumed = try_merge(block, neighbour, pool);
+    if (subsumed > 0) {
+      net_inactive_blocks -= 1;
+      net_inactive_bytes -= static_cast<int64_t>(subsumed);
+    }
+  }
+  block->requested_size = 0;
+  pool.insert(block);
+  if (block->is_split()) {
+    net_inactive_blocks += 1;
+    net_inactive_bytes += static_cast<int64_t>(block->size);
+  }
+  if (net_inactive_blocks > 0) stats_.inactive_split.increase(sp, net_inactive_blocks);
+  if (net_inactive_blocks < 0) stats_.inactive_split.decrease(sp, -net_inactive_blocks);
+  if (net_inactive_bytes > 0) stats_.inactive_split_bytes.increase(sp, net_inactive_bytes);
+  if (net_inactive_bytes < 0) stats_.inactive_split_bytes.decrease(sp, -net_inactive_bytes);
+  stats_.active.decrease(sp, 1);
+  stats_.active_bytes.decrease(sp, static_cast<int64_t>(original_size));
+  stats_.requested_bytes.decrease(sp, static_cast<int64_t>(requested));
+}
+
+size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool) {
+  if (src == nullptr || src->allocated || src->event_count > 0 || !src->stream_uses.empty()) {
+    return 0;
+  }
+  if (dst->prev == src) {
+    // [src][dst] -> dst takes over src's start.
+    dst->ptr = src->ptr;
+    dst->prev = src->prev;
+    if (dst->prev != nullptr) dst->prev->next = dst;
+    if (dst->segment->head == src) dst->segment->head = dst;
+  } else {
+    // [dst][src]
+    dst->next = src->next;
+    if (dst->next != nullptr) dst->next->prev = dst;
+  }
+  const size_t subsumed = src->size;
+  dst->size += subsumed;
+  pool.erase(src);
+  records_.recycle(src);
+  return subsumed;
+}
+
+void CachingAllocator::record_stream(const Block& handle, StreamId stream) {
+  if (handle.record == nullptr || events_ == nullptr) return;
+  auto* block = static_cast<BlockRecord*>(handle.record);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stream == block->stream) return;  // uses on the allocation stream are ordered already
+  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
+      block->stream_uses.end()) {
+    block->stream_uses.push_back(stream);
+  }
+}
+
+void CachingAllocator::set_stream_events(StreamEvents* events) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_ = events;
+}
+
+void CachingAllocator::process_events() {
+  // Events complete in record order per stream; stop at the first one still running, as
+  // PyTorch does per stream (one queue here keeps the code short at the cost of some delay).
+  while (!pending_events_.empty()) {
+    auto [event, block] = pending_events_.front();
+    if (!events_->query(event)) break;
+    events_->release(event);
+    pending_events_.pop_front();
+    if (--block->event_count == 0) free_block(block);
+  }
+}
+
+void CachingAllocator::synchronize_and_free_events() {
+  if (pending_events_.empty()) return;
+  ++stats_.num_sync_all_streams;
+  while (!pending_events_.empty()) {
+    auto [event, block] = pending_events_.front();
+    events_->synchronize(event);
+    events_->release(event);
+    pending_events_.pop_front();
+    if (--block->event_count == 0) free_block(block);
+  }
+}
+
+// ---- releasing cached memory ----
+
+void CachingAllocator::release_segment(BlockRecord* block) {
+  internal_check(!block->is_split() && !block->allocated, "releasing a block that is in use");
+  BlockPool& pool = block->segment->small_pool ? small_ : large_;
+  const StatPool sp = stat_pool(pool);
+  detail::Segment* segment = block->segment;
+  pool.erase(block);
+  source_.free(segment->ptr, segment->size);
+  total_reserved_ -= segment->size;
+  stats_.segment.decrease(sp, 1);
+  stats_.reserved_bytes.decrease(sp, static_cast<int64_t>(segment->size));
+  ++stats_.num_device_free;
+  if (segment->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
+  trace(TraceAction::SegmentFree, segment->ptr, segment->size, 0, segment->stream);
+  segments_.erase(segment);
+  delete segment;
+  records_.recycle(block);
+}
+
+bool CachingAllocator::release_available_cached_blocks(BlockPool& pool, StreamId stream,
+                                                       size_t size) {
+  // Only oversize (never split) blocks are candidates, so this needs max_split_size.
+  const size_t max_split = config_.max_split_size;
+  if (max_split == SIZE_MAX) return false;
+  const size_t wanted = std::max(size, max_split);
+  std::vector<BlockRecord*> candidates = pool.blocks(stream);  // (size, address) order
+  auto fit = std::find_if(candidates.begin(), candidates.end(),
+                          [&](const BlockRecord* b) { return b->size >= wanted; });
+  if (fit != candidates.end()) {
+    release_segment(*fit);
+    return true;
+  }
+  // No single block is big enough: release oversize blocks from the largest down.
+  size_t released = 0;
+  for (auto it = candidates.rbegin(); it != candidates.rend() && released < wanted; ++it) {
+    if ((*it)->size < max_split) break;
+    if ((*it)->is_split()) continue;
+    released += (*it)->size;
+    release_segment(*it);
+  }
+  return released >= wanted;
+}
+
+void CachingAllocator::release_cached_blocks() {
+  synchronize_and_free_events();
+  for (BlockPool* pool : {&large_, &small_}) {
+    for (BlockRecord* block : pool->all_blocks()) {
+      if (!block->is_split()) release_segment(block);
+    }
+  }
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached_blocks();
+}
+
+void CachingAllocator::garbage_collect() {
+  // PyTorch's policy: once reserved memory passes threshold x allowed, free whole cached large
+  // segments whose age (lookups since they were cached) is at least the average age.
+  const auto threshold =
+      static_cast<size_t>(config_.garbage_collection_threshold * static_cast<double>(allowed_bytes()));
+  if (total_reserved_ <= threshold) return;
+  const size_t target = total_reserved_ - threshold;
+  size_t reclaimed = 0;
+  bool freed_any = true;
+  while (reclaimed < target && freed_any) {
+    double total_age = 0.0;
+    size_t freeable = 0;
+    std::vector<BlockRecord*> blocks = large_.all_blocks();
+    for (const BlockRecord* b : blocks) {
+      if (!b->is_split()) {
+        total_age += static_cast<double>(large_.age(b));
+        ++freeable;
+      }
+    }
+    if (freeable == 0) return;
+    const double age_threshold = total_age / static_cast<double>(freeable);
+    freed_any = false;
+    for (BlockRecord* b : blocks) {
+      if (!b->is_split() && static_cast<double>(large_.age(b)) >= age_threshold) {
+        reclaimed += b->size;
+        freed_any = true;
+        release_segment(b);
+      }
+    }
+  }
+}
+
+// ---- errors, stats, snapshots ----
+
+void CachingAllocator::throw_oom(size_t requested, size_t segment_size) {
+  ++stats_.num_ooms;
+  OutOfMemoryInfo info;
+  info.device = source_.name();
+  info.requested = requested;
+  info.alloc_size = segment_size;
+  info.capacity = source_.capacity();
+  info.free = source_.free_bytes();
+  info.fraction_set = fraction_set_;
+  info.allowed = fraction_set_ ? allowed_bytes() : info.capacity;
+  info.allocated = static_cast<size_t>(stats_.allocated_bytes.all().current);
+  info.reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
+  if (trace_.enabled()) {
+    trace_.record(TraceAction::Oom, info.free, segment_size, requested, kDefaultStream,
+                  stats_.allocated_bytes.all().current, stats_.reserved_bytes.all().current);
+  }
+  throw OutOfMemoryError(std::move(info));
+}
+
+void CachingAllocator::record_trace(TraceAction action, const char* ptr, size_t nbytes,
+                                    size_t requested, StreamId stream) {
+  const uint64_t address = reinterpret_cast<uintptr_t>(ptr) - source_.address_base();
+  trace_.record(action, address, nbytes, requested, stream, stats_.allocated_bytes.all().current,
+                stats_.reserved_bytes.all().current);
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.reset_peak();
+}
+
+void CachingAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.reset_accumulated();
+}
+
+size_t CachingAllocator::memory_allocated() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(stats_.allocated_bytes.all().current);
+}
+
+size_t CachingAllocator::memory_reserved() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(stats_.reserved_bytes.all().current);
+}
+
+void CachingAllocator::set_memory_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw ConfigError("set_memory_fraction: fraction must be in (0, 1], got " +
+                          std::to_string(fraction),
+                      "per_process_memory_fraction", std::to_string(fraction));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  fraction_ = fraction;
+  fraction_set_ = true;
+  config_.memory_fraction = fraction;
+}
+
+std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uintptr_t base = source_.address_base();
+  std::vector<SegmentSnapshot> out;
+  out.reserve(segments_.size());
+  for (const detail::Segment* seg : segments_) {
+    SegmentSnapshot s;
+    s.address = reinterpret_cast<uintptr_t>(seg->ptr) - base;
+    s.nbytes = seg->size;
+    s.stream = seg->stream;
+    s.small_pool = seg->small_pool;
+    for (const BlockRecord* b = seg->head; b != nullptr; b = b->next) {
+      s.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr) - base, b->size, b->requested_size,
+                          b->allocated});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace memgrad

@@ -1,0 +1,128 @@
+// The caching policy, modelled on PyTorch's CUDA caching allocator.
+//
+// Freed blocks are not returned to the source; they stay cached in one of two pools and serve
+// later requests of a similar size without a source call. The rules are PyTorch's, constant for
+// constant:
+//   - every request is rounded up to a multiple of 512 bytes (or to a power-of-two division with
+//     roundup_power2_divisions);
+//   - requests of at most 1 MiB use the small pool, whose segments are 2 MiB; larger requests use
+//     the large pool, with 20 MiB segments below 10 MiB and segments rounded up to 2 MiB above;
+//   - the smallest cached block that fits is used, lowest address first; a block is split when
+//     the rest is worth keeping (>= 512 bytes in the small pool, > 1 MiB in the large pool and
+//     only for requests below max_split_size);
+//   - a freed block merges with free neighbours in its segment;
+//   - when the source is full: release cached blocks and retry, then throw OutOfMemoryError.
+// So memory_allocated() drops when a tensor dies, memory_reserved() does not, and empty_cache()
+// returns only segments with nothing allocated in them.
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <set>
+
+#include "allocator/allocator.h"
+#include "allocator/block_pool.h"
+#include "allocator/config.h"
+
+namespace memgrad {
+
+// PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp), same names.
+inline constexpr size_t kMinBlockSize = 512;        // every size is a multiple of this
+inline constexpr size_t kSmallSize = 1 * kMiB;      // largest request served by the small pool
+inline constexpr size_t kSmallBuffer = 2 * kMiB;    // small-pool segment size
+inline constexpr size_t kLargeBuffer = 20 * kMiB;   // large-pool segment for 1-10 MiB requests
+inline constexpr size_t kMinLargeAlloc = 10 * kMiB; // from here segments are rounded to kRoundLarge
+inline constexpr size_t kRoundLarge = 2 * kMiB;
+
+// Waits on stream work for record_stream semantics. The CUDA backend implements it with events;
+// without one, record_stream is a no-op (the CPU has a single stream).
+class StreamEvents {
+ public:
+  virtual ~StreamEvents() = default;
+  // Records an event on `stream` after the work queued so far; returns its handle.
+  virtual void* record(StreamId stream) = 0;
+  // Whether the event has completed.
+  virtual bool query(void* event) = 0;
+  // Blocks until the event has completed.
+  virtual void synchronize(void* event) = 0;
+  // Destroys the event.
+  virtual void release(void* event) = 0;
+};
+
+class CachingAllocator final : public Allocator {
+ public:
+  // A caching allocator over `source` with `config`'s options (the policy field is ignored).
+  // Throws ConfigError for out-of-range options.
+  CachingAllocator(MemorySource& source, AllocatorConfig config = {});
+  ~CachingAllocator() override;
+
+  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  void free(const Block& block) override;
+  void record_stream(const Block& block, StreamId stream) override;
+  void empty_cache() override;
+  MemoryStats stats() const override;
+  void reset_peak_stats() override;
+  void reset_accumulated_stats() override;
+  size_t memory_allocated() const override;
+  size_t memory_reserved() const override;
+  std::vector<SegmentSnapshot> snapshot() const override;
+  void set_memory_fraction(double fraction) override;
+  std::string_view policy_name() const override { return "caching"; }
+
+  // Installs the event provider for record_stream (the CUDA backend does this). Not owned.
+  void set_stream_events(StreamEvents* events);
+
+  // The size a request of `nbytes` is rounded to (512-byte multiples or power-of-two divisions).
+  size_t round_size(size_t nbytes) const;
+  // The segment size obtained from the source for a rounded size.
+  static size_t allocation_size(size_t rounded);
+
+  const AllocatorConfig& config() const { return config_; }
+
+ private:
+  using BlockRecord = detail::BlockRecord;
+  using BlockPool = detail::BlockPool;
+
+  StatPool stat_pool(const BlockPool& pool) const {
+    return pool.is_small() ? StatPool::SmallPool : StatPool::LargePool;
+  }
+  BlockPool& pool_for(size_t rounded) { return rounded <= kSmallSize ? small_ : large_; }
+
+  // All private members below require mutex_.
+  BlockRecord* get_free_block(BlockPool& pool, StreamId stream, size_t size);
+  BlockRecord* alloc_segment(BlockPool& pool, StreamId stream, size_t segment_size, bool retry);
+  Block hand_out(BlockRecord* block, size_t size, size_t requested);
+  void free_block(BlockRecord* block);
+  size_t try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool);
+  bool should_split(const BlockRecord* block, size_t size) const;
+  void release_segment(BlockRecord* block);
+  bool release_available_cached_blocks(BlockPool& pool, StreamId stream, size_t size);
+  void release_cached_blocks();
+  void garbage_collect();
+  void process_events();
+  void synchronize_and_free_events();
+  [[noreturn]] void throw_oom(size_t requested, size_t segment_size);
+  void trace(TraceAction action, const char* ptr, size_t nbytes, size_t requested,
+             StreamId stream) {
+    if (trace_.enabled()) [[unlikely]] record_trace(action, ptr, nbytes, requested, stream);
+  }
+  void record_trace(TraceAction action, const char* ptr, size_t nbytes, size_t requested,
+                    StreamId stream);
+  size_t allowed_bytes() const;
+
+  AllocatorConfig config_;
+  bool any_divisions_ = false;  // whether roundup_power2_divisions is set for any bucket
+  mutable std::mutex mutex_;
+  detail::RecordPool records_;
+  BlockPool small_{true};
+  BlockPool large_{false};
+  std::set<detail::Segment*, bool (*)(const detail::Segment*, const detail::Segment*)> segments_;
+  MemoryStats stats_;
+  size_t total_reserved_ = 0;  // bytes obtained from the source
+  bool fraction_set_ = false;
+  double fraction_ = 1.0;
+  StreamEvents* events_ = nullptr;
+  std::deque<std::pair<void*, BlockRecord*>> pending_events_;  // (event, block) in record order
+};
+
+}  // namespace memgrad

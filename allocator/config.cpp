@@ -1,0 +1,243 @@
+// Parsing MEMGRAD_ALLOC_CONF. The lexer follows PyTorch's: tokens are split at ',' ':' '[' ']'
+// and spaces are dropped; a key is followed by ':' and a value, and only
+// roundup_power2_divisions takes a bracketed list.
+#include "allocator/config.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "allocator/error.h"
+
+namespace memgrad {
+namespace {
+
+constexpr std::string_view kVar = "MEMGRAD_ALLOC_CONF";
+constexpr std::string_view kKnownKeys =
+    "policy, max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, "
+    "garbage_collection_threshold, per_process_memory_fraction";
+
+std::vector<std::string> tokenize(std::string_view text) {
+  std::vector<std::string> tokens;
+  std::string current;
+  for (char c : text) {
+    if (c == ' ' || c == '\t') continue;
+    if (c == ',' || c == ':' || c == '[' || c == ']') {
+      if (!current.empty()) tokens.push_back(std::move(current));
+      current.clear();
+      tokens.emplace_back(1, c);
+    } else {
+      current.push_back(c);
+    }
+  }
+  if (!current.empty()) tokens.push_back(std::move(current));
+  return tokens;
+}
+
+[[noreturn]] void fail(std::string_view key, std::string_view value, std::string_view why) {
+  throw ConfigError(fmt::format("{}: bad value '{}' for key '{}': {}", kVar, value, key, why),
+                    std::string(key), std::string(value));
+}
+
+size_t parse_size(std::string_view key, std::string_view text) {
+  size_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) fail(key, text, "expected an integer");
+  return value;
+}
+
+double parse_double(std::string_view key, std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  const double value = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) fail(key, text, "expected a number");
+  return value;
+}
+
+bool is_power_of_two_or_zero(size_t v) { return v == 0 || std::has_single_bit(v); }
+
+// Reads `key:value` tokens; `pos` points at the token after the key.
+class Parser {
+ public:
+  explicit Parser(std::vector<std::string> tokens) : tokens_(std::move(tokens)) {}
+
+  AllocatorConfig run() {
+    AllocatorConfig config;
+    while (pos_ < tokens_.size()) {
+      const std::string key = tokens_[pos_++];
+      if (key == ",") continue;
+      expect(":", key);
+      apply(config, key);
+    }
+    config.validate();
+    return config;
+  }
+
+ private:
+  void expect(std::string_view token, std::string_view key) {
+    if (pos_ >= tokens_.size() || tokens_[pos_] != token) {
+      throw ConfigError(fmt::format("{}: expected '{}' after '{}'", kVar, token, key),
+                        std::string(key));
+    }
+    ++pos_;
+  }
+
+  static bool is_punctuation(const std::string& token) {
+    return token == "," || token == ":" || token == "[" || token == "]";
+  }
+
+  std::string value(std::string_view key) {
+    if (pos_ >= tokens_.size() || is_punctuation(tokens_[pos_])) {
+      throw ConfigError(fmt::format("{}: missing value for key '{}'", kVar, key),
+                        std::string(key));
+    }
+    return tokens_[pos_++];
+  }
+
+  void apply(AllocatorConfig& config, const std::string& key) {
+    if (key == "policy") {
+      config.policy = value(key);
+    } else if (key == "max_split_size_mb") {
+      const std::string v = value(key);
+      config.max_split_size = parse_size(key, v) * kMiB;
+      if (config.max_split_size <= 20 * kMiB) fail(key, v, "must be > 20 (MiB)");
+    } else if (key == "max_non_split_rounding_mb") {
+      const std::string v = value(key);
+      config.max_non_split_rounding_size = parse_size(key, v) * kMiB;
+      if (config.max_non_split_rounding_size < 20 * kMiB) fail(key, v, "must be >= 20 (MiB)");
+    } else if (key == "roundup_power2_divisions") {
+      parse_divisions(config, key);
+    } else if (key == "garbage_collection_threshold") {
+      config.garbage_collection_threshold = parse_double(key, value(key));
+    } else if (key == "per_process_memory_fraction") {
+      config.memory_fraction = parse_double(key, value(key));
+    } else {
+      throw ConfigError(fmt::format("Unrecognized key '{}' in {} (known keys: {})", key, kVar,
+                                    kKnownKeys),
+                        key);
+    }
+  }
+
+  // Either one power of two for every bucket, or [MiB:N, MiB:N, >:N].
+  void parse_divisions(AllocatorConfig& config, const std::string& key) {
+    if (pos_ < tokens_.size() && tokens_[pos_] != "[") {
+      const std::string v = value(key);
+      const size_t d = parse_size(key, v);
+      if (!is_power_of_two_or_zero(d)) fail(key, v, "divisions must be a power of 2");
+      config.roundup_power2_divisions.fill(d);
+      return;
+    }
+    expect("[", key);
+    int last_bucket = -1;
+    bool first = true;
+    while (pos_ < tokens_.size() && tokens_[pos_] != "]") {
+      if (tokens_[pos_] == ",") {
+        ++pos_;
+        continue;
+      }
+      const std::string interval = value(key);
+      expect(":", key);
+      const std::string v = value(key);
+      const size_t d = parse_size(key, v);
+      if (!is_power_of_two_or_zero(d)) fail(key, v, "divisions must be a power of 2");
+      if (interval == ">") {
+        for (size_t i = static_cast<size_t>(last_bucket + 1); i < kRoundupIntervals; ++i) {
+          config.roundup_power2_divisions[i] = d;
+        }
+        continue;
+      }
+      const size_t mib = parse_size(key, interval);
+      if (mib == 0 || !std::has_single_bit(mib)) {
+        fail(key, interval, "interval starts must be powers of 2 (MiB)");
+      }
+      const int bucket = std::min<int>(std::countr_zero(mib), kRoundupIntervals - 1);
+      if (bucket <= last_bucket) fail(key, interval, "intervals must be increasing");
+      // The first value also covers the buckets below it; later values run to the next key.
+      const size_t from = first ? 0 : static_cast<size_t>(bucket);
+      for (size_t i = from; i < kRoundupIntervals; ++i) config.roundup_power2_divisions[i] = d;
+      last_bucket = bucket;
+      first = false;
+    }
+    expect("]", key);
+  }
+
+  std::vector<std::string> tokens_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string_view known_policies() { return "caching, passthrough"; }
+
+AllocatorConfig AllocatorConfig::parse(std::string_view text) {
+  return Parser(tokenize(text)).run();
+}
+
+AllocatorConfig AllocatorConfig::from_env(const char* var) {
+  const char* text = std::getenv(var);
+  if (text == nullptr) return AllocatorConfig{};
+  return parse(text);
+}
+
+void AllocatorConfig::validate() const {
+  const std::string_view policies = known_policies();
+  bool known = false;
+  for (size_t start = 0; start <= policies.size();) {
+    size_t end = policies.find(", ", start);
+    if (end == std::string_view::npos) end = policies.size();
+    if (policies.substr(start, end - start) == policy) known = true;
+    start = end + 2;
+  }
+  if (!known) {
+    throw ConfigError(fmt::format("{}: unknown policy '{}' (known policies: {})", kVar, policy,
+                                  policies),
+                      "policy", policy);
+  }
+  if (!(garbage_collection_threshold == 0.0 ||
+        (garbage_collection_threshold > 0.0 && garbage_collection_threshold < 1.0))) {
+    fail("garbage_collection_threshold", fmt::format("{}", garbage_collection_threshold),
+         "must be in (0, 1)");
+  }
+  if (!(memory_fraction > 0.0 && memory_fraction <= 1.0)) {
+    fail("per_process_memory_fraction", fmt::format("{}", memory_fraction), "must be in (0, 1]");
+  }
+  for (size_t d : roundup_power2_divisions) {
+    if (!is_power_of_two_or_zero(d)) {
+      fail("roundup_power2_divisions", fmt::format("{}", d), "divisions must be a power of 2");
+    }
+  }
+}
+
+size_t AllocatorConfig::divisions_for(size_t nbytes) const {
+  const int log_size = 63 - std::countl_zero(static_cast<uint64_t>(nbytes | 1));
+  const int bucket = std::clamp(log_size - 20, 0, static_cast<int>(kRoundupIntervals) - 1);
+  return roundup_power2_divisions[static_cast<size_t>(bucket)];
+}
+
+std::string AllocatorConfig::to_string() const {
+  std::string out = fmt::format("policy:{}", policy);
+  if (max_split_size != SIZE_MAX) out += fmt::format(",max_split_size_mb:{}", max_split_size / kMiB);
+  if (max_non_split_rounding_size != 20 * kMiB) {
+    out += fmt::format(",max_non_split_rounding_mb:{}", max_non_split_rounding_size / kMiB);
+  }
+  bool any_division = false;
+  for (size_t d : roundup_power2_divisions) any_division |= d != 0;
+  if (any_division) {
+    out += ",roundup_power2_divisions:[";
+    for (size_t i = 0; i < kRoundupIntervals; ++i) {
+      out += fmt::format("{}{}:{}", i == 0 ? "" : ",", size_t{1} << i, roundup_power2_divisions[i]);
+    }
+    out += "]";
+  }
+  if (garbage_collection_threshold != 0.0) {
+    out += fmt::format(",garbage_collection_threshold:{}", garbage_collection_threshold);
+  }
+  if (memory_fraction != 1.0) out += fmt::format(",per_process_memory_fraction:{}", memory_fraction);
+  return out;
+}
+
+}  // namespace memgrad

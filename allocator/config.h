@@ -1,0 +1,59 @@
+// Allocator configuration: MEMGRAD_ALLOC_CONF and the same settings through the C++ API.
+//
+// The text form is PyTorch's PYTORCH_CUDA_ALLOC_CONF form, "key:value,key:value", e.g.
+//   MEMGRAD_ALLOC_CONF="policy:caching,max_split_size_mb:64,roundup_power2_divisions:4"
+// Parsing is strict: an unknown key, a malformed value or a value out of range throws a
+// ConfigError naming the key and the value, so a typo fails at start instead of being ignored.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace memgrad {
+
+inline constexpr size_t kKiB = 1024;
+inline constexpr size_t kMiB = 1024 * kKiB;
+inline constexpr size_t kGiB = 1024 * kMiB;
+
+// Number of power-of-two size buckets for roundup_power2_divisions: bucket i covers
+// [2^i MiB, 2^(i+1) MiB); bucket 0 also covers sizes below 1 MiB, the last one everything above.
+inline constexpr size_t kRoundupIntervals = 16;
+
+struct AllocatorConfig {
+  // Which policy hands out the bytes: "caching" (default) or "passthrough" (and the policy lab's).
+  std::string policy = "caching";
+  // Blocks of this size or more are never split (bytes). SIZE_MAX: no limit (PyTorch's default).
+  size_t max_split_size = SIZE_MAX;
+  // How much larger than a request an unsplit cached block may be and still be used (bytes).
+  size_t max_non_split_rounding_size = 20 * kMiB;
+  // Per size bucket: round requests up to one of N equal steps between powers of two (0 or 1:
+  // plain 512-byte rounding).
+  std::array<size_t, kRoundupIntervals> roundup_power2_divisions{};
+  // In (0, 1): with a memory fraction set, free old cached blocks once reserved memory passes
+  // this fraction of the allowed memory. 0: off.
+  double garbage_collection_threshold = 0.0;
+  // In (0, 1]: the policy may reserve at most this fraction of the source's capacity.
+  double memory_fraction = 1.0;
+
+  // Parses the "key:value,..." text. Throws ConfigError.
+  static AllocatorConfig parse(std::string_view text);
+  // Parses the environment variable `var` (empty or unset: the defaults). Throws ConfigError.
+  static AllocatorConfig from_env(const char* var = "MEMGRAD_ALLOC_CONF");
+
+  // Checks every field's range (the C++ API path). Throws ConfigError.
+  void validate() const;
+
+  // The divisions for a request of `nbytes` (its bucket's value).
+  size_t divisions_for(size_t nbytes) const;
+
+  // The settings in MEMGRAD_ALLOC_CONF form; parse(to_string()) gives the same config.
+  std::string to_string() const;
+};
+
+// The policies this build knows, in the order `./memgrad lab` lists them.
+std::string_view known_policies();
+
+}  // namespace memgrad

@@ -1,0 +1,39 @@
+// Host memory as a raw source: page-aligned blocks from the C library.
+//
+// Freed ranges go straight back to the C library (and so, for large ones, to the kernel). The
+// caching allocator above keeps its segments, so pages are faulted in once per segment rather
+// than once per tensor.
+#pragma once
+
+#include <atomic>
+
+#include "allocator/memory_source.h"
+
+namespace memgrad {
+
+class HostMemory final : public MemorySource {
+ public:
+  HostMemory() = default;
+
+  // Allocates: nbytes of page-aligned host memory. Returns nullptr when the C library has none.
+  void* allocate(size_t nbytes) override;
+  void free(void* ptr, size_t nbytes) override;
+
+  // The machine's physical memory, in bytes.
+  size_t capacity() const override;
+  // The kernel's estimate of available memory (MemAvailable), in bytes.
+  size_t free_bytes() const override;
+  size_t alignment() const override { return kAlignment; }
+  std::string name() const override { return "cpu"; }
+  bool host_accessible() const override { return true; }
+
+  // Bytes currently handed out by this source.
+  size_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
+
+  static constexpr size_t kAlignment = 4096;
+
+ private:
+  std::atomic<size_t> in_use_{0};
+};
+
+}  // namespace memgrad

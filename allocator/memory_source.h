@@ -1,0 +1,49 @@
+// The raw-memory source interface: where an allocator's bytes come from.
+//
+// A source hands out large raw ranges (the caching policy asks it for whole segments) and takes
+// them back. It knows its capacity and how much of it is still free. Running out is a normal
+// answer (nullptr), not an exception, because the allocator above may release its cache and ask
+// again; anything else that goes wrong throws.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace memgrad {
+
+class MemorySource {
+ public:
+  MemorySource() = default;
+  MemorySource(const MemorySource&) = delete;
+  MemorySource& operator=(const MemorySource&) = delete;
+  virtual ~MemorySource() = default;
+
+  // Returns `nbytes` of raw memory aligned to at least `alignment()`, or nullptr when the source
+  // has no room left. Throws memgrad::Error for other failures.
+  virtual void* allocate(size_t nbytes) = 0;
+
+  // Returns a range obtained from allocate(); `nbytes` must be the size that was asked for.
+  virtual void free(void* ptr, size_t nbytes) = 0;
+
+  // Total bytes the source can hand out (a GPU's memory, a simulated capacity, host RAM).
+  virtual size_t capacity() const = 0;
+
+  // Bytes not handed out by anyone right now (for a real device: what the driver reports).
+  virtual size_t free_bytes() const = 0;
+
+  // Alignment of every returned pointer, in bytes.
+  virtual size_t alignment() const = 0;
+
+  // The device this source serves, in the form users write it: "cpu", "sim:0", "cuda:0".
+  virtual std::string name() const = 0;
+
+  // Whether the bytes are host-addressable, so CPU kernels may read and write them.
+  virtual bool host_accessible() const = 0;
+
+  // Subtracted from pointers when addresses are shown (traces, snapshots). Simulated devices
+  // return the start of their range so their addresses are the same on every run.
+  virtual uintptr_t address_base() const { return 0; }
+};
+
+}  // namespace memgrad

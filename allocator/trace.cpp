@@ -1,0 +1,179 @@
+// TraceRecorder: a mutex-guarded ring of events, interned contexts, and the JSON dump.
+#include "allocator/trace.h"
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace memgrad {
+namespace {
+
+thread_local TraceContext t_context;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Chrome trace "X" slices for consecutive events that share a phase.
+void add_phase_slices(nlohmann::json& out, const std::vector<TraceEvent>& events,
+                      const std::vector<TraceContextRecord>& contexts) {
+  size_t begin = 0;
+  for (size_t i = 1; i <= events.size(); ++i) {
+    const std::string& phase = contexts[events[begin].context].phase;
+    if (i < events.size() && contexts[events[i].context].phase == phase) continue;
+    if (!phase.empty()) {
+      const double ts = events[begin].time_ns / 1e3;
+      const double end = events[i - 1].time_ns / 1e3;
+      out.push_back({{"name", phase}, {"ph", "X"}, {"ts", ts}, {"dur", end - ts},
+                     {"pid", 1}, {"tid", 1}, {"cat", "phase"}});
+    }
+    begin = i;
+  }
+}
+
+}  // namespace
+
+std::string_view trace_action_name(TraceAction action) {
+  switch (action) {
+    case TraceAction::Alloc: return "alloc";
+    case TraceAction::FreeRequested: return "free_requested";
+    case TraceAction::FreeCompleted: return "free_completed";
+    case TraceAction::SegmentAlloc: return "segment_alloc";
+    case TraceAction::SegmentFree: return "segment_free";
+    case TraceAction::SegmentMap: return "segment_map";
+    case TraceAction::SegmentUnmap: return "segment_unmap";
+    case TraceAction::Oom: return "oom";
+  }
+  return "unknown";
+}
+
+const TraceContext& current_trace_context() { return t_context; }
+
+TracePhaseScope::TracePhaseScope(const char* phase) : previous_(t_context.phase) {
+  t_context.phase = phase;
+}
+TracePhaseScope::~TracePhaseScope() { t_context.phase = previous_; }
+
+TraceOpScope::TraceOpScope(const char* op) : previous_(t_context.op) { t_context.op = op; }
+TraceOpScope::~TraceOpScope() { t_context.op = previous_; }
+
+TraceLabelScope::TraceLabelScope(std::string label) : previous_(std::move(t_context.label)) {
+  t_context.label = std::move(label);
+}
+TraceLabelScope::~TraceLabelScope() { t_context.label = std::move(previous_); }
+
+TraceRecorder::TraceRecorder() = default;
+
+void TraceRecorder::enable(size_t max_entries) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.clear();
+  contexts_.clear();
+  next_ = 0;
+  max_entries_ = max_entries == 0 ? 1 : max_entries;
+  start_ns_ = now_ns();
+  enabled_.store(true, std::memory_order_relaxed);
+}
+
+void TraceRecorder::disable() { enabled_.store(false, std::memory_order_relaxed); }
+
+void TraceRecorder::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.clear();
+  contexts_.clear();
+  next_ = 0;
+}
+
+uint32_t TraceRecorder::intern_context() {
+  const TraceContext& c = t_context;
+  // Linear search from the back: a run has a handful of distinct contexts and the latest one is
+  // by far the most likely match.
+  for (size_t i = contexts_.size(); i-- > 0;) {
+    const TraceContextRecord& r = contexts_[i];
+    if (r.phase == c.phase && r.op == c.op && r.label == c.label) return static_cast<uint32_t>(i);
+  }
+  contexts_.push_back({c.phase, c.op, c.label});
+  return static_cast<uint32_t>(contexts_.size() - 1);
+}
+
+void TraceRecorder::record(TraceAction action, uint64_t address, uint64_t nbytes,
+                           uint64_t requested, StreamId stream, int64_t allocated,
+                           int64_t reserved) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TraceEvent e;
+  e.action = action;
+  e.stream = stream;
+  e.time_ns = now_ns() - start_ns_;
+  e.address = address;
+  e.nbytes = nbytes;
+  e.requested = requested;
+  e.allocated = allocated;
+  e.reserved = reserved;
+  e.context = intern_context();
+  if (events_.size() < max_entries_) {
+    events_.push_back(e);
+  } else {
+    events_[next_] = e;
+    next_ = (next_ + 1) % max_entries_;
+  }
+}
+
+std::vector<TraceEvent> TraceRecorder::events() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<TraceEvent> out;
+  out.reserve(events_.size());
+  // Once the ring has wrapped, the oldest event sits at next_.
+  out.insert(out.end(), events_.begin() + static_cast<std::ptrdiff_t>(next_), events_.end());
+  out.insert(out.end(), events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(next_));
+  return out;
+}
+
+std::vector<TraceContextRecord> TraceRecorder::contexts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return contexts_;
+}
+
+std::string TraceRecorder::to_json(std::string_view device, std::string_view policy,
+                                   size_t capacity) const {
+  const std::vector<TraceEvent> evs = events();
+  const std::vector<TraceContextRecord> ctxs = contexts();
+  nlohmann::json contexts = nlohmann::json::array();
+  for (const TraceContextRecord& c : ctxs) {
+    contexts.push_back({{"phase", c.phase}, {"op", c.op}, {"label", c.label}});
+  }
+  nlohmann::json raw = nlohmann::json::array();
+  nlohmann::json chrome = nlohmann::json::array();
+  chrome.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
+                    {"args", {{"name", std::string(device) + " (" + std::string(policy) + " allocator)"}}}});
+  for (const TraceEvent& e : evs) {
+    raw.push_back({{"action", trace_action_name(e.action)}, {"t_ns", e.time_ns},
+                   {"addr", e.address}, {"size", e.nbytes}, {"requested", e.requested},
+                   {"stream", e.stream}, {"allocated", e.allocated}, {"reserved", e.reserved},
+                   {"ctx", e.context}});
+    const double ts = e.time_ns / 1e3;
+    chrome.push_back({{"name", "memory (bytes)"}, {"ph", "C"}, {"ts", ts}, {"pid", 1},
+                      {"args", {{"allocated", e.allocated}, {"reserved", e.reserved}}}});
+    if (e.action == TraceAction::Oom || e.action == TraceAction::SegmentAlloc ||
+        e.action == TraceAction::SegmentFree) {
+      const TraceContextRecord& c = ctxs[e.context];
+      chrome.push_back({{"name", trace_action_name(e.action)}, {"ph", "i"}, {"s", "p"},
+                        {"ts", ts}, {"pid", 1}, {"tid", 1},
+                        {"args", {{"size", e.nbytes}, {"op", c.op}, {"phase", c.phase}}}});
+    }
+  }
+  if (!evs.empty()) add_phase_slices(chrome, evs, ctxs);
+  nlohmann::json doc = {{"memgrad_trace_version", 1},
+                        {"device", device},
+                        {"policy", policy},
+                        {"capacity", capacity},
+                        {"contexts", contexts},
+                        {"memgrad_events", raw},
+                        {"traceEvents", chrome},
+                        {"displayTimeUnit", "ns"}};
+  return doc.dump();
+}
+
+}  // namespace memgrad

@@ -1,0 +1,142 @@
+// Allocator trace recording: every alloc, free, segment map/unmap and OOM, with its context.
+//
+// Off by default and cheap when off (one relaxed atomic load per allocator call). When on, each
+// event stores its time, address, sizes, stream, the allocated/reserved totals right after it,
+// and the context it happened in: the phase (forward, backward, optimizer, ...), the op, and a
+// free-form user label, all set by scoped guards on the calling thread. The recorder dumps JSON
+// that Perfetto / chrome://tracing open directly (counter tracks for allocated and reserved) and
+// that the policy lab replays against other policies.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocator/stream.h"
+
+namespace memgrad {
+
+// PyTorch's TraceEntry actions.
+enum class TraceAction : uint8_t {
+  Alloc,          // a block handed out
+  FreeRequested,  // the caller freed a block (it may still wait on other streams)
+  FreeCompleted,  // the block went back to the pool
+  SegmentAlloc,   // a segment obtained from the source
+  SegmentFree,    // a segment returned to the source
+  SegmentMap,     // pages mapped into an expandable segment
+  SegmentUnmap,   // pages unmapped from an expandable segment
+  Oom,            // an OutOfMemoryError was thrown
+};
+
+// The action's name as PyTorch's snapshots spell it ("alloc", "segment_free", ...).
+std::string_view trace_action_name(TraceAction action);
+
+// The calling thread's context, copied into each event. `phase` and `op` point at string
+// literals (set by the engine and autograd); `label` is the user's.
+struct TraceContext {
+  const char* phase = "";
+  const char* op = "";
+  std::string label;
+};
+
+// The calling thread's current context.
+const TraceContext& current_trace_context();
+
+// Sets the phase ("forward", "backward", "optimizer", ...) for the current scope. `phase` must be
+// a string with static storage duration.
+class TracePhaseScope {
+ public:
+  explicit TracePhaseScope(const char* phase);
+  ~TracePhaseScope();
+  TracePhaseScope(const TracePhaseScope&) = delete;
+  TracePhaseScope& operator=(const TracePhaseScope&) = delete;
+
+ private:
+  const char* previous_;
+};
+
+// Sets the op name for the current scope. `op` must have static storage duration.
+class TraceOpScope {
+ public:
+  explicit TraceOpScope(const char* op);
+  ~TraceOpScope();
+  TraceOpScope(const TraceOpScope&) = delete;
+  TraceOpScope& operator=(const TraceOpScope&) = delete;
+
+ private:
+  const char* previous_;
+};
+
+// Sets a free-form user label for the current scope ("layer 3", "eval", ...).
+class TraceLabelScope {
+ public:
+  explicit TraceLabelScope(std::string label);
+  ~TraceLabelScope();
+  TraceLabelScope(const TraceLabelScope&) = delete;
+  TraceLabelScope& operator=(const TraceLabelScope&) = delete;
+
+ private:
+  std::string previous_;
+};
+
+struct TraceEvent {
+  TraceAction action = TraceAction::Alloc;
+  StreamId stream = kDefaultStream;
+  int64_t time_ns = 0;    // since the recorder was enabled
+  uint64_t address = 0;   // device address; for Oom: the device's free bytes (as PyTorch)
+  uint64_t nbytes = 0;    // block size (alloc/free), segment or page size, or rounded OOM request
+  uint64_t requested = 0; // the caller's size for Alloc / Free*; 0 otherwise
+  int64_t allocated = 0;  // allocated bytes right after the event
+  int64_t reserved = 0;   // reserved bytes right after the event
+  uint32_t context = 0;   // index into TraceRecorder::contexts()
+};
+
+// The context of an event, as stored (interned) by the recorder.
+struct TraceContextRecord {
+  std::string phase;
+  std::string op;
+  std::string label;
+};
+
+class TraceRecorder {
+ public:
+  TraceRecorder();
+
+  // Starts recording (clearing earlier events). Keeps at most `max_entries` events; older ones
+  // are overwritten, as in PyTorch's ring buffer.
+  void enable(size_t max_entries = SIZE_MAX);
+  void disable();
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  void clear();
+
+  // Records one event with the calling thread's context. Call only when enabled().
+  void record(TraceAction action, uint64_t address, uint64_t nbytes, uint64_t requested,
+              StreamId stream, int64_t allocated, int64_t reserved);
+
+  // The events in time order, and the contexts they index.
+  std::vector<TraceEvent> events() const;
+  std::vector<TraceContextRecord> contexts() const;
+
+  // JSON with the raw events ("memgrad_events"), their contexts, and Chrome trace events
+  // ("traceEvents": allocated/reserved counters, OOM and segment markers, phase slices) so
+  // Perfetto shows the memory timeline. `device` and `policy` are written into the header.
+  std::string to_json(std::string_view device, std::string_view policy,
+                      size_t capacity) const;
+
+ private:
+  uint32_t intern_context();  // requires mutex_
+
+  std::atomic<bool> enabled_{false};
+  mutable std::mutex mutex_;
+  int64_t start_ns_ = 0;
+  size_t max_entries_ = SIZE_MAX;
+  size_t next_ = 0;  // ring position once the buffer is full
+  std::vector<TraceEvent> events_;
+  std::vector<TraceContextRecord> contexts_;
+};
+
+}  // namespace memgrad
