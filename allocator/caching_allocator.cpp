@@ -110,7 +110,8 @@ CachingAllocator::BlockRecord* CachingAllocator::get_free_block(BlockPool& pool,
   // only when it wastes less than max_non_split_rounding_size.
   const size_t max_split = config_.max_split_size;
   if (size < max_split && block->size >= max_split) return nullptr;
-  if (size >= max_split && block->size >= size + config_.max_non_split_rounding_size) {
+  // A difference, not size + option: the option may be huge, and best_fit gave block >= size.
+  if (size >= max_split && block->size - size >= config_.max_non_split_rounding_size) {
     return nullptr;
   }
   pool.erase(block);

@@ -68,6 +68,8 @@ class CachingAllocator final : public Allocator {
   std::vector<SegmentSnapshot> snapshot() const override;
   void set_memory_fraction(double fraction) override;
   std::string_view policy_name() const override { return "caching"; }
+  // The trace recorder; without this the private trace() helper below would hide it.
+  using Allocator::trace;
 
   // Installs the event provider for record_stream (the CUDA backend does this). Not owned.
   void set_stream_events(StreamEvents* events);

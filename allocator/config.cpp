@@ -50,6 +50,14 @@ size_t parse_size(std::string_view key, std::string_view text) {
   return value;
 }
 
+// A size written in MiB, as bytes. A count whose bytes do not fit in size_t is an error, not a
+// wrapped (and possibly valid-looking) number.
+size_t parse_mib(std::string_view key, std::string_view text) {
+  const size_t mib = parse_size(key, text);
+  if (mib > SIZE_MAX / kMiB) fail(key, text, "too large");
+  return mib * kMiB;
+}
+
 double parse_double(std::string_view key, std::string_view text) {
   std::string s(text);
   char* end = nullptr;
@@ -103,16 +111,20 @@ class Parser {
       config.policy = value(key);
     } else if (key == "max_split_size_mb") {
       const std::string v = value(key);
-      config.max_split_size = parse_size(key, v) * kMiB;
+      config.max_split_size = parse_mib(key, v);
       if (config.max_split_size <= 20 * kMiB) fail(key, v, "must be > 20 (MiB)");
     } else if (key == "max_non_split_rounding_mb") {
       const std::string v = value(key);
-      config.max_non_split_rounding_size = parse_size(key, v) * kMiB;
+      config.max_non_split_rounding_size = parse_mib(key, v);
       if (config.max_non_split_rounding_size < 20 * kMiB) fail(key, v, "must be >= 20 (MiB)");
     } else if (key == "roundup_power2_divisions") {
       parse_divisions(config, key);
     } else if (key == "garbage_collection_threshold") {
-      config.garbage_collection_threshold = parse_double(key, value(key));
+      const std::string v = value(key);
+      config.garbage_collection_threshold = parse_double(key, v);
+      // 0 means "off" only as the default; a written value must be in (0, 1), as in PyTorch.
+      const double t = config.garbage_collection_threshold;
+      if (!(t > 0.0 && t < 1.0)) fail(key, v, "must be in (0, 1)");
     } else if (key == "per_process_memory_fraction") {
       config.memory_fraction = parse_double(key, value(key));
     } else {

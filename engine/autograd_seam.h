@@ -1,0 +1,96 @@
+// The narrow interface through which the engine reaches differentiation (and autocast).
+//
+// The engine runs every op; it never builds a graph. After (or, for in-place ops, around) the
+// kernel, a front-end op tells the seam what ran: the OpKind, the inputs, the outputs and the
+// few attributes a backward formula needs (OpAttrs). autograd/ implements the seam: it decides
+// what each op saves and owns the backward formulas. Autocast plugs in before the kernel and may
+// replace the inputs with casts. The engine includes no autograd header; autograd installs its
+// implementation with set_autograd_seam() when it is linked in.
+//
+// Cost when nothing requires grad: one thread-local load and one flag per input.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/op_kind.h"
+#include "engine/shape.h"
+
+namespace memgrad {
+
+class Tensor;
+struct AutogradMeta;
+
+// What an op passes to autograd besides its tensors. Each op sets only the fields its backward
+// reads (documented per op in op_kind.h); the rest keep their defaults.
+struct OpAttrs {
+  double alpha = 1.0;          // add/sub alpha, scalar operand, pow exponent, clamp min, ...
+  double beta = 0.0;           // clamp max, addmm beta, ...
+  bool has_min = false;        // clamp: whether a lower bound was given
+  bool has_max = false;        // clamp: whether an upper bound was given
+  bool flag = false;           // keepdim, gelu tanh approximation, scalar operand on the left
+  int64_t dim = 0;             // softmax, select, narrow, slice, cat, gather, ... dimension
+  int64_t dim2 = 0;            // transpose's second dimension, diagonal's dims
+  int64_t start = 0;           // slice start, select index, diagonal offset, storage offset
+  int64_t step = 1;            // slice step
+  int64_t correction = 1;      // var/std: divide by N - correction
+  Shape dims;                  // reduction dims, permutation
+  Shape sizes;                 // input sizes (views, expand, reductions), as_strided sizes
+  Shape strides;               // as_strided strides
+  std::vector<int64_t> split;  // cat: input sizes along `dim`; pad: the padding
+};
+
+class AutogradSeam {
+ public:
+  virtual ~AutogradSeam() = default;
+
+  // Records an out-of-place op whose inputs include one that requires grad (grad mode on).
+  virtual void record(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                      const OpAttrs& attrs) = 0;
+
+  // In-place ops, in two steps around the kernel. begin_inplace runs the checks (leaf that
+  // requires grad, views of one) and saves what backward needs of the values about to be
+  // overwritten; it returns a handle (null when nothing is recorded). finish_inplace saves what
+  // backward needs of the result and rebases the history of `self` (and of its base if `self`
+  // is a view) onto the new node.
+  virtual std::shared_ptr<void> begin_inplace(OpKind kind, const Tensor& self,
+                                              std::span<const Tensor> others,
+                                              const OpAttrs& attrs) = 0;
+  virtual void finish_inplace(const std::shared_ptr<void>& pending, const Tensor& self) = 0;
+  // Throws if writing into `out` of an `out=` call would break autograd.
+  virtual void check_out(const Tensor& out, const char* op) = 0;
+
+  // The autograd half of Tensor's API (see tensor.h for each one's contract).
+  virtual void set_requires_grad(const Tensor& t, bool requires_grad) = 0;
+  virtual bool is_leaf(const Tensor& t) = 0;
+  virtual Tensor grad(const Tensor& t) = 0;
+  virtual void set_grad(const Tensor& t, const Tensor& grad) = 0;
+  virtual std::string grad_fn_name(const Tensor& t) = 0;
+  virtual void retain_grad(const Tensor& t) = 0;
+  virtual bool retains_grad(const Tensor& t) = 0;
+  virtual void backward(const Tensor& t, const Tensor& gradient, bool retain_graph,
+                        bool create_graph) = 0;
+  virtual void detach_(const Tensor& t) = 0;
+  virtual void destroy_meta(AutogradMeta* meta) = 0;
+
+  // Autocast: called before a kernel when an autocast region is active. May replace `inputs`
+  // with casts (kept alive in `inputs`). Returns whether it changed anything.
+  virtual bool autocast_inputs(OpKind kind, std::vector<Tensor>& inputs) = 0;
+};
+
+// The installed seam, or null when autograd is not linked.
+AutogradSeam* autograd_seam();
+void set_autograd_seam(AutogradSeam* seam);
+
+// Grad mode (thread-local, on by default). Guards live in autograd/grad_mode.h.
+bool grad_mode_enabled();
+void set_grad_mode_enabled(bool enabled);
+
+// Autocast mode (thread-local, off by default). Guards live in autograd/autocast.h.
+bool autocast_enabled();
+void set_autocast_enabled(bool enabled);
+
+}  // namespace memgrad

@@ -1,0 +1,24 @@
+// Copies and conversions between dtypes and devices.
+//
+// Memory contract for the family:
+//   to(dtype) / to(device) / clone / contiguous (when not contiguous):
+//     Allocates: numel x the result's element size on the result's device.
+//     Returns self (allocating nothing) when nothing would change.
+//   copy_(self, src): Allocates nothing; bumps self's version; src broadcasts to self and is
+//     converted to self's dtype and device.
+//   Saves (autograd): nothing (to, clone, copy_ pass gradients through, converting back).
+#pragma once
+
+#include "engine/tensor.h"
+
+namespace memgrad {
+
+Tensor to_dtype(const Tensor& x, DType dtype);
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
+Tensor clone(const Tensor& x);
+Tensor contiguous(const Tensor& x);
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
+Tensor pin_memory(const Tensor& x);
+bool is_pinned(const Tensor& x);
+
+}  // namespace memgrad

@@ -1,0 +1,47 @@
+// Device parsing and printing.
+#include "engine/device.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace memgrad {
+
+Device::Device(std::string_view text) {
+  const size_t colon = text.find(':');
+  const std::string_view kind = text.substr(0, colon);
+  int index = 0;
+  if (colon != std::string_view::npos) {
+    const std::string_view digits = text.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+        index < 0 || index > 63) {
+      throw DeviceError(fmt::format("[device] bad device index in '{}' (expected 0..63)", text));
+    }
+  }
+  if (kind == "cpu") {
+    if (index != 0) throw DeviceError(fmt::format("[device] '{}': there is one cpu, cpu:0", text));
+    type_ = DeviceType::CPU;
+  } else if (kind == "sim") {
+    type_ = DeviceType::Sim;
+  } else if (kind == "cuda") {
+    type_ = DeviceType::CUDA;
+  } else {
+    throw DeviceError(
+        fmt::format("[device] unknown device '{}' (expected cpu, sim[:N] or cuda[:N])", text));
+  }
+  index_ = static_cast<int8_t>(index);
+}
+
+std::string Device::str() const {
+  switch (type_) {
+    case DeviceType::CPU: return "cpu";
+    case DeviceType::Sim: return fmt::format("sim:{}", index_);
+    case DeviceType::CUDA: return fmt::format("cuda:{}", index_);
+  }
+  return "unknown";
+}
+
+}  // namespace memgrad

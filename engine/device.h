@@ -1,0 +1,49 @@
+// Devices: where a tensor's bytes live and which kernels compute on them.
+//
+//   cpu      host memory through the caching allocator (or a bounded simulated device when
+//            MEMGRAD_CPU_MEMORY_LIMIT is set)
+//   sim:N    a simulated device with a fixed capacity (default 1 GiB, see memory.h), computing
+//            with the CPU kernels: out-of-memory, fragmentation and multi-device programs
+//            reproduce on any machine
+//   cuda:N   an NVIDIA GPU (builds with the CUDA backend)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace memgrad {
+
+enum class DeviceType : uint8_t { CPU, Sim, CUDA };
+
+class Device {
+ public:
+  // The CPU.
+  constexpr Device() = default;
+  constexpr Device(DeviceType type, int index) : type_(type), index_(static_cast<int8_t>(index)) {}
+  // Parses "cpu", "sim", "sim:1", "cuda", "cuda:1" ("cuda" and "sim" mean index 0). Throws
+  // DeviceError for anything else.
+  Device(std::string_view text);  // NOLINT: implicit, like torch.device("cuda:0")
+  Device(const char* text) : Device(std::string_view(text)) {}  // NOLINT
+
+  DeviceType type() const { return type_; }
+  int index() const { return index_; }
+  bool is_cpu() const { return type_ == DeviceType::CPU; }
+  bool is_sim() const { return type_ == DeviceType::Sim; }
+  bool is_cuda() const { return type_ == DeviceType::CUDA; }
+  // Whether CPU kernels can compute on its memory (cpu and sim).
+  bool is_host() const { return type_ != DeviceType::CUDA; }
+
+  // "cpu", "sim:0", "cuda:1".
+  std::string str() const;
+
+  bool operator==(const Device&) const = default;
+
+ private:
+  DeviceType type_ = DeviceType::CPU;
+  int8_t index_ = 0;
+};
+
+inline constexpr Device kCPU{};
+
+}  // namespace memgrad

@@ -1,0 +1,35 @@
+// The engine's one seam to the CUDA backend's device management, so that CUDA-specific code is
+// in one file. Without the backend (or without a GPU) each function says so with a DeviceError.
+#pragma once
+
+#include <memory>
+
+#include "allocator/allocator.h"
+#include "allocator/memory_source.h"
+#include "engine/device.h"
+#include "engine/storage.h"
+#include "engine/tensor.h"
+
+namespace memgrad {
+
+// Throws DeviceError when cuda:`index` does not exist (or the build has no CUDA backend).
+void check_cuda_device(int index);
+
+// The raw memory source of cuda:`index` (cudaMalloc / cudaFree).
+std::unique_ptr<MemorySource> make_cuda_source(int index);
+
+// Copies the contiguous `src` into the contiguous `dst` (same shape and dtype) on another
+// device: host to host, or through the CUDA backend (asynchronously from pinned memory when
+// non_blocking).
+void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking);
+
+// A copy of the host tensor `x` in page-locked memory (CUDA builds; DeviceError otherwise).
+Tensor pin_memory_copy(const Tensor& x);
+// Whether `storage` came from the pinned host allocator.
+bool storage_is_pinned(const Storage& storage);
+
+// Connects a freshly created allocator to its device (for CUDA: stream events for
+// record_stream). Nothing to do for cpu and sim devices.
+void attach_device_hooks(Device device, Allocator& allocator);
+
+}  // namespace memgrad

@@ -1,0 +1,431 @@
+// Elementwise front-end: result dtypes and shapes, the kernel call, the autograd record.
+#include "engine/elementwise.h"
+
+#include <fmt/format.h>
+
+#include "allocator/trace.h"
+#include "engine/error.h"
+#include "engine/factories.h"
+#include "engine/op_support.h"
+#include "engine/reduce.h"
+
+namespace memgrad {
+namespace {
+
+using detail::kernels_for;
+using detail::new_tensor;
+using detail::operand;
+using detail::should_record;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+// Transcendental ops of int64/bool tensors produce float32 (PyTorch's default float dtype).
+DType float_result(DType d) { return is_floating(d) ? d : kFloat32; }
+
+// PyTorch's rule for a tensor op a Python number: a floating tensor keeps its dtype; an integral
+// tensor with a floating scalar becomes float32; a bool tensor with an integer scalar int64.
+DType scalar_result(DType tensor, Scalar s) {
+  if (is_floating(tensor)) return tensor;
+  if (s.is_floating()) return kFloat32;
+  if (tensor == kBool && s.is_integral()) return kInt64;
+  return tensor;
+}
+
+DType binary_result(const char* name, BinaryOp op, DType a, DType b) {
+  if (kernels::is_comparison(op)) return kBool;
+  const DType d = promote_types(a, b);
+  if (op == BinaryOp::Sub && a == kBool && b == kBool) {
+    throw DTypeError(fmt::format("[{}] subtraction of two bool tensors is not supported; use "
+                                 "logical_xor or ~ (logical_not) instead",
+                                 name));
+  }
+  if (op == BinaryOp::Div) return float_result(d);
+  return d;
+}
+
+Shape result_shape(const char* name, const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() ? a.sizes() : broadcast_shapes(a.sizes(), b.sizes(), name);
+}
+
+void check_binary(const char* name, const Tensor& a, const Tensor& b) {
+  detail::check_defined(name, a, "self");
+  detail::check_defined(name, b, "other");
+  detail::check_same_device(name, a, b);
+}
+
+Tensor binary_op(const char* name, BinaryOp op, OpKind kind, const Tensor& a, const Tensor& b,
+                 double alpha) {
+  check_binary(name, a, b);
+  TraceOpScope trace(name);
+  const Shape shape = result_shape(name, a, b);
+  Tensor out = new_tensor(shape, binary_result(name, op, a.dtype(), b.dtype()), a.device());
+  kernels_for(a.device()).binary(op, operand(out), operand(a, shape), operand(b, shape), alpha);
+  if (kind != OpKind::NumOpKinds && should_record({&a, &b})) {
+    OpAttrs attrs;
+    attrs.alpha = alpha;
+    detail::record(kind, {a, b}, {out}, attrs);
+  }
+  return out;
+}
+
+Tensor& binary_out(const char* name, BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b,
+                   double alpha) {
+  check_binary(name, a, b);
+  TraceOpScope trace(name);
+  const Shape shape = result_shape(name, a, b);
+  detail::prepare_out(out, shape, binary_result(name, op, a.dtype(), b.dtype()), a.device(), name);
+  kernels_for(a.device()).binary(op, operand(out), operand(a, shape), operand(b, shape), alpha);
+  out.storage().bump_version();
+  return out;
+}
+
+// a op= b: b must broadcast to a's shape and the result must fit a's dtype.
+Tensor& binary_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, const Tensor& b,
+                       double alpha) {
+  check_binary(name, a, b);
+  TraceOpScope trace(name);
+  const Shape shape = result_shape(name, a, b);
+  if (!(shape == a.sizes())) {
+    throw ShapeError(fmt::format("[{}] output with shape {} doesn't match the broadcast shape {}",
+                                 name, to_string(a.sizes()), to_string(shape)));
+  }
+  const DType result = binary_result(name, op, a.dtype(), b.dtype());
+  if (is_floating(result) && !is_floating(a.dtype())) {
+    throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
+                                 name, dtype_name(result), dtype_name(a.dtype())));
+  }
+  OpAttrs attrs;
+  attrs.alpha = alpha;
+  detail::InplaceRecord rec(kind, a, {b}, attrs);
+  kernels_for(a.device()).binary(op, operand(a), operand(a), operand(b, shape), alpha);
+  rec.finish(a);
+  return a;
+}
+
+Tensor scalar_op(const char* name, BinaryOp op, OpKind kind, const Tensor& a, Scalar s,
+                 bool scalar_first) {
+  detail::check_defined(name, a, "self");
+  TraceOpScope trace(name);
+  const std::vector<Tensor> in = detail::autocast(kind, {a});
+  const Tensor& x = in[0];
+  DType dt = kernels::is_comparison(op) ? kBool : scalar_result(x.dtype(), s);
+  if (op == BinaryOp::Div) dt = float_result(dt);
+  Tensor out = new_tensor(x.sizes(), dt, x.device());
+  kernels_for(x.device()).binary_scalar(op, operand(out), operand(x), s.to_double(), scalar_first);
+  if (kind != OpKind::NumOpKinds && should_record({&x})) {
+    OpAttrs attrs;
+    attrs.alpha = s.to_double();
+    attrs.flag = scalar_first;
+    detail::record(kind, {x}, {out}, attrs);
+  }
+  return out;
+}
+
+Tensor& scalar_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, Scalar s) {
+  detail::check_defined(name, a, "self");
+  TraceOpScope trace(name);
+  DType dt = scalar_result(a.dtype(), s);
+  if (op == BinaryOp::Div) dt = float_result(dt);
+  if (is_floating(dt) && !is_floating(a.dtype())) {
+    throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
+                                 name, dtype_name(dt), dtype_name(a.dtype())));
+  }
+  OpAttrs attrs;
+  attrs.alpha = s.to_double();
+  detail::InplaceRecord rec(kind, a, {}, attrs);
+  kernels_for(a.device()).binary_scalar(op, operand(a), operand(a), s.to_double(), false);
+  rec.finish(a);
+  return a;
+}
+
+// Ops whose result is floating even for integer inputs (exp, log, ...).
+bool needs_float(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg:
+    case UnaryOp::Abs:
+    case UnaryOp::Sign:
+    case UnaryOp::Relu:
+    case UnaryOp::Square:
+    case UnaryOp::LogicalNot: return false;
+    default: return true;
+  }
+}
+
+DType unary_result(UnaryOp op, DType in) {
+  if (op == UnaryOp::LogicalNot) return kBool;
+  return needs_float(op) ? float_result(in) : in;
+}
+
+Tensor unary_op(const char* name, UnaryOp op, OpKind kind, const Tensor& input) {
+  detail::check_defined(name, input);
+  TraceOpScope trace(name);
+  const std::vector<Tensor> in = detail::autocast(kind, {input});
+  const Tensor& x = in[0];
+  if (op == UnaryOp::Neg && x.dtype() == kBool) {
+    throw DTypeError(fmt::format("[{}] negation of a bool tensor is not supported; use "
+                                 "logical_not instead",
+                                 name));
+  }
+  Tensor out = new_tensor(x.sizes(), unary_result(op, x.dtype()), x.device());
+  kernels_for(x.device()).unary(op, operand(out), operand(x));
+  if (kind != OpKind::NumOpKinds && should_record({&x})) {
+    OpAttrs attrs;
+    attrs.flag = op == UnaryOp::GeluTanh;
+    detail::record(kind, {x}, {out}, attrs);
+  }
+  return out;
+}
+
+Tensor& unary_out(const char* name, UnaryOp op, Tensor& out, const Tensor& x) {
+  detail::check_defined(name, x);
+  TraceOpScope trace(name);
+  detail::prepare_out(out, x.sizes(), unary_result(op, x.dtype()), x.device(), name);
+  kernels_for(x.device()).unary(op, operand(out), operand(x));
+  out.storage().bump_version();
+  return out;
+}
+
+Tensor& unary_inplace(const char* name, UnaryOp op, OpKind kind, Tensor& x) {
+  detail::check_defined(name, x);
+  TraceOpScope trace(name);
+  if (unary_result(op, x.dtype()) != x.dtype()) {
+    throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
+                                 name, dtype_name(unary_result(op, x.dtype())),
+                                 dtype_name(x.dtype())));
+  }
+  OpAttrs attrs;
+  detail::InplaceRecord rec(kind, x, {}, attrs);
+  kernels_for(x.device()).unary(op, operand(x), operand(x));
+  rec.finish(x);
+  return x;
+}
+
+OpAttrs clamp_attrs(const char* name, std::optional<Scalar> min, std::optional<Scalar> max) {
+  if (!min && !max) {
+    throw ValueError(fmt::format("[{}] at least one of 'min' or 'max' must be given", name));
+  }
+  OpAttrs attrs;
+  attrs.has_min = min.has_value();
+  attrs.has_max = max.has_value();
+  attrs.alpha = min ? min->to_double() : 0.0;
+  attrs.beta = max ? max->to_double() : 0.0;
+  return attrs;
+}
+
+}  // namespace
+
+// ---- binary ----
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  return binary_op("add", BinaryOp::Add, OpKind::Add, a, b, alpha.to_double());
+}
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  return binary_op("sub", BinaryOp::Sub, OpKind::Sub, a, b, alpha.to_double());
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary_op("mul", BinaryOp::Mul, OpKind::Mul, a, b, 1.0);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary_op("div", BinaryOp::Div, OpKind::Div, a, b, 1.0);
+}
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  return binary_op("pow", BinaryOp::Pow, OpKind::Pow, a, exponent, 1.0);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_op("maximum", BinaryOp::Maximum, OpKind::Maximum, a, b, 1.0);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary_op("minimum", BinaryOp::Minimum, OpKind::Minimum, a, b, 1.0);
+}
+Tensor add(const Tensor& a, Scalar b) {
+  return scalar_op("add", BinaryOp::Add, OpKind::AddScalar, a, b, false);
+}
+Tensor mul(const Tensor& a, Scalar b) {
+  return scalar_op("mul", BinaryOp::Mul, OpKind::MulScalar, a, b, false);
+}
+Tensor div(const Tensor& a, Scalar b) {
+  return scalar_op("div", BinaryOp::Div, OpKind::DivScalar, a, b, false);
+}
+Tensor pow(const Tensor& a, Scalar exponent) {
+  return scalar_op("pow", BinaryOp::Pow, OpKind::PowScalar, a, exponent, false);
+}
+Tensor rsub(const Tensor& a, Scalar b) {
+  return scalar_op("rsub", BinaryOp::Sub, OpKind::RSubScalar, a, b, true);
+}
+Tensor rdiv(const Tensor& a, Scalar b) {
+  return scalar_op("div", BinaryOp::Div, OpKind::DivScalar, a, b, true);
+}
+
+Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha) {
+  return binary_out("add", BinaryOp::Add, out, a, b, alpha.to_double());
+}
+Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha) {
+  return binary_out("sub", BinaryOp::Sub, out, a, b, alpha.to_double());
+}
+Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  return binary_out("mul", BinaryOp::Mul, out, a, b, 1.0);
+}
+Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  return binary_out("div", BinaryOp::Div, out, a, b, 1.0);
+}
+
+// ---- unary ----
+
+Tensor neg(const Tensor& x) { return unary_op("neg", UnaryOp::Neg, OpKind::Neg, x); }
+Tensor exp(const Tensor& x) { return unary_op("exp", UnaryOp::Exp, OpKind::Exp, x); }
+Tensor log(const Tensor& x) { return unary_op("log", UnaryOp::Log, OpKind::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary_op("sqrt", UnaryOp::Sqrt, OpKind::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_op("rsqrt", UnaryOp::Rsqrt, OpKind::Rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary_op("abs", UnaryOp::Abs, OpKind::Abs, x); }
+Tensor sign(const Tensor& x) { return unary_op("sign", UnaryOp::Sign, OpKind::Sign, x); }
+Tensor tanh(const Tensor& x) { return unary_op("tanh", UnaryOp::Tanh, OpKind::Tanh, x); }
+Tensor sigmoid(const Tensor& x) {
+  return unary_op("sigmoid", UnaryOp::Sigmoid, OpKind::Sigmoid, x);
+}
+Tensor relu(const Tensor& x) { return unary_op("relu", UnaryOp::Relu, OpKind::Relu, x); }
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+  return unary_op("gelu", tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::GeluErf,
+                  OpKind::Gelu, x);
+}
+Tensor silu(const Tensor& x) { return unary_op("silu", UnaryOp::Silu, OpKind::Silu, x); }
+Tensor reciprocal(const Tensor& x) {
+  return unary_op("reciprocal", UnaryOp::Reciprocal, OpKind::Reciprocal, x);
+}
+Tensor square(const Tensor& x) { return unary_op("square", UnaryOp::Square, OpKind::Square, x); }
+Tensor logical_not(const Tensor& x) {
+  return unary_op("logical_not", UnaryOp::LogicalNot, OpKind::NumOpKinds, x);
+}
+
+Tensor& exp_out(Tensor& out, const Tensor& x) { return unary_out("exp", UnaryOp::Exp, out, x); }
+Tensor& relu_out(Tensor& out, const Tensor& x) { return unary_out("relu", UnaryOp::Relu, out, x); }
+Tensor& tanh_out(Tensor& out, const Tensor& x) { return unary_out("tanh", UnaryOp::Tanh, out, x); }
+Tensor& sigmoid_out(Tensor& out, const Tensor& x) {
+  return unary_out("sigmoid", UnaryOp::Sigmoid, out, x);
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  detail::check_defined("clamp", x);
+  TraceOpScope trace("clamp");
+  const OpAttrs attrs = clamp_attrs("clamp", min, max);
+  Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
+  kernels_for(x.device()).clamp(operand(out), operand(x), attrs.alpha, attrs.beta, attrs.has_min,
+                                attrs.has_max);
+  if (should_record({&x})) detail::record(OpKind::Clamp, {x}, {out}, attrs);
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_binary("where", a, b);
+  detail::check_defined("where", cond, "condition");
+  detail::check_same_device("where", cond, a);
+  if (cond.dtype() != kBool) {
+    throw DTypeError(fmt::format("[where] condition must be a bool tensor, got {}",
+                                 dtype_name(cond.dtype())));
+  }
+  TraceOpScope trace("where");
+  const Shape shape =
+      broadcast_shapes(cond.sizes(), broadcast_shapes(a.sizes(), b.sizes(), "where"), "where");
+  Tensor out = new_tensor(shape, promote_types(a.dtype(), b.dtype()), a.device());
+  kernels_for(a.device()).where(operand(out), operand(cond, shape), operand(a, shape),
+                                operand(b, shape));
+  if (should_record({&a, &b})) detail::record(OpKind::Where, {cond, a, b}, {out});
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
+  return where(cond, a, full({}, b, TensorOptions(a.dtype()).with_device(a.device())));
+}
+
+// ---- comparisons ----
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_op("eq", BinaryOp::Eq, OpKind::NumOpKinds, a, b, 1); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_op("ne", BinaryOp::Ne, OpKind::NumOpKinds, a, b, 1); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_op("lt", BinaryOp::Lt, OpKind::NumOpKinds, a, b, 1); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_op("le", BinaryOp::Le, OpKind::NumOpKinds, a, b, 1); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_op("gt", BinaryOp::Gt, OpKind::NumOpKinds, a, b, 1); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_op("ge", BinaryOp::Ge, OpKind::NumOpKinds, a, b, 1); }
+Tensor eq(const Tensor& a, Scalar b) { return scalar_op("eq", BinaryOp::Eq, OpKind::NumOpKinds, a, b, false); }
+Tensor ne(const Tensor& a, Scalar b) { return scalar_op("ne", BinaryOp::Ne, OpKind::NumOpKinds, a, b, false); }
+Tensor lt(const Tensor& a, Scalar b) { return scalar_op("lt", BinaryOp::Lt, OpKind::NumOpKinds, a, b, false); }
+Tensor le(const Tensor& a, Scalar b) { return scalar_op("le", BinaryOp::Le, OpKind::NumOpKinds, a, b, false); }
+Tensor gt(const Tensor& a, Scalar b) { return scalar_op("gt", BinaryOp::Gt, OpKind::NumOpKinds, a, b, false); }
+Tensor ge(const Tensor& a, Scalar b) { return scalar_op("ge", BinaryOp::Ge, OpKind::NumOpKinds, a, b, false); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return binary_op("logical_and", BinaryOp::LogicalAnd, OpKind::NumOpKinds, a, b, 1);
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return binary_op("logical_or", BinaryOp::LogicalOr, OpKind::NumOpKinds, a, b, 1);
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (!(a.sizes() == b.sizes())) return false;
+  if (a.numel() == 0) return true;
+  return all(eq(a, b)).item<bool>();
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (!(a.sizes() == b.sizes())) return false;
+  if (a.numel() == 0) return true;
+  const Tensor x = a.to(kFloat64);
+  const Tensor y = b.to(kFloat64);
+  const Tensor diff = abs(sub(x, y));
+  const Tensor bound = add(mul(abs(y), rtol), atol);
+  return all(le(diff, bound)).item<bool>();
+}
+
+// ---- in-place methods of Tensor ----
+
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
+  return binary_inplace("add_", BinaryOp::Add, OpKind::Add, *this, o, alpha.to_double());
+}
+Tensor& Tensor::add_(Scalar o) {
+  return scalar_inplace("add_", BinaryOp::Add, OpKind::AddScalar, *this, o);
+}
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
+  return binary_inplace("sub_", BinaryOp::Sub, OpKind::Sub, *this, o, alpha.to_double());
+}
+Tensor& Tensor::sub_(Scalar o) {
+  return scalar_inplace("sub_", BinaryOp::Add, OpKind::AddScalar, *this, Scalar(-o.to_double()));
+}
+Tensor& Tensor::mul_(const Tensor& o) {
+  return binary_inplace("mul_", BinaryOp::Mul, OpKind::Mul, *this, o, 1.0);
+}
+Tensor& Tensor::mul_(Scalar o) {
+  return scalar_inplace("mul_", BinaryOp::Mul, OpKind::MulScalar, *this, o);
+}
+Tensor& Tensor::div_(const Tensor& o) {
+  return binary_inplace("div_", BinaryOp::Div, OpKind::Div, *this, o, 1.0);
+}
+Tensor& Tensor::div_(Scalar o) {
+  return scalar_inplace("div_", BinaryOp::Div, OpKind::DivScalar, *this, o);
+}
+Tensor& Tensor::pow_(Scalar e) {
+  return scalar_inplace("pow_", BinaryOp::Pow, OpKind::PowScalar, *this, e);
+}
+Tensor& Tensor::neg_() { return unary_inplace("neg_", UnaryOp::Neg, OpKind::Neg, *this); }
+Tensor& Tensor::exp_() { return unary_inplace("exp_", UnaryOp::Exp, OpKind::Exp, *this); }
+Tensor& Tensor::log_() { return unary_inplace("log_", UnaryOp::Log, OpKind::Log, *this); }
+Tensor& Tensor::sqrt_() { return unary_inplace("sqrt_", UnaryOp::Sqrt, OpKind::Sqrt, *this); }
+Tensor& Tensor::rsqrt_() { return unary_inplace("rsqrt_", UnaryOp::Rsqrt, OpKind::Rsqrt, *this); }
+Tensor& Tensor::abs_() { return unary_inplace("abs_", UnaryOp::Abs, OpKind::Abs, *this); }
+Tensor& Tensor::tanh_() { return unary_inplace("tanh_", UnaryOp::Tanh, OpKind::Tanh, *this); }
+Tensor& Tensor::sigmoid_() {
+  return unary_inplace("sigmoid_", UnaryOp::Sigmoid, OpKind::Sigmoid, *this);
+}
+Tensor& Tensor::relu_() { return unary_inplace("relu_", UnaryOp::Relu, OpKind::Relu, *this); }
+Tensor& Tensor::silu_() { return unary_inplace("silu_", UnaryOp::Silu, OpKind::Silu, *this); }
+Tensor& Tensor::reciprocal_() {
+  return unary_inplace("reciprocal_", UnaryOp::Reciprocal, OpKind::Reciprocal, *this);
+}
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  detail::check_defined("clamp_", *this);
+  TraceOpScope trace("clamp_");
+  const OpAttrs attrs = clamp_attrs("clamp_", min, max);
+  detail::InplaceRecord rec(OpKind::Clamp, *this, {}, attrs);
+  kernels_for(device()).clamp(operand(*this), operand(*this), attrs.alpha, attrs.beta,
+                              attrs.has_min, attrs.has_max);
+  rec.finish(*this);
+  return *this;
+}
+
+}  // namespace memgrad

@@ -1,0 +1,202 @@
+// The device registry: one memory source and one allocator per device, created on first use.
+//
+// The registry is never destroyed: tensors with static lifetime may free their blocks after
+// main returns, so allocators (and their sources) must outlive everything. For the same reason a
+// replaced allocator is kept: blocks allocated from it are still freed into it.
+#include "engine/memory.h"
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "allocator/bounded_memory.h"
+#include "allocator/error.h"
+#include "allocator/host_memory.h"
+#include "allocator/policy_registry.h"
+#include "allocator/summary.h"
+#include "engine/device_backend.h"
+#include "engine/error.h"
+
+namespace memgrad {
+namespace {
+
+constexpr int kMaxDeviceIndex = 64;
+constexpr int kNumSlots = 1 + 2 * kMaxDeviceIndex;  // cpu, sim:0..63, cuda:0..63
+constexpr size_t kDefaultSimCapacity = 1 * kGiB;
+
+struct Registry {
+  std::mutex mutex;
+  std::array<std::atomic<Allocator*>, kNumSlots> slots{};
+  std::vector<std::unique_ptr<MemorySource>> sources;  // kept for the life of the process
+  std::vector<std::unique_ptr<Allocator>> allocators;  // likewise, including replaced ones
+  std::array<AllocatorConfig, kNumSlots> configs{};
+  std::array<bool, kNumSlots> configured{};
+  size_t cpu_limit = 0;  // 0: host memory
+  bool cpu_limit_read = false;
+  std::array<size_t, kMaxDeviceIndex> sim_capacity{};
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // immortal, see the file comment
+  return *r;
+}
+
+int slot_of(Device d) {
+  switch (d.type()) {
+    case DeviceType::CPU: return 0;
+    case DeviceType::Sim: return 1 + d.index();
+    case DeviceType::CUDA: return 1 + kMaxDeviceIndex + d.index();
+  }
+  return 0;
+}
+
+size_t env_size(const char* var, size_t fallback) {
+  const char* text = std::getenv(var);
+  if (text == nullptr || *text == '\0') return fallback;
+  return parse_memory_size(text, var);
+}
+
+// Requires r.mutex.
+std::unique_ptr<MemorySource> make_source(Registry& r, Device d) {
+  switch (d.type()) {
+    case DeviceType::CPU:
+      if (!r.cpu_limit_read) {
+        r.cpu_limit = env_size("MEMGRAD_CPU_MEMORY_LIMIT", 0);
+        r.cpu_limit_read = true;
+      }
+      if (r.cpu_limit > 0) return std::make_unique<BoundedMemory>(r.cpu_limit, "cpu");
+      return std::make_unique<HostMemory>();
+    case DeviceType::Sim: {
+      size_t capacity = r.sim_capacity[static_cast<size_t>(d.index())];
+      if (capacity == 0) capacity = env_size("MEMGRAD_SIM_MEMORY", kDefaultSimCapacity);
+      return std::make_unique<BoundedMemory>(capacity, d.str());
+    }
+    case DeviceType::CUDA:
+      return make_cuda_source(d.index());
+  }
+  return nullptr;
+}
+
+// Requires r.mutex. Builds a fresh source + allocator for `d` and publishes it.
+Allocator& install(Registry& r, Device d) {
+  const int slot = slot_of(d);
+  if (!r.configured[static_cast<size_t>(slot)]) {
+    r.configs[static_cast<size_t>(slot)] = AllocatorConfig::from_env();
+    r.configured[static_cast<size_t>(slot)] = true;
+  }
+  r.sources.push_back(make_source(r, d));
+  r.allocators.push_back(make_allocator(r.configs[static_cast<size_t>(slot)], *r.sources.back()));
+  Allocator* allocator = r.allocators.back().get();
+  attach_device_hooks(d, *allocator);
+  r.slots[static_cast<size_t>(slot)].store(allocator, std::memory_order_release);
+  return *allocator;
+}
+
+void check_index(Device d) {
+  if (d.index() >= kMaxDeviceIndex) {
+    throw DeviceError(fmt::format("[device] {}: index out of range (at most {})", d.str(),
+                                  kMaxDeviceIndex - 1));
+  }
+}
+
+}  // namespace
+
+Allocator& allocator_for(Device device) {
+  Registry& r = registry();
+  Allocator* a = r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);
+  if (a != nullptr) [[likely]] return *a;
+  check_index(device);
+  if (device.is_cuda()) check_cuda_device(device.index());
+  std::lock_guard<std::mutex> lock(r.mutex);
+  a = r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);
+  return a != nullptr ? *a : install(r, device);
+}
+
+size_t memory_allocated(Device device) { return allocator_for(device).memory_allocated(); }
+size_t memory_reserved(Device device) { return allocator_for(device).memory_reserved(); }
+size_t max_memory_allocated(Device device) {
+  return static_cast<size_t>(allocator_for(device).stats().allocated_bytes.all().peak);
+}
+size_t max_memory_reserved(Device device) {
+  return static_cast<size_t>(allocator_for(device).stats().reserved_bytes.all().peak);
+}
+MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
+void reset_peak_memory_stats(Device device) { allocator_for(device).reset_peak_stats(); }
+void reset_accumulated_memory_stats(Device device) {
+  allocator_for(device).reset_accumulated_stats();
+}
+void empty_cache(Device device) { allocator_for(device).empty_cache(); }
+
+std::string memory_summary(Device device, bool abbreviated) {
+  Allocator& a = allocator_for(device);
+  return memgrad::memory_summary(a.stats(), device.str(), a.policy_name(), abbreviated);
+}
+
+std::pair<size_t, size_t> mem_get_info(Device device) {
+  const MemorySource& s = allocator_for(device).source();
+  return {s.free_bytes(), s.capacity()};
+}
+
+void set_per_process_memory_fraction(double fraction, Device device) {
+  allocator_for(device).set_memory_fraction(fraction);
+}
+
+void set_allocator_config(Device device, const AllocatorConfig& config) {
+  config.validate();
+  check_index(device);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto slot = static_cast<size_t>(slot_of(device));
+  r.configs[slot] = config;
+  r.configured[slot] = true;
+  install(r, device);
+}
+
+void set_cpu_memory_limit(size_t nbytes) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.cpu_limit = nbytes;
+  r.cpu_limit_read = true;
+  install(r, kCPU);
+}
+
+void set_sim_capacity(int index, size_t nbytes) {
+  if (nbytes == 0) throw ConfigError(fmt::format("sim:{}: capacity must be > 0 bytes", index));
+  const Device device(DeviceType::Sim, index);
+  check_index(device);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.sim_capacity[static_cast<size_t>(index)] = nbytes;
+  install(r, device);
+}
+
+size_t parse_memory_size(std::string_view text, std::string_view what) {
+  std::string s(text);
+  char* end = nullptr;
+  const double value = std::strtod(s.c_str(), &end);
+  std::string_view unit(end);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "KiB") scale = static_cast<double>(kKiB);
+  else if (unit == "M" || unit == "MiB") scale = static_cast<double>(kMiB);
+  else if (unit == "G" || unit == "GiB") scale = static_cast<double>(kGiB);
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  if (end == s.c_str() || scale == 0 || !(value >= 0) || !std::isfinite(value)) {
+    throw ConfigError(fmt::format("{}: cannot read '{}' as a size (examples: 256MiB, 1.5GiB, "
+                                  "4096)",
+                                  what, text),
+                      std::string(what), s);
+  }
+  return static_cast<size_t>(value * scale);
+}
+
+}  // namespace memgrad

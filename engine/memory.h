@@ -1,0 +1,71 @@
+// The per-device memory API, with PyTorch's names (torch.cuda.memory_allocated and friends).
+//
+// Each device has one allocator, created on first use with the options of MEMGRAD_ALLOC_CONF.
+// All figures are the allocator's, in bytes:
+//   memory_allocated   bytes in blocks held by tensors (rounded block sizes, not numel x size)
+//   memory_reserved    bytes the allocator holds from the device: allocated + cached
+//   max_memory_*       the peaks since start or the last reset_peak_memory_stats()
+// Nothing else is counted: tensor metadata (sizes, strides, autograd nodes) lives on the C++
+// heap, and for CUDA the context and library workspaces outside our allocator are not included.
+//
+// Environment:
+//   MEMGRAD_ALLOC_CONF        allocator options for every device ("policy:caching,...")
+//   MEMGRAD_CPU_MEMORY_LIMIT  e.g. "256MiB": the CPU becomes a bounded device of that capacity
+//   MEMGRAD_SIM_MEMORY        capacity of each simulated device sim:N (default "1GiB")
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "allocator/allocator.h"
+#include "allocator/config.h"
+#include "engine/device.h"
+
+namespace memgrad {
+
+// The allocator serving `device`, created on first use. Throws DeviceError for a device this
+// build or machine does not have, ConfigError for a bad MEMGRAD_ALLOC_CONF.
+Allocator& allocator_for(Device device);
+
+size_t memory_allocated(Device device = kCPU);
+size_t max_memory_allocated(Device device = kCPU);
+size_t memory_reserved(Device device = kCPU);
+size_t max_memory_reserved(Device device = kCPU);
+// Every statistic (see allocator/stats.h).
+MemoryStats memory_stats(Device device = kCPU);
+// Peaks := current values.
+void reset_peak_memory_stats(Device device = kCPU);
+// Cumulative totals and event counters := 0.
+void reset_accumulated_memory_stats(Device device = kCPU);
+// Returns cached blocks that hold no tensor to the device; allocated memory is unchanged.
+void empty_cache(Device device = kCPU);
+// The table torch.cuda.memory_summary() prints.
+std::string memory_summary(Device device = kCPU, bool abbreviated = false);
+// (free, total) bytes of the device as its source reports them (cudaMemGetInfo on a GPU).
+std::pair<size_t, size_t> mem_get_info(Device device = kCPU);
+// Caps what the allocator may reserve at fraction x capacity. Throws ConfigError.
+void set_per_process_memory_fraction(double fraction, Device device = kCPU);
+
+// Replaces the allocator of `device` with a new one built from `config` (e.g. to switch to the
+// passthrough policy). Tensors allocated before keep their memory and return it to the
+// allocator they came from. Throws ConfigError.
+void set_allocator_config(Device device, const AllocatorConfig& config);
+
+// Makes the CPU a bounded simulated device of `nbytes` (0: back to host memory), with a fresh
+// allocator. Existing CPU tensors are unaffected. Throws ConfigError.
+void set_cpu_memory_limit(size_t nbytes);
+
+// Sets the capacity of the simulated device sim:index, with a fresh allocator. Throws ConfigError.
+void set_sim_capacity(int index, size_t nbytes);
+
+// Number of CUDA devices present (0 without the backend or a GPU).
+int cuda_device_count();
+
+// Parses a size such as "256MiB", "1.5GiB", "512KiB", "4096" (bytes). K/M/G and KiB/MiB/GiB
+// are powers of 1024; KB/MB/GB powers of 1000. Throws ConfigError naming `what`.
+size_t parse_memory_size(std::string_view text, std::string_view what = "size");
+
+}  // namespace memgrad

@@ -1,0 +1,116 @@
+// Front-end helpers: result allocation, operands, device checks, seam calls.
+#include "engine/op_support.h"
+
+#include <fmt/format.h>
+
+#include "allocator/error.h"
+#include "engine/error.h"
+#include "engine/storage.h"
+
+namespace memgrad::detail {
+
+Tensor new_tensor(const Shape& sizes, DType dtype, Device device) {
+  const int64_t numel = numel_of(sizes);
+  auto storage =
+      std::make_shared<Storage>(static_cast<size_t>(numel) * element_size(dtype), device);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
+                                             0, dtype));
+}
+
+kernels::Operand operand(const Tensor& t) {
+  kernels::Operand op;
+  op.data = t.data_ptr();
+  op.dtype = t.dtype();
+  op.ndim = t.dim();
+  const Shape& sizes = t.sizes();
+  const Shape& strides = t.strides();
+  for (int d = 0; d < op.ndim; ++d) {
+    op.sizes[d] = sizes[d];
+    op.strides[d] = strides[d];
+  }
+  return op;
+}
+
+kernels::Operand operand(const Tensor& t, const Shape& shape) {
+  kernels::Operand op;
+  op.data = t.data_ptr();
+  op.dtype = t.dtype();
+  op.ndim = shape.size();
+  const Shape strides = broadcast_strides(t.sizes(), t.strides(), shape);
+  for (int d = 0; d < op.ndim; ++d) {
+    op.sizes[d] = shape[d];
+    op.strides[d] = strides[d];
+  }
+  return op;
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.device() != b.device()) {
+    throw DeviceError(fmt::format(
+        "[{}] expected all tensors on the same device, but found {} and {}: move one with "
+        ".to(device) first",
+        op, a.device().str(), b.device().str()));
+  }
+}
+
+void check_defined(const char* op, const Tensor& t, const char* what) {
+  if (!t.defined()) throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what));
+}
+
+void record(OpKind kind, std::initializer_list<Tensor> inputs,
+            std::initializer_list<Tensor> outputs, const OpAttrs& attrs) {
+  autograd_seam()->record(kind, std::span<const Tensor>(inputs.begin(), inputs.size()),
+                          std::span<const Tensor>(outputs.begin(), outputs.size()), attrs);
+}
+
+InplaceRecord::InplaceRecord(OpKind kind, const Tensor& self,
+                             std::initializer_list<Tensor> others, const OpAttrs& attrs) {
+  AutogradSeam* seam = autograd_seam();
+  if (seam == nullptr) return;
+  // The seam also runs the leaf checks when grad mode is on and only `others` require grad.
+  bool any = self.requires_grad();
+  for (const Tensor& t : others) any = any || (t.defined() && t.requires_grad());
+  if (!any || !grad_mode_enabled()) return;
+  pending_ = seam->begin_inplace(kind, self, std::span<const Tensor>(others.begin(), others.size()),
+                                 attrs);
+}
+
+void InplaceRecord::finish(const Tensor& self) {
+  self.storage().bump_version();
+  if (pending_) autograd_seam()->finish_inplace(pending_, self);
+}
+
+void prepare_out(Tensor& out, const Shape& sizes, DType dtype, Device device, const char* op) {
+  check_defined(op, out, "out");
+  if (out.device() != device) {
+    throw DeviceError(fmt::format("[{}] out is on {} but the result is on {}", op,
+                                  out.device().str(), device.str()));
+  }
+  if (out.dtype() != dtype) {
+    throw DTypeError(fmt::format("[{}] out has dtype {} but the result has dtype {}", op,
+                                 dtype_name(out.dtype()), dtype_name(dtype)));
+  }
+  if (AutogradSeam* seam = autograd_seam(); seam != nullptr && grad_mode_enabled()) {
+    seam->check_out(out, op);
+  }
+  if (out.sizes() == sizes) return;
+  if (out.is_view()) {
+    throw ShapeError(fmt::format("[{}] out is a view of shape {} and cannot be resized to {}", op,
+                                 to_string(out.sizes()), to_string(sizes)));
+  }
+  // Resize like PyTorch: a new storage of the result's size (an allocation).
+  const int64_t numel = numel_of(sizes);
+  out.impl()->set_storage(
+      std::make_shared<Storage>(static_cast<size_t>(numel) * element_size(dtype), device));
+  out.impl()->set_layout(sizes, contiguous_strides(sizes), 0);
+}
+
+std::vector<Tensor> autocast(OpKind kind, std::initializer_list<Tensor> inputs) {
+  std::vector<Tensor> out(inputs);
+  if (autocast_enabled()) {
+    if (AutogradSeam* seam = autograd_seam()) seam->autocast_inputs(kind, out);
+  }
+  return out;
+}
+
+}  // namespace memgrad::detail

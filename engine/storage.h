@@ -1,0 +1,51 @@
+// Storage: the bytes of one or more tensors, and their shared version counter.
+//
+// A Storage owns one Block from its device's allocator. Every tensor that aliases it (the tensor
+// that created it, its views, its detach()) holds a shared_ptr to it, so the bytes return to the
+// allocator the moment the last such tensor goes away. The version counter lives here because
+// every alias must see it: an in-place op through any alias bumps it, and autograd compares it
+// with the version a saved tensor recorded.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "allocator/allocator.h"
+#include "engine/device.h"
+
+namespace memgrad {
+
+class Storage {
+ public:
+  // Allocates: nbytes from `device`'s allocator (rounded as the allocator rounds). Throws
+  // OutOfMemoryError.
+  Storage(size_t nbytes, Device device);
+  // Allocates: nbytes from `allocator` (the pinned host allocator, for instance), for `device`.
+  Storage(size_t nbytes, Device device, Allocator& allocator);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return block_.ptr; }
+  // Bytes requested (numel x element size of the tensor that created it).
+  size_t nbytes() const { return nbytes_; }
+  // Bytes the allocator set aside for it (what memory_allocated() counts).
+  size_t allocated_nbytes() const { return block_.nbytes; }
+  Device device() const { return device_; }
+  Allocator& allocator() const { return *allocator_; }
+  const Block& block() const { return block_; }
+
+  // The version counter: bumped once by every in-place op through any alias.
+  uint32_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  Allocator* allocator_;
+  Block block_;
+  Device device_;
+  size_t nbytes_;
+  std::atomic<uint32_t> version_{0};
+};
+
+}  // namespace memgrad

@@ -1,0 +1,49 @@
+// Views: new layout data over the same storage. Never copy (reshape/flatten/contiguous copy
+// only when the strides force it, as in PyTorch, and say so).
+//
+// Memory contract for the family:
+//   Allocates: nothing (reshape: a copy of self when no view is possible).
+//   Aliases:   self's storage; is_view() is true and the result shares self's version counter.
+//   Version:   unchanged.
+//   Saves (autograd): nothing; backward needs only sizes (and for as_strided, the geometry).
+// Errors: ShapeError for incompatible sizes (with "use .reshape(...) instead" when a view is
+// impossible only because of the strides), IndexError for bad dims or indices.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace memgrad {
+
+Tensor view(const Tensor& x, const Shape& sizes);
+Tensor reshape(const Tensor& x, const Shape& sizes);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor t(const Tensor& x);
+Tensor mT(const Tensor& x);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor expand(const Tensor& x, const Shape& sizes);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+// Throws IndexError when the view would read outside the storage.
+Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
+                  std::optional<int64_t> storage_offset = std::nullopt);
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes,
+                          int64_t dim = 0);
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+
+// Internal: a view of `x` with the given layout, recording `kind` for autograd. Used by the
+// functions above; exposed for the rest of the engine.
+Tensor make_view(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset);
+
+}  // namespace memgrad

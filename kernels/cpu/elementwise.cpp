@@ -1,0 +1,429 @@
+// CPU elementwise kernels: unary, binary, scalar, clamp, where, and the unary backward rules.
+//
+// Three paths per op family, chosen per innermost row by LoopNest:
+//   typed      every operand has the same dtype: a plain loop over T (vectorised by the
+//              compiler when the row is contiguous or one input is broadcast along it);
+//   eigen      contiguous float/double rows of transcendental ops use Eigen's vectorised
+//              exp/log/tanh/logistic;
+//   mixed      operands of different dtypes: each element is loaded and converted to the
+//              compute type, then stored converted to the output's dtype (no temporaries).
+// Float16 rows compute in float.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cmath>
+
+#include "kernels/cpu/element_types.h"
+#include "kernels/cpu/strided_iter.h"
+
+namespace memgrad::kernels::cpu {
+namespace {
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCoeff = 0.044715;
+constexpr double kInvSqrt2 = 0.7071067811865476;
+
+// ---- scalar formulas (every path ends up here for non-contiguous or mixed rows) ----
+
+template <typename C>
+C sigmoid_of(C x) {
+  return C(1) / (C(1) + std::exp(-x));
+}
+
+template <typename C>
+C unary_value(UnaryOp op, C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (op) {
+      case UnaryOp::Neg: return -x;
+      case UnaryOp::Exp: return std::exp(x);
+      case UnaryOp::Log: return std::log(x);
+      case UnaryOp::Sqrt: return std::sqrt(x);
+      case UnaryOp::Rsqrt: return C(1) / std::sqrt(x);
+      case UnaryOp::Abs: return std::abs(x);
+      case UnaryOp::Sign: return C((x > C(0)) - (x < C(0)));
+      case UnaryOp::Tanh: return std::tanh(x);
+      case UnaryOp::Sigmoid: return sigmoid_of(x);
+      case UnaryOp::Relu: return x < C(0) ? C(0) : x;  // NaN passes through, as in PyTorch
+      case UnaryOp::GeluTanh:
+        return C(0.5) * x * (C(1) + std::tanh(C(kSqrt2OverPi) * (x + C(kGeluCoeff) * x * x * x)));
+      case UnaryOp::GeluErf: return C(0.5) * x * (C(1) + std::erf(x * C(kInvSqrt2)));
+      case UnaryOp::Silu: return x * sigmoid_of(x);
+      case UnaryOp::Reciprocal: return C(1) / x;
+      case UnaryOp::Square: return x * x;
+      case UnaryOp::LogicalNot: return C(x == C(0));
+    }
+  } else {
+    switch (op) {
+      case UnaryOp::Neg: return static_cast<C>(-x);
+      case UnaryOp::Abs: return x < C(0) ? static_cast<C>(-x) : x;
+      case UnaryOp::Sign: return static_cast<C>((x > C(0)) - (x < C(0)));
+      case UnaryOp::Relu: return x < C(0) ? C(0) : x;
+      case UnaryOp::Square: return static_cast<C>(x * x);
+      case UnaryOp::LogicalNot: return static_cast<C>(x == C(0));
+      default: return static_cast<C>(unary_value<double>(op, static_cast<double>(x)));
+    }
+  }
+  return x;
+}
+
+// d/dx of op at the saved value (the output for output-saving ops), times g.
+template <typename C>
+C unary_grad(UnaryOp op, C g, C s) {
+  switch (op) {
+    case UnaryOp::Neg: return -g;
+    case UnaryOp::Exp: return g * s;                         // s = exp(x)
+    case UnaryOp::Log: return g / s;                         // s = x
+    case UnaryOp::Sqrt: return g / (C(2) * s);               // s = sqrt(x)
+    case UnaryOp::Rsqrt: return C(-0.5) * g * s * s * s;     // s = x^-1/2
+    case UnaryOp::Abs: return g * C((s > C(0)) - (s < C(0)));
+    case UnaryOp::Sign: return C(0);
+    case UnaryOp::Tanh: return g * (C(1) - s * s);           // s = tanh(x)
+    case UnaryOp::Sigmoid: return g * s * (C(1) - s);        // s = sigmoid(x)
+    case UnaryOp::Relu: return s > C(0) ? g : C(0);          // s = relu(x)
+    case UnaryOp::GeluTanh: {                                // s = x
+      const C inner = C(kSqrt2OverPi) * (s + C(kGeluCoeff) * s * s * s);
+      const C t = std::tanh(inner);
+      const C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluCoeff) * s * s);
+      return g * (C(0.5) * (C(1) + t) + C(0.5) * s * (C(1) - t * t) * dinner);
+    }
+    case UnaryOp::GeluErf: {                                 // s = x
+      const C cdf = C(0.5) * (C(1) + std::erf(s * C(kInvSqrt2)));
+      const C pdf = std::exp(C(-0.5) * s * s) * C(0.3989422804014327);
+      return g * (cdf + s * pdf);
+    }
+    case UnaryOp::Silu: {                                    // s = x
+      const C sig = sigmoid_of(s);
+      return g * sig * (C(1) + s * (C(1) - sig));
+    }
+    case UnaryOp::Reciprocal: return -g * s * s;             // s = 1/x
+    case UnaryOp::Square: return C(2) * g * s;               // s = x
+    case UnaryOp::LogicalNot: return C(0);
+  }
+  return C(0);
+}
+
+template <typename C>
+C binary_value(BinaryOp op, C a, C b, C alpha) {
+  switch (op) {
+    case BinaryOp::Add: return static_cast<C>(a + alpha * b);
+    case BinaryOp::Sub: return static_cast<C>(a - alpha * b);
+    case BinaryOp::Mul: return static_cast<C>(a * b);
+    case BinaryOp::Div:
+      if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : static_cast<C>(a / b);
+      else return a / b;
+    case BinaryOp::Pow: return static_cast<C>(std::pow(a, b));
+    case BinaryOp::Maximum:
+      if constexpr (std::is_floating_point_v<C>) {
+        if (std::isnan(a) || std::isnan(b)) return a + b;  // NaN propagates
+      }
+      return a > b ? a : b;
+    case BinaryOp::Minimum:
+      if constexpr (std::is_floating_point_v<C>) {
+        if (std::isnan(a) || std::isnan(b)) return a + b;
+      }
+      return a < b ? a : b;
+    case BinaryOp::Eq: return C(a == b);
+    case BinaryOp::Ne: return C(a != b);
+    case BinaryOp::Lt: return C(a < b);
+    case BinaryOp::Le: return C(a <= b);
+    case BinaryOp::Gt: return C(a > b);
+    case BinaryOp::Ge: return C(a >= b);
+    case BinaryOp::LogicalAnd: return C(a != C(0) && b != C(0));
+    case BinaryOp::LogicalOr: return C(a != C(0) || b != C(0));
+  }
+  return C(0);
+}
+
+// The type an op between inputs of dtype `in` computes in.
+DType compute_dtype(DType in) {
+  return in == DType::Float16 ? DType::Float32 : in;
+}
+
+// ---- typed loops over one innermost row ----
+
+// out[i] = f(a[i]) with out and a of storage type T, computing in compute_t<T>.
+template <typename T, typename F>
+void map1(char* o, const char* a, int64_t so, int64_t sa, int64_t n, F f) {
+  using C = compute_t<T>;
+  constexpr auto es = static_cast<int64_t>(sizeof(T));
+  if (so == es && sa == es) {
+    T* po = reinterpret_cast<T*>(o);
+    const T* pa = reinterpret_cast<const T*>(a);
+    for (int64_t i = 0; i < n; ++i) po[i] = static_cast<T>(f(static_cast<C>(pa[i])));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const C x = static_cast<C>(*reinterpret_cast<const T*>(a + i * sa));
+    *reinterpret_cast<T*>(o + i * so) = static_cast<T>(f(x));
+  }
+}
+
+// out[i] = f(a[i], b[i]), with fast paths for contiguous rows and a broadcast operand.
+template <typename T, typename R, typename F>
+void map2(char* o, const char* a, const char* b, int64_t so, int64_t sa, int64_t sb, int64_t n,
+          F f) {
+  using C = compute_t<T>;
+  constexpr auto es = static_cast<int64_t>(sizeof(T));
+  constexpr auto er = static_cast<int64_t>(sizeof(R));
+  R* po = reinterpret_cast<R*>(o);
+  const T* pa = reinterpret_cast<const T*>(a);
+  const T* pb = reinterpret_cast<const T*>(b);
+  if (so == er && sa == es && sb == es) {
+    for (int64_t i = 0; i < n; ++i) po[i] = static_cast<R>(f(C(pa[i]), C(pb[i])));
+  } else if (so == er && sa == es && sb == 0) {
+    const C bv = C(*pb);
+    for (int64_t i = 0; i < n; ++i) po[i] = static_cast<R>(f(C(pa[i]), bv));
+  } else if (so == er && sa == 0 && sb == es) {
+    const C av = C(*pa);
+    for (int64_t i = 0; i < n; ++i) po[i] = static_cast<R>(f(av, C(pb[i])));
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const C x = C(*reinterpret_cast<const T*>(a + i * sa));
+      const C y = C(*reinterpret_cast<const T*>(b + i * sb));
+      *reinterpret_cast<R*>(o + i * so) = static_cast<R>(f(x, y));
+    }
+  }
+}
+
+// Eigen's vectorised transcendental functions on a contiguous float/double row.
+template <typename T>
+bool eigen_unary(UnaryOp op, T* o, const T* x, int64_t n) {
+  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+  Eigen::Map<Array> out(o, n);
+  Eigen::Map<const Array> in(x, n);
+  switch (op) {
+    case UnaryOp::Exp: out = in.exp(); return true;
+    case UnaryOp::Log: out = in.log(); return true;
+    case UnaryOp::Sqrt: out = in.sqrt(); return true;
+    case UnaryOp::Rsqrt: out = in.rsqrt(); return true;
+    case UnaryOp::Tanh: out = in.tanh(); return true;
+    case UnaryOp::Sigmoid: out = in.logistic(); return true;
+    case UnaryOp::Silu: out = in * in.logistic(); return true;
+    case UnaryOp::GeluTanh:
+      out = T(0.5) * in * (T(1) + (T(kSqrt2OverPi) * (in + T(kGeluCoeff) * in.cube())).tanh());
+      return true;
+    default: return false;
+  }
+}
+
+template <typename T>
+void unary_row(UnaryOp op, char* o, const char* a, int64_t so, int64_t sa, int64_t n) {
+  constexpr auto es = static_cast<int64_t>(sizeof(T));
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (so == es && sa == es &&
+        eigen_unary(op, reinterpret_cast<T*>(o), reinterpret_cast<const T*>(a), n)) {
+      return;
+    }
+  }
+  switch (op) {  // hoist the switch out of the loop for the cheap ops
+    case UnaryOp::Neg: return map1<T>(o, a, so, sa, n, [](auto x) { return -x; });
+    case UnaryOp::Relu:
+      return map1<T>(o, a, so, sa, n, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+    case UnaryOp::Abs:
+      return map1<T>(o, a, so, sa, n, [](auto x) { return x < decltype(x)(0) ? -x : x; });
+    case UnaryOp::Square: return map1<T>(o, a, so, sa, n, [](auto x) { return x * x; });
+    default:
+      return map1<T>(o, a, so, sa, n, [op](auto x) { return unary_value(op, x); });
+  }
+}
+
+template <typename T, typename R>
+void binary_row(BinaryOp op, char* o, const char* a, const char* b, int64_t so, int64_t sa,
+                int64_t sb, int64_t n, double alpha) {
+  using C = compute_t<T>;
+  const C al = static_cast<C>(alpha);
+  switch (op) {
+    case BinaryOp::Add:
+      if (alpha == 1.0) return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return C(x + y); });
+      return map2<T, R>(o, a, b, so, sa, sb, n, [al](C x, C y) { return C(x + al * y); });
+    case BinaryOp::Sub:
+      if (alpha == 1.0) return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return C(x - y); });
+      return map2<T, R>(o, a, b, so, sa, sb, n, [al](C x, C y) { return C(x - al * y); });
+    case BinaryOp::Mul: return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return C(x * y); });
+    default:
+      return map2<T, R>(o, a, b, so, sa, sb, n,
+                        [op, al](C x, C y) { return binary_value(op, x, y, al); });
+  }
+}
+
+// ---- mixed-dtype loops: convert each element through the compute type C ----
+
+template <typename C, size_t K, typename F>
+void mixed_loop(const std::array<const Operand*, K>& ops, F f) {
+  const LoopNest<K> nest = LoopNest<K>::make(ops);
+  std::array<DType, K> dt;
+  for (size_t k = 0; k < K; ++k) dt[k] = ops[k]->dtype;
+  parallel_run(nest, base_pointers(ops), [&](std::array<char*, K> p, std::array<int64_t, K> s,
+                                               int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::array<C, K - 1> in;
+      for (size_t k = 1; k < K; ++k) in[k - 1] = load_as<C>(p[k] + i * s[k], dt[k]);
+      store_as<C>(p[0] + i * s[0], dt[0], f(in));
+    }
+  });
+}
+
+bool same_dtype(std::initializer_list<const Operand*> ops) {
+  const DType d = (*ops.begin())->dtype;
+  for (const Operand* op : ops) {
+    if (op->dtype != d) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---- entry points ----
+
+void CpuBackend::unary(UnaryOp op, const Operand& out, const Operand& in) {
+  const std::array<const Operand*, 2> ops = {&out, &in};
+  if (same_dtype({&out, &in})) {
+    const LoopNest<2> nest = LoopNest<2>::make(ops);
+    dispatch_dtype(out.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, bool>) {
+        mixed_loop<double, 2>(ops, [op](auto v) { return unary_value(op, v[0]); });
+      } else {
+        parallel_run(nest, base_pointers(ops), [&](auto p, auto s, int64_t n) {
+          unary_row<T>(op, p[0], p[1], s[0], s[1], n);
+        });
+      }
+    });
+    return;
+  }
+  // e.g. exp of an int64 tensor into float32: compute in the output's type.
+  const DType c = is_floating(out.dtype) ? compute_dtype(out.dtype) : DType::Float64;
+  dispatch_floating(c, [&](auto tag) {
+    using C = compute_t<decltype(tag)>;
+    mixed_loop<C, 2>(ops, [op](auto v) { return unary_value(op, v[0]); });
+  });
+}
+
+void CpuBackend::unary_backward(UnaryOp op, const Operand& grad_in, const Operand& grad_out,
+                                const Operand& saved) {
+  const std::array<const Operand*, 3> ops = {&grad_in, &grad_out, &saved};
+  const DType c = compute_dtype(grad_in.dtype);
+  dispatch_floating(c, [&](auto tag) {
+    using C = compute_t<decltype(tag)>;
+    mixed_loop<C, 3>(ops, [op](auto v) { return unary_grad(op, v[0], v[1]); });
+  });
+}
+
+void CpuBackend::binary(BinaryOp op, const Operand& out, const Operand& a, const Operand& b,
+                        double alpha) {
+  const std::array<const Operand*, 3> ops = {&out, &a, &b};
+  if (a.dtype == b.dtype && a.dtype != DType::Bool &&
+      (out.dtype == a.dtype || (out.dtype == DType::Bool && is_comparison(op)))) {
+    const LoopNest<3> nest = LoopNest<3>::make(ops);
+    dispatch_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, bool>) {
+        parallel_run(nest, base_pointers(ops), [&](auto p, auto s, int64_t n) {
+          if (out.dtype == DType::Bool && a.dtype != DType::Bool) {
+            binary_row<T, bool>(op, p[0], p[1], p[2], s[0], s[1], s[2], n, alpha);
+          } else {
+            binary_row<T, T>(op, p[0], p[1], p[2], s[0], s[1], s[2], n, alpha);
+          }
+        });
+      }
+    });
+    return;
+  }
+  // Mixed dtypes: compute in the promoted input type (comparisons) or the output's type.
+  DType c = is_comparison(op) ? (is_floating(a.dtype) || is_floating(b.dtype) ? DType::Float64
+                                                                             : DType::Int64)
+                              : compute_dtype(out.dtype);
+  if (c == DType::Bool) c = DType::Int64;
+  dispatch_dtype(c, [&](auto tag) {
+    using C = compute_t<decltype(tag)>;
+    if constexpr (!std::is_same_v<C, bool>) {
+      const C al = static_cast<C>(alpha);
+      mixed_loop<C, 3>(ops, [op, al](auto v) { return binary_value(op, v[0], v[1], al); });
+    }
+  });
+}
+
+void CpuBackend::binary_scalar(BinaryOp op, const Operand& out, const Operand& a, double scalar,
+                               bool scalar_first) {
+  // The scalar becomes a host operand broadcast with stride 0, stored in a's dtype when it fits
+  // exactly (so the typed paths apply), in float64 otherwise (an int64 tensor compared with
+  // 2.5 compares in floating point, as in PyTorch).
+  union {
+    float f;
+    double d;
+    int64_t i;
+  } value{};
+  Operand s;
+  s.data = &value;
+  s.ndim = out.ndim;
+  for (int d = 0; d < out.ndim; ++d) s.sizes[d] = out.sizes[d];
+  if (a.dtype == DType::Float32 || a.dtype == DType::Float16) {
+    // Float16 tensors compute in float with the scalar in float (not rounded to half first).
+    s.dtype = DType::Float32;
+    value.f = static_cast<float>(scalar);
+  } else if (a.dtype != DType::Float64 && scalar == std::trunc(scalar) && std::abs(scalar) < 9e18) {
+    s.dtype = DType::Int64;
+    value.i = static_cast<int64_t>(scalar);
+  } else {
+    s.dtype = DType::Float64;
+    value.d = scalar;
+  }
+  if (scalar_first) {
+    binary(op, out, s, a, 1.0);
+  } else {
+    binary(op, out, a, s, 1.0);
+  }
+}
+
+void CpuBackend::pow_scalar_backward(const Operand& grad_in, const Operand& grad_out,
+                                     const Operand& x, double exponent) {
+  const std::array<const Operand*, 3> ops = {&grad_in, &grad_out, &x};
+  dispatch_floating(compute_dtype(grad_in.dtype), [&](auto tag) {
+    using C = compute_t<decltype(tag)>;
+    const C e = static_cast<C>(exponent);
+    mixed_loop<C, 3>(ops, [e](auto v) {
+      return e == C(0) ? C(0) : v[0] * e * static_cast<C>(std::pow(v[1], e - C(1)));
+    });
+  });
+}
+
+void CpuBackend::clamp(const Operand& out, const Operand& in, double min, double max,
+                       bool has_min, bool has_max) {
+  const std::array<const Operand*, 2> ops = {&out, &in};
+  const DType c = is_floating(out.dtype) ? compute_dtype(out.dtype) : DType::Float64;
+  dispatch_floating(c, [&](auto tag) {
+    using C = compute_t<decltype(tag)>;
+    const C lo = static_cast<C>(min), hi = static_cast<C>(max);
+    mixed_loop<C, 2>(ops, [=](auto v) {
+      C x = v[0];
+      if (x != x) return x;  // NaN stays NaN
+      if (has_min && x < lo) x = lo;
+      if (has_max && x > hi) x = hi;
+      return x;
+    });
+  });
+}
+
+void CpuBackend::clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x,
+                                double min, double max, bool has_min, bool has_max) {
+  const std::array<const Operand*, 3> ops = {&grad_in, &grad_out, &x};
+  dispatch_floating(compute_dtype(grad_in.dtype), [&](auto tag) {
+    using C = compute_t<decltype(tag)>;
+    const C lo = static_cast<C>(min), hi = static_cast<C>(max);
+    mixed_loop<C, 3>(ops, [=](auto v) {
+      const bool inside = (!has_min || v[1] >= lo) && (!has_max || v[1] <= hi);
+      return inside ? v[0] : C(0);
+    });
+  });
+}
+
+void CpuBackend::where(const Operand& out, const Operand& cond, const Operand& a,
+                       const Operand& b) {
+  const std::array<const Operand*, 4> ops = {&out, &cond, &a, &b};
+  const DType c = is_floating(out.dtype) ? compute_dtype(out.dtype) : out.dtype;
+  dispatch_dtype(c, [&](auto tag) {
+    using C = compute_t<decltype(tag)>;
+    mixed_loop<C, 4>(ops, [](auto v) { return v[0] != C(0) ? v[1] : v[2]; });
+  });
+}
+
+}  // namespace memgrad::kernels::cpu

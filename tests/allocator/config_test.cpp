@@ -1,0 +1,284 @@
+// MEMGRAD_ALLOC_CONF parsing: every key, the list form of roundup_power2_divisions, the
+// to_string round trip, the environment variable, and a ConfigError naming the key for every
+// kind of bad input.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "allocator/bounded_memory.h"
+#include "allocator/caching_allocator.h"
+#include "allocator/config.h"
+#include "allocator/error.h"
+
+using namespace memgrad;
+
+namespace {
+
+// The ConfigError that parsing `text` throws (fails the test when none is thrown).
+ConfigError parse_error(const std::string& text) {
+  try {
+    AllocatorConfig::parse(text);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  FAIL("no ConfigError for '" << text << "'");
+  return ConfigError("");
+}
+
+// Sets an environment variable for the current scope and restores the previous state after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) previous_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (previous_) {
+      setenv(name_, previous_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> previous_;
+};
+
+}  // namespace
+
+TEST_SUITE("allocator") {
+
+TEST_CASE("an empty configuration gives PyTorch's defaults") {
+  const AllocatorConfig c = AllocatorConfig::parse("");
+  CHECK_EQ(c.policy, "caching");
+  CHECK_EQ(c.max_split_size, SIZE_MAX);
+  CHECK_EQ(c.max_non_split_rounding_size, 20 * kMiB);
+  for (size_t d : c.roundup_power2_divisions) CHECK_EQ(d, 0);
+  CHECK_EQ(c.garbage_collection_threshold, 0.0);
+  CHECK_EQ(c.memory_fraction, 1.0);
+  CHECK_EQ(c.to_string(), "policy:caching");
+}
+
+TEST_CASE("each key sets its field, in MiB where the key says mb") {
+  CHECK_EQ(AllocatorConfig::parse("policy:passthrough").policy, "passthrough");
+  CHECK_EQ(AllocatorConfig::parse("max_split_size_mb:64").max_split_size, 64 * kMiB);
+  CHECK_EQ(AllocatorConfig::parse("max_split_size_mb:21").max_split_size, 21 * kMiB);
+  CHECK_EQ(AllocatorConfig::parse("max_non_split_rounding_mb:1024").max_non_split_rounding_size,
+           1024 * kMiB);
+  CHECK_EQ(AllocatorConfig::parse("garbage_collection_threshold:0.6").garbage_collection_threshold,
+           0.6);
+  CHECK_EQ(AllocatorConfig::parse("per_process_memory_fraction:0.25").memory_fraction, 0.25);
+  CHECK_EQ(AllocatorConfig::parse("per_process_memory_fraction:1").memory_fraction, 1.0);
+}
+
+TEST_CASE("keys combine, and spaces and empty items are ignored") {
+  const AllocatorConfig c = AllocatorConfig::parse(
+      " policy : caching ,, max_split_size_mb: 128, garbage_collection_threshold:0.5 ,");
+  CHECK_EQ(c.policy, "caching");
+  CHECK_EQ(c.max_split_size, 128 * kMiB);
+  CHECK_EQ(c.garbage_collection_threshold, 0.5);
+}
+
+TEST_CASE("roundup_power2_divisions as one value applies to every size bucket") {
+  const AllocatorConfig c = AllocatorConfig::parse("roundup_power2_divisions:4");
+  for (size_t d : c.roundup_power2_divisions) CHECK_EQ(d, 4);
+  CHECK_EQ(c.divisions_for(1000), 4);
+  CHECK_EQ(c.divisions_for(64 * kGiB), 4);
+}
+
+TEST_CASE("roundup_power2_divisions as a list sets buckets from each interval start") {
+  // Bucket i covers [2^i MiB, 2^(i+1) MiB). 256:1 fills buckets 0..8, 512:2 sets bucket 9 on, and
+  // >:8 every bucket after the last key (10..15), as PyTorch's parser does.
+  const AllocatorConfig c = AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:8]");
+  for (size_t i = 0; i <= 8; ++i) CHECK_EQ(c.roundup_power2_divisions[i], 1);
+  CHECK_EQ(c.roundup_power2_divisions[9], 2);
+  for (size_t i = 10; i < kRoundupIntervals; ++i) CHECK_EQ(c.roundup_power2_divisions[i], 8);
+  CHECK_EQ(c.divisions_for(4096), 1);
+  CHECK_EQ(c.divisions_for(300 * kMiB), 1);
+  CHECK_EQ(c.divisions_for(600 * kMiB), 2);
+  CHECK_EQ(c.divisions_for(2 * kGiB), 8);
+}
+
+TEST_CASE("to_string gives text that parses back to the same configuration") {
+  const AllocatorConfig c = AllocatorConfig::parse(
+      "policy:passthrough,max_split_size_mb:48,max_non_split_rounding_mb:64,"
+      "roundup_power2_divisions:[1:2,64:4,>:16],garbage_collection_threshold:0.35,"
+      "per_process_memory_fraction:0.8");
+  const AllocatorConfig back = AllocatorConfig::parse(c.to_string());
+  CHECK_EQ(back.policy, "passthrough");
+  CHECK_EQ(back.max_split_size, 48 * kMiB);
+  CHECK_EQ(back.max_non_split_rounding_size, 64 * kMiB);
+  CHECK(back.roundup_power2_divisions == c.roundup_power2_divisions);
+  CHECK_EQ(c.roundup_power2_divisions[0], 2);
+  CHECK_EQ(c.roundup_power2_divisions[6], 4);
+  CHECK_EQ(c.roundup_power2_divisions[15], 16);
+  CHECK_EQ(back.garbage_collection_threshold, 0.35);
+  CHECK_EQ(back.memory_fraction, 0.8);
+  CHECK_EQ(back.to_string(), c.to_string());
+}
+
+TEST_CASE("an unknown key is a ConfigError naming the key") {
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("foo:1"),
+                       doctest::Contains("Unrecognized key 'foo'"), ConfigError);
+  const ConfigError e = parse_error("policy:caching,foo:1");
+  CHECK_EQ(e.key, "foo");
+  CHECK(std::string(e.what()).find("max_split_size_mb") != std::string::npos);  // lists known keys
+}
+
+TEST_CASE("a malformed integer is a ConfigError with the key and the value") {
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:abc"),
+                       doctest::Contains("expected an integer"), ConfigError);
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:64x"),
+                       doctest::Contains("bad value '64x'"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:-64"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("max_non_split_rounding_mb:1.5"), ConfigError);
+  const ConfigError e = parse_error("max_split_size_mb:12ab");
+  CHECK_EQ(e.key, "max_split_size_mb");
+  CHECK_EQ(e.value, "12ab");
+}
+
+TEST_CASE("a size in MiB too large for the address space is a ConfigError, not a wrapped value") {
+  // 2^44 + 21 MiB is 2^64 + 21 MiB bytes: multiplied unchecked it would wrap to 21 MiB.
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:17592186044437"),
+                       doctest::Contains("max_split_size_mb"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("max_non_split_rounding_mb:17592186044437"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:99999999999999999999999"), ConfigError);
+}
+
+TEST_CASE("the largest max_non_split_rounding_mb lets any bigger cached block serve an oversize request") {
+  // A window of (2^44 - 1) MiB: 45 MiB plus it would wrap around 2^64 if added unchecked.
+  BoundedMemory memory(256 * kMiB, "sim:0");
+  CachingAllocator alloc(memory, AllocatorConfig::parse("max_split_size_mb:40,"
+                                                        "max_non_split_rounding_mb:17592186044415"));
+  Block big = alloc.allocate(50 * kMiB);
+  void* first = big.ptr;
+  alloc.free(big);
+  Block again = alloc.allocate(45 * kMiB);
+  CHECK_EQ(again.ptr, first);
+  CHECK_EQ(again.nbytes, 50 * kMiB);
+  CHECK_EQ(alloc.stats().num_device_alloc, 1);
+  alloc.free(again);
+}
+
+TEST_CASE("max_split_size_mb must be above 20 and max_non_split_rounding_mb at least 20") {
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:20"),
+                       doctest::Contains("must be > 20"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:0"), ConfigError);
+  CHECK_EQ(parse_error("max_split_size_mb:8").key, "max_split_size_mb");
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_non_split_rounding_mb:19"),
+                       doctest::Contains("must be >= 20"), ConfigError);
+  CHECK_EQ(AllocatorConfig::parse("max_non_split_rounding_mb:20").max_non_split_rounding_size,
+           20 * kMiB);
+}
+
+TEST_CASE("divisions and interval starts must be powers of two") {
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("roundup_power2_divisions:3"),
+                       doctest::Contains("power of 2"), ConfigError);
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("roundup_power2_divisions:[256:3]"),
+                       doctest::Contains("power of 2"), ConfigError);
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("roundup_power2_divisions:[300:2]"),
+                       doctest::Contains("interval starts must be powers of 2"), ConfigError);
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("roundup_power2_divisions:[512:2,256:1]"),
+                       doctest::Contains("increasing"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("roundup_power2_divisions:[256:2"), ConfigError);
+  CHECK_EQ(parse_error("roundup_power2_divisions:6").value, "6");
+  // 0 switches the rounding off for a bucket, as in PyTorch.
+  CHECK_EQ(AllocatorConfig::parse("roundup_power2_divisions:0").divisions_for(kMiB), 0);
+}
+
+TEST_CASE("garbage_collection_threshold must be strictly between 0 and 1") {
+  for (const char* bad : {"0", "1", "1.0", "-0.5", "1.5", "nan", "x"}) {
+    CAPTURE(bad);
+    const ConfigError e = parse_error(std::string("garbage_collection_threshold:") + bad);
+    CHECK_EQ(e.key, "garbage_collection_threshold");
+  }
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("garbage_collection_threshold:1.5"),
+                       doctest::Contains("must be in (0, 1)"), ConfigError);
+}
+
+TEST_CASE("per_process_memory_fraction must be in (0, 1]") {
+  for (const char* bad : {"0", "-0.1", "1.01", "2", "nan"}) {
+    CAPTURE(bad);
+    const ConfigError e = parse_error(std::string("per_process_memory_fraction:") + bad);
+    CHECK_EQ(e.key, "per_process_memory_fraction");
+  }
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("per_process_memory_fraction:1.5"),
+                       doctest::Contains("must be in (0, 1]"), ConfigError);
+}
+
+TEST_CASE("an unknown policy is a ConfigError listing the known ones") {
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:buddy"),
+                       doctest::Contains("unknown policy 'buddy'"), ConfigError);
+  const ConfigError e = parse_error("policy:buddy");
+  CHECK_EQ(e.key, "policy");
+  CHECK_EQ(e.value, "buddy");
+  CHECK(std::string(e.what()).find(std::string(known_policies())) != std::string::npos);
+}
+
+TEST_CASE("a key without a value is a ConfigError") {
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:"),
+                       doctest::Contains("missing value for key 'max_split_size_mb'"),
+                       ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("policy:,max_split_size_mb:64"), ConfigError);
+  CHECK_EQ(parse_error("garbage_collection_threshold:").key, "garbage_collection_threshold");
+}
+
+TEST_CASE("a key without ':' is a ConfigError") {
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb"),
+                       doctest::Contains("expected ':' after 'max_split_size_mb'"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("policy:caching,max_split_size_mb 64"), ConfigError);
+  CHECK_EQ(parse_error("max_split_size_mb").key, "max_split_size_mb");
+}
+
+TEST_CASE("validate rejects out-of-range fields set through the C++ API") {
+  AllocatorConfig c;
+  c.memory_fraction = 0.0;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c = AllocatorConfig{};
+  c.garbage_collection_threshold = 1.0;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c = AllocatorConfig{};
+  c.roundup_power2_divisions[3] = 5;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c = AllocatorConfig{};
+  c.policy = "nope";
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  CHECK_NOTHROW(AllocatorConfig{}.validate());
+}
+
+TEST_CASE("from_env reads MEMGRAD_ALLOC_CONF, and unset or empty means the defaults") {
+  {
+    ScopedEnv env("MEMGRAD_ALLOC_CONF", "max_split_size_mb:96,policy:passthrough");
+    const AllocatorConfig c = AllocatorConfig::from_env();
+    CHECK_EQ(c.max_split_size, 96 * kMiB);
+    CHECK_EQ(c.policy, "passthrough");
+  }
+  {
+    ScopedEnv env("MEMGRAD_ALLOC_CONF", nullptr);
+    CHECK_EQ(AllocatorConfig::from_env().to_string(), "policy:caching");
+  }
+  {
+    ScopedEnv env("MEMGRAD_ALLOC_CONF", "");
+    CHECK_EQ(AllocatorConfig::from_env().to_string(), "policy:caching");
+  }
+  {
+    ScopedEnv env("MEMGRAD_ALLOC_CONF", "max_split_sise_mb:96");
+    CHECK_THROWS_WITH_AS(AllocatorConfig::from_env(),
+                         doctest::Contains("Unrecognized key 'max_split_sise_mb'"), ConfigError);
+  }
+  {
+    ScopedEnv env("MEMGRAD_TEST_OTHER_CONF", "per_process_memory_fraction:0.5");
+    CHECK_EQ(AllocatorConfig::from_env("MEMGRAD_TEST_OTHER_CONF").memory_fraction, 0.5);
+  }
+}
+
+}  // TEST_SUITE

@@ -1,0 +1,1 @@
+// Placeholder: the factories tests are being written.

@@ -1,0 +1,1 @@
+// Placeholder: the indexing tests are being written.

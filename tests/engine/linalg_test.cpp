@@ -1,0 +1,1 @@
+// Placeholder: the linalg tests are being written.

@@ -1,0 +1,1 @@
+// Placeholder: the memory tests are being written.

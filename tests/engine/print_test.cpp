@@ -1,0 +1,1 @@
+// Placeholder: the print tests are being written.

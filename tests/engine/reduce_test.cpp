@@ -1,0 +1,1 @@
+// Placeholder: the reduce tests are being written.

@@ -1,0 +1,1 @@
+// Placeholder: the shape tests are being written.

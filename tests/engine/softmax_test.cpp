@@ -1,0 +1,1 @@
+// Placeholder: the softmax tests are being written.

@@ -1,0 +1,1 @@
+// Placeholder: the views tests are being written.
