@@ -1,8 +1,14 @@
-// Printing tensors like PyTorch: tensor([[0.1000, 2.0000], ...], dtype=float64, device='sim:0').
+// Printing tensors like PyTorch (torch/_tensor_str.py, default print options):
+//   tensor([[1.5000, 2.0000],
+//           [3.0000, 4.0000]], device='sim:0', dtype=float64)
 //
-// Floats print with 4 decimals (or as "1." when every value is an integer, or in scientific
-// notation when the magnitudes span too much), aligned to the widest value; more than 1000
-// elements are summarised with the first and last 3 of each dimension around "...".
+// Floats print with 4 decimals, or as "1." when every value is an integer, or in scientific
+// notation when the nonzero magnitudes span more than 1e3, exceed 1e8 or (non-integers) go
+// below 1e-4. The width comes from the nonzero finite values only and every value is padded to
+// it. Rows wrap at 80 columns. More than 1000 elements are summarised with the first and last 3
+// of each dimension around "...", and only those edges choose the format. The printer copies
+// the tensor to the host (allocates numel x 8 bytes of host memory) and nothing on the device.
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 
@@ -14,140 +20,220 @@
 namespace memgrad {
 namespace {
 
-constexpr int64_t kSummarizeAbove = 1000;
-constexpr int64_t kEdgeItems = 3;
+constexpr int64_t kSummarizeAbove = 1000;  // PyTorch's print threshold, in elements
+constexpr int64_t kEdgeItems = 3;          // items kept at each end of a summarised dimension
+constexpr int kLineWidth = 80;             // characters per line
+constexpr int kPrecision = 4;              // decimals
+constexpr int kIndent = 7;                 // strlen("tensor(")
 
-struct Format {
-  enum class Kind { Integer, IntegralFloat, Fixed, Scientific, Bool } kind = Kind::Fixed;
-  int width = 1;
+// The tensor's values on the host, row-major: floats as double, int64 and bool as int64.
+struct HostValues {
+  Shape sizes;
+  DType dtype = kFloat32;
+  std::vector<double> floats;
+  std::vector<int64_t> ints;
 };
 
-std::string format_value(double v, const Format& f) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  switch (f.kind) {
-    case Format::Kind::Integer: return fmt::format("{}", static_cast<int64_t>(v));
-    case Format::Kind::Bool: return v != 0.0 ? "True" : "False";
-    case Format::Kind::IntegralFloat: return fmt::format("{:.0f}.", v);
-    case Format::Kind::Fixed: return fmt::format("{:.4f}", v);
-    case Format::Kind::Scientific: return fmt::format("{:.4e}", v);
-  }
-  return "";
-}
-
-Format choose_format(const std::vector<double>& values, DType dtype) {
-  Format f;
-  if (dtype == kBool) {
-    f.kind = Format::Kind::Bool;
-  } else if (!is_floating(dtype)) {
-    f.kind = Format::Kind::Integer;
-  } else {
-    bool integral = true;
-    double max_abs = 0.0, min_abs = INFINITY;
-    for (double v : values) {
-      if (!std::isfinite(v)) continue;
-      integral = integral && v == std::floor(v);
-      max_abs = std::max(max_abs, std::abs(v));
-      if (v != 0.0) min_abs = std::min(min_abs, std::abs(v));
-    }
-    if (integral && max_abs < 1e8) {
-      f.kind = Format::Kind::IntegralFloat;
-    } else if (max_abs >= 1e8 || (min_abs < 1e-4) || (max_abs / min_abs > 1e3 && min_abs < 1e-2)) {
-      f.kind = Format::Kind::Scientific;
-    } else {
-      f.kind = Format::Kind::Fixed;
-    }
-  }
-  for (double v : values) f.width = std::max(f.width, static_cast<int>(format_value(v, f).size()));
-  return f;
-}
-
-// Recursive printer over a contiguous double copy of the values.
-class Printer {
+// PyTorch's _Formatter: the mode and width chosen once from the values that will be shown.
+class Formatter {
  public:
-  Printer(const Shape& sizes, const std::vector<double>& values, bool summarize)
-      : sizes_(sizes), values_(values), summarize_(summarize) {
-    format_ = choose_format(values, DType::Float32);
-  }
-  void set_format(const Format& f) { format_ = f; }
-
-  std::string print(int dim, int64_t offset, int indent) const {
-    if (dim == sizes_.size()) return pad(format_value(values_[static_cast<size_t>(offset)], format_));
-    int64_t stride = 1;
-    for (int d = dim + 1; d < sizes_.size(); ++d) stride *= sizes_[d];
-    const int64_t n = sizes_[dim];
-    std::string out = "[";
-    const bool last_dim = dim == sizes_.size() - 1;
-    const std::string sep =
-        last_dim ? ", " : "," + std::string(static_cast<size_t>(sizes_.size() - dim - 1), '\n') +
-                              std::string(static_cast<size_t>(indent + 1), ' ');
-    bool first = true;
-    for (int64_t i = 0; i < n; ++i) {
-      if (summarize_ && n > 2 * kEdgeItems && i == kEdgeItems) {
-        out += sep + "...";
-        i = n - kEdgeItems - 1;
-        continue;
-      }
-      if (!first) out += sep;
-      first = false;
-      out += print(dim + 1, offset + i * stride, indent + 1);
+  Formatter(const HostValues& v, const std::vector<int64_t>& shown) : v_(v) {
+    if (is_floating(v.dtype)) {
+      choose_float_mode(shown);
+    } else {
+      for (int64_t i : shown) width_ = std::max(width_, static_cast<int>(raw(i).size()));
     }
-    return out + "]";
+  }
+
+  int width() const { return width_; }
+
+  // Element `i` (flat, row-major) padded on the left to the common width.
+  std::string format(int64_t i) const {
+    const std::string s = raw(i);
+    return std::string(static_cast<size_t>(std::max(0, width_ - static_cast<int>(s.size()))), ' ') +
+           s;
   }
 
  private:
-  std::string pad(const std::string& s) const {
-    return std::string(static_cast<size_t>(std::max(0, format_.width - static_cast<int>(s.size()))), ' ') + s;
+  std::string raw(int64_t i) const {
+    const size_t k = static_cast<size_t>(i);
+    if (v_.dtype == kBool) return v_.ints[k] != 0 ? "True" : "False";
+    if (!is_floating(v_.dtype)) return fmt::format("{}", v_.ints[k]);
+    return format_float(v_.floats[k]);
   }
-  const Shape& sizes_;
-  const std::vector<double>& values_;
-  bool summarize_;
-  Format format_;
+
+  std::string format_float(double x) const {
+    // Python prints nan without a sign and never appends "." to a non-finite value.
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    if (sci_) return fmt::format("{:.{}e}", x, kPrecision);
+    if (int_mode_) return fmt::format("{:.0f}.", x);
+    return fmt::format("{:.{}f}", x, kPrecision);
+  }
+
+  void choose_float_mode(const std::vector<int64_t>& shown) {
+    std::vector<double> nonzero;
+    for (int64_t i : shown) {
+      const double x = v_.floats[static_cast<size_t>(i)];
+      if (std::isfinite(x) && x != 0.0) nonzero.push_back(x);
+    }
+    if (nonzero.empty()) return;  // only zeros and non-finite values: "0.", width 1
+    double lo = INFINITY, hi = 0.0;
+    for (double x : nonzero) {
+      lo = std::min(lo, std::abs(x));
+      hi = std::max(hi, std::abs(x));
+      int_mode_ = int_mode_ && x == std::ceil(x);
+    }
+    sci_ = hi / lo > 1000.0 || hi > 1.0e8 || (!int_mode_ && lo < 1.0e-4);
+    for (double x : nonzero) {
+      width_ = std::max(width_, static_cast<int>(format_float(x).size()));
+    }
+  }
+
+  const HostValues& v_;
+  bool int_mode_ = true;
+  bool sci_ = false;
+  int width_ = 1;
 };
 
-// The values that will be shown (all of them, or the edges when summarising).
-std::vector<double> shown_values(const std::vector<double>& values, const Shape& sizes,
-                                 bool summarize) {
-  if (!summarize) return values;
-  std::vector<double> out;
-  const int64_t row = sizes.empty() ? 1 : sizes.back();
-  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
-    const int64_t col = i % row;
-    if (col < kEdgeItems || col >= row - kEdgeItems) out.push_back(values[static_cast<size_t>(i)]);
+// Row-major element strides of `sizes`.
+int64_t row_stride(const Shape& sizes, int dim) {
+  int64_t stride = 1;
+  for (int d = dim + 1; d < sizes.size(); ++d) stride *= sizes[d];
+  return stride;
+}
+
+// The indices along a dimension of `n` that are printed (all, or the edges).
+std::vector<int64_t> shown_indices(int64_t n, bool summarize) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 2 * kEdgeItems && i >= kEdgeItems && i < n - kEdgeItems) continue;
+    out.push_back(i);
   }
   return out;
+}
+
+// Flat indices of every printed element (PyTorch's get_summarized_data).
+void collect_shown(const Shape& sizes, int dim, int64_t offset, bool summarize,
+                   std::vector<int64_t>& out) {
+  if (dim == sizes.size()) {
+    out.push_back(offset);
+    return;
+  }
+  const int64_t stride = row_stride(sizes, dim);
+  for (int64_t i : shown_indices(sizes[dim], summarize)) {
+    collect_shown(sizes, dim + 1, offset + i * stride, summarize, out);
+  }
+}
+
+// One dimension's values, "..." in the middle when summarised, wrapped at kLineWidth.
+std::string vector_str(const HostValues& v, const Formatter& f, int64_t offset, int indent,
+                       bool summarize) {
+  const int64_t n = v.sizes.back();
+  std::vector<std::string> items;
+  for (int64_t i : shown_indices(n, summarize)) {
+    if (summarize && n > 2 * kEdgeItems && i == n - kEdgeItems) items.emplace_back(" ...");
+    items.push_back(f.format(offset + i));
+  }
+  const size_t per_line =
+      static_cast<size_t>(std::max(1, (kLineWidth - indent) / (f.width() + 2)));
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += i % per_line == 0 ? ",\n" + std::string(static_cast<size_t>(indent) + 1, ' ') : ", ";
+    out += items[i];
+  }
+  return out + "]";
+}
+
+// The nested brackets of dimensions dim.. (PyTorch's _tensor_str_with_formatter).
+std::string tensor_str(const HostValues& v, const Formatter& f, int dim, int64_t offset,
+                       int indent, bool summarize) {
+  if (dim == v.sizes.size() - 1) return vector_str(v, f, offset, indent, summarize);
+  const int64_t n = v.sizes[dim];
+  const int64_t stride = row_stride(v.sizes, dim);
+  const int rest = v.sizes.size() - dim;  // dimensions from here on, this one included
+  const std::string sep =
+      "," + std::string(static_cast<size_t>(rest - 1), '\n') + std::string(static_cast<size_t>(indent) + 1, ' ');
+  std::string out = "[";
+  bool first = true;
+  for (int64_t i : shown_indices(n, summarize)) {
+    if (!first) out += sep;
+    if (summarize && n > 2 * kEdgeItems && i == n - kEdgeItems) out += "..." + sep;
+    first = false;
+    out += tensor_str(v, f, dim + 1, offset + i * stride, indent + 1, summarize);
+  }
+  return out + "]";
+}
+
+HostValues host_values(const Tensor& t) {
+  HostValues v;
+  v.sizes = t.sizes();
+  v.dtype = t.dtype();
+  if (is_floating(t.dtype())) {
+    v.floats = t.to_vector<double>();
+  } else {
+    v.ints = t.to_vector<int64_t>();
+  }
+  return v;
+}
+
+// "(0, 3)": PyTorch prints the size suffix as a Python tuple.
+std::string size_tuple(const Shape& sizes) {
+  std::string out = "(";
+  for (int d = 0; d < sizes.size(); ++d) out += (d > 0 ? ", " : "") + std::to_string(sizes[d]);
+  return out + (sizes.size() == 1 ? ",)" : ")");
+}
+
+// PyTorch's _add_suffixes: ", suffix", or a new line when the line would pass kLineWidth.
+std::string with_suffixes(const std::string& body, const std::vector<std::string>& suffixes) {
+  std::string out = body;
+  const size_t newline = body.rfind('\n');
+  // Python: len(s) - s.rfind("\n") + 1, where rfind gives -1 when there is no newline.
+  int64_t line_len = static_cast<int64_t>(body.size()) -
+                     (newline == std::string::npos ? -1 : static_cast<int64_t>(newline)) + 1;
+  for (const std::string& suffix : suffixes) {
+    const int64_t len = static_cast<int64_t>(suffix.size());
+    if (line_len + len + 2 > kLineWidth) {
+      out += ",\n" + std::string(static_cast<size_t>(kIndent), ' ') + suffix;
+      line_len = kIndent + len;
+    } else {
+      out += ", " + suffix;
+      line_len += len + 2;
+    }
+  }
+  return out + ")";
 }
 
 }  // namespace
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
-  const std::vector<double> values = to_vector<double>();
-  const bool summarize = numel() > kSummarizeAbove;
-  const Format f = choose_format(shown_values(values, sizes(), summarize), dtype());
-  std::string body;
-  if (dim() == 0) {
-    body = format_value(values[0], f);
-  } else if (numel() == 0) {
-    body = "[]";
+  std::vector<std::string> suffixes;
+  if (!device().is_cpu()) suffixes.push_back(fmt::format("device='{}'", device().str()));
+  std::string body = "tensor(";
+  if (numel() == 0) {
+    // No element to tell int64 from float32, so only float32 goes without a dtype.
+    if (dim() != 1) suffixes.push_back("size=" + size_tuple(sizes()));
+    if (dtype() != kFloat32) suffixes.push_back(fmt::format("dtype={}", dtype_name(dtype())));
+    body += "[]";
   } else {
-    Printer p(sizes(), values, summarize);
-    p.set_format(f);
-    body = p.print(0, 0, 7);  // 7 = strlen("tensor(")
+    if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) {
+      suffixes.push_back(fmt::format("dtype={}", dtype_name(dtype())));
+    }
+    const HostValues v = host_values(*this);
+    const bool summarize = numel() > kSummarizeAbove;
+    std::vector<int64_t> shown;
+    collect_shown(v.sizes, 0, 0, summarize, shown);
+    const Formatter f(v, shown);
+    body += dim() == 0 ? f.format(0) : tensor_str(v, f, 0, 0, kIndent, summarize);
   }
-  std::string suffix;
-  if (numel() == 0 && dim() != 1) suffix += fmt::format(", size={}", to_string(sizes()));
-  if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) {
-    suffix += fmt::format(", dtype={}", dtype_name(dtype()));
-  }
-  if (!device().is_cpu()) suffix += fmt::format(", device='{}'", device().str());
   const std::string grad_fn = grad_fn_name();
   if (!grad_fn.empty()) {
-    suffix += fmt::format(", grad_fn=<{}>", grad_fn);
+    suffixes.push_back(fmt::format("grad_fn=<{}>", grad_fn));
   } else if (requires_grad()) {
-    suffix += ", requires_grad=True";
+    suffixes.push_back("requires_grad=True");
   }
-  return "tensor(" + body + suffix + ")";
+  return with_suffixes(body, suffixes);
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }

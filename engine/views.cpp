@@ -1,31 +1,524 @@
-// Placeholder until this family is implemented: every function throws.
+// Views: every function computes a new layout (sizes, strides in elements, storage offset) over
+// the input's storage and hands it to one helper, aliased(), which builds the TensorImpl, points
+// view_base at the root base and records the op for autograd. No view allocates device memory;
+// reshape (and flatten, which reshapes) copies through clone() only when no strides can express
+// the new shape, exactly when PyTorch does.
 #include "engine/views.h"
 
-#include "allocator/error.h"
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "engine/copy.h"
+#include "engine/error.h"
+#include "engine/op_support.h"
 
 namespace memgrad {
+namespace {
 
-Tensor view(const Tensor&, const Shape&) { throw_internal_error("view: not implemented", std::source_location::current()); }
-Tensor reshape(const Tensor&, const Shape&) { throw_internal_error("reshape: not implemented", std::source_location::current()); }
-Tensor flatten(const Tensor&, int64_t, int64_t) { throw_internal_error("flatten: not implemented", std::source_location::current()); }
-Tensor unflatten(const Tensor&, int64_t, const Shape&) { throw_internal_error("unflatten: not implemented", std::source_location::current()); }
-Tensor slice(const Tensor&, int64_t, int64_t, int64_t, int64_t) { throw_internal_error("slice: not implemented", std::source_location::current()); }
-Tensor narrow(const Tensor&, int64_t, int64_t, int64_t) { throw_internal_error("narrow: not implemented", std::source_location::current()); }
-Tensor select(const Tensor&, int64_t, int64_t) { throw_internal_error("select: not implemented", std::source_location::current()); }
-Tensor transpose(const Tensor&, int64_t, int64_t) { throw_internal_error("transpose: not implemented", std::source_location::current()); }
-Tensor t(const Tensor&) { throw_internal_error("t: not implemented", std::source_location::current()); }
-Tensor mT(const Tensor&) { throw_internal_error("mT: not implemented", std::source_location::current()); }
-Tensor permute(const Tensor&, const Shape&) { throw_internal_error("permute: not implemented", std::source_location::current()); }
-Tensor expand(const Tensor&, const Shape&) { throw_internal_error("expand: not implemented", std::source_location::current()); }
-Tensor squeeze(const Tensor&) { throw_internal_error("squeeze: not implemented", std::source_location::current()); }
-Tensor squeeze(const Tensor&, int64_t) { throw_internal_error("squeeze: not implemented", std::source_location::current()); }
-Tensor unsqueeze(const Tensor&, int64_t) { throw_internal_error("unsqueeze: not implemented", std::source_location::current()); }
-Tensor as_strided(const Tensor&, const Shape&, const Shape&, std::optional<int64_t>) { throw_internal_error("as_strided: not implemented", std::source_location::current()); }
-Tensor diagonal(const Tensor&, int64_t, int64_t, int64_t) { throw_internal_error("diagonal: not implemented", std::source_location::current()); }
-std::vector<Tensor> chunk(const Tensor&, int64_t, int64_t) { throw_internal_error("chunk: not implemented", std::source_location::current()); }
-std::vector<Tensor> split(const Tensor&, int64_t, int64_t) { throw_internal_error("split: not implemented", std::source_location::current()); }
-std::vector<Tensor> split(const Tensor&, const std::vector<int64_t>&, int64_t) { throw_internal_error("split: not implemented", std::source_location::current()); }
-std::vector<Tensor> unbind(const Tensor&, int64_t) { throw_internal_error("unbind: not implemented", std::source_location::current()); }
-Tensor make_view(const Tensor&, const Shape&, const Shape&, int64_t) { throw_internal_error("make_view: not implemented", std::source_location::current()); }
+// The one place a view is made: same Storage shared_ptr, view_base = the root base (a view of a
+// view aliases the tensor that owns the storage, as in PyTorch), dtype kept.
+Tensor aliased(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
+               OpKind kind, const OpAttrs& attrs) {
+  auto impl = std::make_shared<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset,
+                                           x.dtype());
+  impl->set_view_base(x.is_view() ? x.impl()->view_base() : x.impl_ptr());
+  Tensor out(std::move(impl));
+  if (detail::should_record({&x})) detail::record(kind, {x}, {out}, attrs);
+  return out;
+}
+
+OpAttrs sizes_attrs(const Tensor& x) {
+  OpAttrs attrs;
+  attrs.sizes = x.sizes();
+  return attrs;
+}
+
+// A view with a new layout recorded as `kind` with attrs.sizes = the input's sizes.
+Tensor aliased_sized(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
+                     OpKind kind) {
+  return aliased(x, sizes, strides, offset, kind, sizes_attrs(x));
+}
+
+// Ops that need at least one dimension (select, slice, narrow, split, ...).
+void check_not_scalar(const char* op, const Tensor& x) {
+  if (x.dim() == 0) {
+    throw IndexError(fmt::format("[{}] {}() cannot be applied to a 0-dim tensor", op, op));
+  }
+}
+
+// Throws IndexError when (sizes, strides, offset) reaches past the storage of `x`.
+void check_in_storage(const char* op, const Tensor& x, const Shape& sizes, const Shape& strides,
+                      int64_t offset) {
+  if (offset < 0) {
+    throw IndexError(fmt::format("[{}] invalid storage offset {}", op, offset));
+  }
+  if (numel_of(sizes) == 0) return;
+  int64_t highest = offset;
+  for (int d = 0; d < sizes.size(); ++d) highest += (sizes[d] - 1) * strides[d];
+  const size_t itemsize = x.element_size();
+  const size_t required = static_cast<size_t>(highest + 1) * itemsize;
+  if (required > x.storage().nbytes()) {
+    throw IndexError(fmt::format(
+        "[{}] sizes {}, strides {}, storage offset {}, and itemsize {} requiring a storage size "
+        "of {} are out of bounds for storage of size {}",
+        op, to_string(sizes), to_string(strides), offset, itemsize, required,
+        x.storage().nbytes()));
+  }
+}
+
+// Sizes and strides of a view over `target` sizes, or a ShapeError from view().
+Shape view_strides_or_throw(const Tensor& x, const Shape& target) {
+  bool ok = false;
+  Shape strides = view_strides(x.sizes(), x.strides(), target, ok);
+  if (!ok) {
+    throw ShapeError(
+        "[view] view size is not compatible with input tensor's size and stride (at least one "
+        "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+  }
+  return strides;
+}
+
+}  // namespace
+
+Tensor make_view(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset) {
+  detail::check_defined("make_view", x);
+  internal_check(sizes.size() == strides.size(), "make_view: sizes and strides differ in length");
+  check_in_storage("make_view", x, sizes, strides, offset);
+  OpAttrs attrs;
+  attrs.sizes = sizes;
+  attrs.strides = strides;
+  attrs.start = offset;
+  return aliased(x, sizes, strides, offset, OpKind::AsStrided, attrs);
+}
+
+// ---- reshaping ----
+
+Tensor view(const Tensor& x, const Shape& sizes) {
+  detail::check_defined("view", x);
+  const Shape target = infer_size(sizes, x.numel(), "view");
+  const Shape strides = view_strides_or_throw(x, target);
+  return aliased_sized(x, target, strides, x.storage_offset(), OpKind::View);
+}
+
+Tensor reshape(const Tensor& x, const Shape& sizes) {
+  detail::check_defined("reshape", x);
+  const Shape target = infer_size(sizes, x.numel(), "reshape");
+  bool ok = false;
+  const Shape strides = view_strides(x.sizes(), x.strides(), target, ok);
+  if (ok) return aliased_sized(x, target, strides, x.storage_offset(), OpKind::View);
+  // No strides express the new shape: copy (recorded as Clone), then view the copy.
+  return view(clone(x), target);
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  detail::check_defined("flatten", x);
+  const int start = wrap_dim(start_dim, x.dim(), "flatten");
+  const int end = wrap_dim(end_dim, x.dim(), "flatten");
+  if (start > end) {
+    throw IndexError(fmt::format(
+        "[flatten] start_dim cannot come after end_dim (start_dim {}, end_dim {})", start_dim,
+        end_dim));
+  }
+  if (x.dim() == 0) return reshape(x, {1});
+  if (start == end) return x;  // PyTorch returns self here, not a new view
+  Shape target;
+  int64_t merged = 1;
+  for (int d = 0; d < x.dim(); ++d) {
+    if (d < start || d > end) {
+      target.push_back(x.size(d));
+    } else {
+      merged *= x.size(d);
+      if (d == end) target.push_back(merged);
+    }
+  }
+  return reshape(x, target);
+}
+
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  detail::check_defined("unflatten", x);
+  const int d = wrap_dim(dim, x.dim(), "unflatten");
+  if (sizes.empty()) throw ShapeError("[unflatten] sizes must be non-empty");
+  const int64_t extent = x.dim() == 0 ? 1 : x.size(d);
+  Shape inferred;
+  try {
+    inferred = infer_size(sizes, extent, "unflatten");
+  } catch (const ShapeError&) {
+    throw ShapeError(fmt::format(
+        "[unflatten] provided sizes {} don't multiply up to the size of dim {} ({}) in the input "
+        "tensor",
+        to_string(sizes), dim, extent));
+  }
+  Shape target;
+  for (int i = 0; i < x.dim(); ++i) {
+    if (i != d) {
+      target.push_back(x.size(i));
+      continue;
+    }
+    for (int64_t s : inferred) target.push_back(s);
+  }
+  return view(x, target);
+}
+
+// ---- indexing along one dimension ----
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  detail::check_defined("slice", x);
+  check_not_scalar("slice", x);
+  const int d = wrap_dim(dim, x.dim(), "slice");
+  if (step <= 0) {
+    throw ValueError(fmt::format("[slice] slice step must be positive, got {}", step));
+  }
+  // Python slicing: negative bounds count from the end, then both clamp to [0, size].
+  const int64_t size = x.size(d);
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  Shape sizes = x.sizes();
+  Shape strides = x.strides();
+  sizes[d] = (end - start + step - 1) / step;
+  strides[d] *= step;
+  OpAttrs attrs = sizes_attrs(x);
+  attrs.dim = d;
+  attrs.start = start;
+  attrs.step = step;
+  return aliased(x, sizes, strides, x.storage_offset() + start * x.stride(d), OpKind::Slice,
+                 attrs);
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  detail::check_defined("narrow", x);
+  check_not_scalar("narrow", x);
+  const int d = wrap_dim(dim, x.dim(), "narrow");
+  const int64_t size = x.size(d);
+  if (start < -size || start > size) {
+    throw IndexError(fmt::format(
+        "[narrow] start out of range (expected to be in range of [{}, {}], but got {})", -size,
+        size, start));
+  }
+  if (length < 0) {
+    throw ValueError(fmt::format("[narrow] length must be non-negative, got {}", length));
+  }
+  if (start < 0) start += size;
+  if (start > size - length) {
+    throw IndexError(fmt::format("[narrow] start ({}) + length ({}) exceeds dimension size ({})",
+                                 start, length, size));
+  }
+  return slice(x, d, start, start + length, 1);
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  detail::check_defined("select", x);
+  check_not_scalar("select", x);
+  const int d = wrap_dim(dim, x.dim(), "select");
+  const int64_t size = x.size(d);
+  if (index < -size || index >= size) {
+    throw IndexError(fmt::format("[select] index {} is out of bounds for dimension {} with size {}",
+                                 index, d, size));
+  }
+  if (index < 0) index += size;
+  Shape sizes = x.sizes();
+  Shape strides = x.strides();
+  sizes.erase(d);
+  strides.erase(d);
+  OpAttrs attrs = sizes_attrs(x);
+  attrs.dim = d;
+  attrs.start = index;
+  return aliased(x, sizes, strides, x.storage_offset() + index * x.stride(d), OpKind::Select,
+                 attrs);
+}
+
+// ---- reordering dimensions ----
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  detail::check_defined("transpose", x);
+  const int d0 = wrap_dim(dim0, x.dim(), "transpose");
+  const int d1 = wrap_dim(dim1, x.dim(), "transpose");
+  Shape sizes = x.sizes();
+  Shape strides = x.strides();
+  if (d0 != d1) {  // equal dims (always so for a 0-d tensor): a plain alias
+    std::swap(sizes[d0], sizes[d1]);
+    std::swap(strides[d0], strides[d1]);
+  }
+  OpAttrs attrs = sizes_attrs(x);
+  attrs.dim = d0;
+  attrs.dim2 = d1;
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Transpose, attrs);
+}
+
+Tensor t(const Tensor& x) {
+  detail::check_defined("t", x);
+  if (x.dim() > 2) {
+    throw ShapeError(fmt::format("[t] t() expects a tensor with <= 2 dimensions, but self is {}D",
+                                 x.dim()));
+  }
+  return transpose(x, 0, x.dim() < 2 ? 0 : 1);
+}
+
+Tensor mT(const Tensor& x) {
+  detail::check_defined("mT", x);
+  if (x.dim() < 2) {
+    throw ShapeError(fmt::format(
+        "[mT] tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
+        x.dim()));
+  }
+  return transpose(x, -2, -1);
+}
+
+Tensor permute(const Tensor& x, const Shape& dims) {
+  detail::check_defined("permute", x);
+  if (dims.size() != x.dim()) {
+    throw ShapeError(fmt::format(
+        "[permute] number of dims don't match: got dims {} for a tensor with {} dimensions",
+        to_string(dims), x.dim()));
+  }
+  Shape wrapped;
+  Shape sizes;
+  Shape strides;
+  for (int64_t dim : dims) {
+    const int d = wrap_dim(dim, x.dim(), "permute");
+    if (std::find(wrapped.begin(), wrapped.end(), d) != wrapped.end()) {
+      throw ShapeError(fmt::format(
+          "[permute] dims {} is not a permutation: dimension {} appears twice", to_string(dims),
+          d));
+    }
+    wrapped.push_back(d);
+    sizes.push_back(x.size(d));
+    strides.push_back(x.stride(d));
+  }
+  OpAttrs attrs = sizes_attrs(x);
+  attrs.dims = wrapped;
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Permute, attrs);
+}
+
+// ---- broadcasting and size-1 dimensions ----
+
+Tensor expand(const Tensor& x, const Shape& sizes) {
+  detail::check_defined("expand", x);
+  const int n = sizes.size();
+  const int ndim = x.dim();
+  if (n < ndim) {
+    throw ShapeError(fmt::format(
+        "[expand] the number of sizes provided ({}) must be greater or equal to the number of "
+        "dimensions in the tensor ({})",
+        n, ndim));
+  }
+  // PyTorch's inferExpandGeometry, right to left.
+  Shape out_sizes = Shape::filled(n, 0);
+  Shape out_strides = Shape::filled(n, 0);
+  for (int i = n - 1; i >= 0; --i) {
+    const int d = i - (n - ndim);
+    int64_t size = 1;
+    int64_t stride = i + 1 < n ? out_sizes[i + 1] * out_strides[i + 1] : 1;  // a new dimension
+    if (d >= 0) {
+      size = x.size(d);
+      stride = x.stride(d);
+    }
+    int64_t target = sizes[i];
+    if (target == -1) {
+      if (d < 0) {
+        throw ShapeError(fmt::format(
+            "[expand] the expanded size of the tensor (-1) isn't allowed in a leading, "
+            "non-existing dimension {}",
+            i));
+      }
+      target = size;
+    }
+    if (target < 0) {
+      throw ShapeError(fmt::format("[expand] invalid size {} in {}", target, to_string(sizes)));
+    }
+    if (size != target) {
+      if (size != 1) {
+        throw ShapeError(fmt::format(
+            "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
+            "non-singleton dimension {}.  Target sizes: {}.  Tensor sizes: {}",
+            target, size, i, to_string(sizes), to_string(x.sizes())));
+      }
+      size = target;
+      stride = 0;
+    }
+    out_sizes[i] = size;
+    out_strides[i] = stride;
+  }
+  return aliased_sized(x, out_sizes, out_strides, x.storage_offset(), OpKind::Expand);
+}
+
+Tensor squeeze(const Tensor& x) {
+  detail::check_defined("squeeze", x);
+  Shape sizes;
+  Shape strides;
+  for (int d = 0; d < x.dim(); ++d) {
+    if (x.size(d) == 1) continue;
+    sizes.push_back(x.size(d));
+    strides.push_back(x.stride(d));
+  }
+  return aliased_sized(x, sizes, strides, x.storage_offset(), OpKind::Squeeze);
+}
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  detail::check_defined("squeeze", x);
+  const int d = wrap_dim(dim, x.dim(), "squeeze");
+  Shape sizes = x.sizes();
+  Shape strides = x.strides();
+  if (x.dim() > 0 && x.size(d) == 1) {  // a dimension of another size stays (PyTorch)
+    sizes.erase(d);
+    strides.erase(d);
+  }
+  return aliased_sized(x, sizes, strides, x.storage_offset(), OpKind::Squeeze);
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  detail::check_defined("unsqueeze", x);
+  const int d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape sizes = x.sizes();
+  Shape strides = x.strides();
+  // The new dimension's stride is the one that keeps a contiguous tensor contiguous.
+  const int64_t stride = d >= x.dim() ? 1 : x.size(d) * x.stride(d);
+  sizes.insert(d, 1);
+  strides.insert(d, stride);
+  return aliased_sized(x, sizes, strides, x.storage_offset(), OpKind::Unsqueeze);
+}
+
+// ---- arbitrary geometry ----
+
+Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
+                  std::optional<int64_t> storage_offset) {
+  detail::check_defined("as_strided", x);
+  if (sizes.size() != strides.size()) {
+    throw ShapeError(fmt::format("[as_strided] mismatch in length of strides and shape: sizes {} "
+                                 "and strides {}",
+                                 to_string(sizes), to_string(strides)));
+  }
+  for (int d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0) {
+      throw ShapeError(fmt::format("[as_strided] negative size {} in {}", sizes[d],
+                                   to_string(sizes)));
+    }
+    if (strides[d] < 0) {
+      throw ShapeError(fmt::format(
+          "[as_strided] negative strides are not supported, got strides: {}", to_string(strides)));
+    }
+  }
+  const int64_t offset = storage_offset.value_or(x.storage_offset());
+  check_in_storage("as_strided", x, sizes, strides, offset);
+  OpAttrs attrs;
+  attrs.sizes = sizes;
+  attrs.strides = strides;
+  attrs.start = offset;
+  return aliased(x, sizes, strides, offset, OpKind::AsStrided, attrs);
+}
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  detail::check_defined("diagonal", x);
+  const int d1 = wrap_dim(dim1, x.dim(), "diagonal");
+  const int d2 = wrap_dim(dim2, x.dim(), "diagonal");
+  if (d1 == d2) {
+    throw ShapeError(
+        fmt::format("[diagonal] diagonal dimensions cannot be identical {}, {}", dim1, dim2));
+  }
+  const int64_t n1 = x.size(d1);
+  const int64_t n2 = x.size(d2);
+  const int64_t length = offset >= 0 ? std::max<int64_t>(std::min(n1, n2 - offset), 0)
+                                     : std::max<int64_t>(std::min(n1 + offset, n2), 0);
+  int64_t start = x.storage_offset();
+  if (length > 0) start += offset >= 0 ? offset * x.stride(d2) : -offset * x.stride(d1);
+  Shape sizes = x.sizes();
+  Shape strides = x.strides();
+  // Remove the later dimension first so the earlier index stays valid.
+  sizes.erase(std::max(d1, d2));
+  strides.erase(std::max(d1, d2));
+  sizes.erase(std::min(d1, d2));
+  strides.erase(std::min(d1, d2));
+  sizes.push_back(length);
+  strides.push_back(x.stride(d1) + x.stride(d2));
+  OpAttrs attrs = sizes_attrs(x);
+  attrs.start = offset;
+  attrs.dim = d1;
+  attrs.dim2 = d2;
+  return aliased(x, sizes, strides, start, OpKind::Diagonal, attrs);
+}
+
+// ---- splitting into several views ----
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  detail::check_defined("split", x);
+  check_not_scalar("split", x);
+  const int d = wrap_dim(dim, x.dim(), "split");
+  const int64_t size = x.size(d);
+  if (split_size < 0) {
+    throw ValueError(fmt::format("[split] split_size must be non-negative, got {}", split_size));
+  }
+  if (split_size == 0 && size != 0) {
+    throw ValueError(fmt::format(
+        "[split] split_size can only be 0 if dimension size is 0, but got dimension size of {}",
+        size));
+  }
+  const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+  std::vector<Tensor> out;
+  out.reserve(static_cast<size_t>(pieces));
+  for (int64_t i = 0; i < pieces; ++i) {
+    const int64_t start = i * split_size;
+    out.push_back(slice(x, d, start, std::min(start + split_size, size), 1));
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
+  detail::check_defined("split", x);
+  check_not_scalar("split", x);
+  const int d = wrap_dim(dim, x.dim(), "split");
+  const int64_t size = x.size(d);
+  int64_t total = 0;
+  for (int64_t s : split_sizes) {
+    if (s < 0) {
+      throw ShapeError(fmt::format(
+          "[split] split_sizes must have only non-negative entries, but got split_sizes={}",
+          split_sizes));
+    }
+    total += s;
+  }
+  if (total != size) {
+    throw ShapeError(fmt::format(
+        "[split] split_sizes must sum exactly to {} (input tensor's size at dimension {}), but "
+        "got split_sizes={}",
+        size, d, split_sizes));
+  }
+  std::vector<Tensor> out;
+  out.reserve(split_sizes.size());
+  int64_t start = 0;
+  for (int64_t s : split_sizes) {
+    out.push_back(slice(x, d, start, start + s, 1));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  detail::check_defined("chunk", x);
+  if (x.dim() == 0) throw IndexError("[chunk] chunk expects at least a 1-dimensional tensor");
+  if (chunks <= 0) {
+    throw ValueError(fmt::format("[chunk] chunks must be greater than 0, got {}", chunks));
+  }
+  const int d = wrap_dim(dim, x.dim(), "chunk");
+  const int64_t size = x.size(d);
+  const int64_t split_size = (size + chunks - 1) / chunks;
+  // An empty dimension still gives `chunks` (empty) pieces, as in PyTorch.
+  if (size == 0) return split(x, std::vector<int64_t>(static_cast<size_t>(chunks), 0), d);
+  return split(x, split_size, d);
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  detail::check_defined("unbind", x);
+  if (x.dim() == 0) {
+    throw IndexError("[unbind] dimension specified as 0 but tensor has no dimensions");
+  }
+  const int d = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> out;
+  out.reserve(static_cast<size_t>(x.size(d)));
+  for (int64_t i = 0; i < x.size(d); ++i) out.push_back(select(x, d, i));
+  return out;
+}
 
 }  // namespace memgrad

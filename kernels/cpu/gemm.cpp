@@ -1,10 +1,239 @@
-// Placeholder until this family is implemented: every entry point throws.
+// CPU GEMM: C = alpha A @ B + beta C for float32/float64 through OpenBLAS (cblas_sgemm /
+// cblas_dgemm) when the build found it, through Eigen's GEMM otherwise; float16 converts to
+// float, multiplies in float and rounds the result back (PyTorch's CPU behaviour).
+//
+// Operands reach BLAS without copying when they are row-major (col_stride 1, ld = row_stride)
+// or transposed row-major (row_stride 1, ld = col_stride). Anything else is packed into a
+// contiguous temporary first. Such temporaries (and float16's float copies) are host
+// std::vectors, not device memory: they never show in the allocator's statistics, and the
+// engine avoids them for float32/64 by making odd-strided operands contiguous before the call.
+//
+// Batches: many small products run one per OpenMP thread (OpenBLAS's OpenMP build then runs
+// each call on one thread); large products run one after another, each on OpenBLAS's threads.
 #include "kernels/cpu/cpu_backend.h"
 
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include <Eigen/Core>
+#ifdef MEMGRAD_USE_OPENBLAS
+#include <cblas.h>
+#endif
+
 #include "allocator/error.h"
+#include "kernels/cpu/element_types.h"
 
 namespace memgrad::kernels::cpu {
+namespace {
 
-void CpuBackend::gemm(const GemmArgs&) { throw_internal_error("gemm: not implemented", std::source_location::current()); }
+// Work per product (m n k) below which batches are spread over threads instead of letting one
+// product use several threads (OpenBLAS itself stays single-threaded below 2^18).
+constexpr int64_t kSmallGemmWork = int64_t{1} << 20;
+
+// One operand as BLAS reads it. Row-major (trans false): element (i, j) at i * ld + j; the
+// transpose of a row-major matrix (trans true): element (i, j) at i + j * ld. In elements.
+template <typename T>
+struct Mat {
+  const T* data = nullptr;
+  int64_t ld = 1;
+  bool trans = false;
+  int64_t batch_stride = 0;
+};
+
+// Whether a rows x cols operand with strides (rs, cs) is a BLAS operand as it stands. Size-1
+// dims may carry any stride; ld must be at least the row (column) length, as BLAS requires.
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t& ld, bool& trans) {
+  if (cs == 1 || cols == 1) {
+    trans = false;
+    ld = rows == 1 ? std::max<int64_t>(1, cols) : rs;
+    if (ld >= std::max<int64_t>(1, cols)) return true;
+  }
+  if (rs == 1 || rows == 1) {
+    trans = true;
+    ld = cols == 1 ? std::max<int64_t>(1, rows) : cs;
+    if (ld >= std::max<int64_t>(1, rows)) return true;
+  }
+  return false;
+}
+
+// Copies (and converts to D) `batch` rows x cols matrices of any strides into `buf`, row-major
+// and contiguous. A batch_stride of 0 (one shared matrix) packs that matrix once.
+template <typename D, typename S>
+Mat<D> pack(const MatrixArg& arg, int64_t rows, int64_t cols, int64_t batch,
+            std::vector<D>& buf) {
+  const int64_t count = arg.batch_stride == 0 ? 1 : batch;
+  buf.resize(static_cast<size_t>(count * rows * cols));
+  const S* src = static_cast<const S*>(arg.data);
+  for (int64_t b = 0; b < count; ++b) {
+    const S* m = src + b * arg.batch_stride;
+    D* out = buf.data() + b * rows * cols;
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        out[i * cols + j] = static_cast<D>(m[i * arg.row_stride + j * arg.col_stride]);
+      }
+    }
+  }
+  return Mat<D>{buf.data(), std::max<int64_t>(1, cols), false, count == 1 ? 0 : rows * cols};
+}
+
+// The operand as BLAS reads it: in place when its strides allow, else packed into `buf`.
+template <typename T>
+Mat<T> prepare(const MatrixArg& arg, int64_t rows, int64_t cols, int64_t batch,
+               std::vector<T>& buf) {
+  Mat<T> m;
+  if (blas_layout(rows, cols, arg.row_stride, arg.col_stride, m.ld, m.trans)) {
+    m.data = static_cast<const T*>(arg.data);
+    m.batch_stride = arg.batch_stride;
+    return m;
+  }
+  return pack<T, T>(arg, rows, cols, batch, buf);
+}
+
+// One product through Eigen: maps over the operands, no copies (the transposed case maps the
+// memory as column-major).
+template <typename T>
+void eigen_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, bool ta,
+                const T* b, int64_t ldb, bool tb, T beta, T* c, int64_t ldc) {
+  using Dyn = Eigen::Index;
+  using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ColMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<RowMat, 0, Stride> C(c, Dyn(m), Dyn(n), Stride(ldc));
+  auto run = [&](const auto& A, const auto& B) {
+    if (beta == T(0)) {
+      C.noalias() = alpha * (A * B);
+    } else {
+      if (beta != T(1)) C *= beta;
+      C.noalias() += alpha * (A * B);
+    }
+  };
+  auto with_b = [&](const auto& A) {
+    if (tb) {
+      run(A, Eigen::Map<const ColMat, 0, Stride>(b, Dyn(k), Dyn(n), Stride(ldb)));
+    } else {
+      run(A, Eigen::Map<const RowMat, 0, Stride>(b, Dyn(k), Dyn(n), Stride(ldb)));
+    }
+  };
+  if (ta) {
+    with_b(Eigen::Map<const ColMat, 0, Stride>(a, Dyn(m), Dyn(k), Stride(lda)));
+  } else {
+    with_b(Eigen::Map<const RowMat, 0, Stride>(a, Dyn(m), Dyn(k), Stride(lda)));
+  }
+}
+
+// One product: OpenBLAS when present and every extent fits its 32-bit int, Eigen otherwise.
+template <typename T>
+void gemm_one(int64_t m, int64_t n, int64_t k, T alpha, const Mat<T>& a, const T* pa,
+              const Mat<T>& b, const T* pb, T beta, T* c, int64_t ldc) {
+#ifdef MEMGRAD_USE_OPENBLAS
+  const int64_t largest = std::max({m, n, k, a.ld, b.ld, ldc});
+  if (largest <= INT_MAX) {
+    const auto ta = a.trans ? CblasTrans : CblasNoTrans;
+    const auto tb = b.trans ? CblasTrans : CblasNoTrans;
+    const auto im = static_cast<blasint>(m), in = static_cast<blasint>(n);
+    const auto ik = static_cast<blasint>(k);
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ta, tb, im, in, ik, alpha, pa, static_cast<blasint>(a.ld), pb,
+                  static_cast<blasint>(b.ld), beta, c, static_cast<blasint>(ldc));
+    } else {
+      cblas_dgemm(CblasRowMajor, ta, tb, im, in, ik, alpha, pa, static_cast<blasint>(a.ld), pb,
+                  static_cast<blasint>(b.ld), beta, c, static_cast<blasint>(ldc));
+    }
+    return;
+  }
+#endif
+  eigen_gemm<T>(m, n, k, alpha, pa, a.ld, a.trans, pb, b.ld, b.trans, beta, c, ldc);
+}
+
+// All batches of C = alpha A B + beta C on prepared operands (k > 0).
+template <typename T>
+void gemm_batches(const GemmArgs& g, const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc,
+                  int64_t batch_stride_c) {
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  auto one = [&](int64_t i) {
+    gemm_one<T>(g.m, g.n, g.k, alpha, a, a.data + i * a.batch_stride, b,
+                b.data + i * b.batch_stride, beta, c + i * batch_stride_c, ldc);
+  };
+  if (g.batch > 1 && g.m * g.n * g.k < kSmallGemmWork && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < g.batch; ++i) one(i);
+    return;
+  }
+  for (int64_t i = 0; i < g.batch; ++i) one(i);
+}
+
+// C = beta C (k == 0: the product is empty). beta == 0 writes zeros, whatever C held.
+template <typename T>
+void scale_c(const GemmArgs& g) {
+  T* c = static_cast<T*>(g.c);
+  const float beta = static_cast<float>(g.beta);
+  for (int64_t b = 0; b < g.batch; ++b) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      T* row = c + b * g.batch_stride_c + i * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        if constexpr (std::is_same_v<T, half>) {
+          row[j] = g.beta == 0.0 ? half(0.0f) : half(static_cast<float>(row[j]) * beta);
+        } else {
+          row[j] = g.beta == 0.0 ? T(0) : static_cast<T>(row[j] * static_cast<T>(g.beta));
+        }
+      }
+    }
+  }
+}
+
+// float16: A and B converted to float, C computed in a float buffer (loaded first when
+// beta != 0), then rounded back to half.
+void gemm_half(const GemmArgs& g) {
+  std::vector<float> abuf, bbuf, cbuf(static_cast<size_t>(g.batch * g.m * g.n));
+  const Mat<float> a = pack<float, half>(g.a, g.m, g.k, g.batch, abuf);
+  const Mat<float> b = pack<float, half>(g.b, g.k, g.n, g.batch, bbuf);
+  half* c = static_cast<half*>(g.c);
+  auto for_each_c = [&](auto&& fn) {
+    for (int64_t bi = 0; bi < g.batch; ++bi) {
+      for (int64_t i = 0; i < g.m; ++i) {
+        for (int64_t j = 0; j < g.n; ++j) {
+          const auto flat = static_cast<size_t>((bi * g.m + i) * g.n + j);
+          fn(c[bi * g.batch_stride_c + i * g.ldc + j], cbuf[flat]);
+        }
+      }
+    }
+  };
+  if (g.beta != 0.0) for_each_c([](const half& h, float& f) { f = static_cast<float>(h); });
+  gemm_batches<float>(g, a, b, cbuf.data(), g.n, g.m * g.n);
+  for_each_c([](half& h, const float& f) { h = half(f); });
+}
+
+}  // namespace
+
+void CpuBackend::gemm(const GemmArgs& args) {
+  if (args.batch == 0 || args.m == 0 || args.n == 0) return;
+  GemmArgs g = args;
+  // A one-row C never steps to a second row, but BLAS still insists on ldc >= n.
+  if (g.m == 1) g.ldc = std::max<int64_t>(g.ldc, g.n);
+  if (g.k == 0) {
+    dispatch_floating(g.dtype, [&](auto tag) { scale_c<decltype(tag)>(g); });
+    return;
+  }
+  switch (g.dtype) {
+    case DType::Float32:
+    case DType::Float64:
+      dispatch_floating(g.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (!std::is_same_v<T, half>) {
+          std::vector<T> abuf, bbuf;
+          const Mat<T> a = prepare<T>(g.a, g.m, g.k, g.batch, abuf);
+          const Mat<T> b = prepare<T>(g.b, g.k, g.n, g.batch, bbuf);
+          gemm_batches<T>(g, a, b, static_cast<T*>(g.c), g.ldc, g.batch_stride_c);
+        }
+      });
+      return;
+    case DType::Float16: gemm_half(g); return;
+    default: internal_check(false, "gemm: dtype must be float32, float64 or float16");
+  }
+}
 
 }  // namespace memgrad::kernels::cpu

@@ -84,8 +84,7 @@ std::string check_totals_match_stats(const SnapshotTotals& t, const MemoryStats&
       compare("allocations", t.allocated_blocks, s.allocation.all().current),
       compare("requested bytes", t.requested, s.requested_bytes.all().current),
       compare("inactive split blocks", t.inactive_split, s.inactive_split.all().current),
-      compare("inactive split bytes", t.inactive_split_bytes,
-              s.inactive_split_bytes.all().current),
+      compare("inactive split bytes", t.inactive_split_bytes, s.inactive_split_bytes.all().current),
   };
   for (const std::string& p : problems) {
     if (!p.empty()) return p;

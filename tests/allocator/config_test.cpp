@@ -154,7 +154,7 @@ TEST_CASE("a size in MiB too large for the address space is a ConfigError, not a
   CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:99999999999999999999999"), ConfigError);
 }
 
-TEST_CASE("the largest max_non_split_rounding_mb lets any bigger cached block serve an oversize request") {
+TEST_CASE("a max_non_split_rounding_mb near 2^44 MiB does not wrap when added to a request") {
   // A window of (2^44 - 1) MiB: 45 MiB plus it would wrap around 2^64 if added unchecked.
   BoundedMemory memory(256 * kMiB, "sim:0");
   CachingAllocator alloc(memory, AllocatorConfig::parse("max_split_size_mb:40,"

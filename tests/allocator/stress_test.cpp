@@ -29,11 +29,7 @@ using memgrad::testing::SnapshotTotals;
 namespace {
 
 constexpr int kThreads = 4;
-#if MEMGRAD_SANITIZE
-constexpr int kStepsPerThread = 10'000;
-#else
-constexpr int kStepsPerThread = 25'000;
-#endif
+constexpr int kStepsPerThread = 50'000;
 constexpr size_t kCapacity = 512 * kMiB;
 constexpr size_t kMaxLivePerThread = 48;
 

@@ -1,0 +1,32 @@
+// AccumulateGrad: run the leaf's hooks, then adopt, copy or add the gradient.
+#include "autograd/accumulate_grad.h"
+
+#include "autograd/grad_mode.h"
+
+namespace memgrad::autograd {
+
+AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
+  output_meta().push_back(TensorMeta::of(leaf_));
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
+  Tensor grad = std::move(grad_outputs.at(0));
+  if (!grad.defined()) return {};
+  AutogradMeta* meta = leaf_.impl()->autograd_meta();
+  for (const GradHook& hook : meta->hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = std::move(replaced);
+  }
+  NoGradGuard no_grad;
+  if (!meta->grad.defined()) {
+    // Adopt the buffer when this is its only reference and its layout is the leaf's (dense and
+    // contiguous); otherwise a contiguous copy.
+    const bool owned = grad.impl_ptr().use_count() == 1 && grad.impl()->storage_ptr().use_count() == 1;
+    meta->grad = owned && grad.is_contiguous() && grad.storage_offset() == 0 ? grad : grad.clone();
+  } else {
+    meta->grad.add_(grad);
+  }
+  return {};
+}
+
+}  // namespace memgrad::autograd

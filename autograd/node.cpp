@@ -1,0 +1,53 @@
+// Node bookkeeping and OpNode's saved tensors.
+#include "autograd/node.h"
+
+#include <atomic>
+
+#include "autograd/hooks.h"
+
+namespace memgrad::autograd {
+namespace {
+
+std::atomic<uint64_t> g_next_sequence_nr{0};
+
+}  // namespace
+
+Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+OpNode::OpNode(OpKind kind, Formula formula, const OpAttrs& attrs)
+    : kind_(kind), formula_(formula), attrs_(attrs) {}
+
+std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grad_outputs) {
+  return formula_(*this, grad_outputs);
+}
+
+void OpNode::release_saved() {
+  for (SavedTensor& s : saved_) s.release();
+}
+
+std::string OpNode::name() const { return backward_name(kind_); }
+
+size_t OpNode::save(const Tensor& t, bool is_output) {
+  saved_.emplace_back(t, is_output, current_saved_tensor_hooks());
+  return saved_.size() - 1;
+}
+
+Tensor OpNode::unpack(size_t i) { return saved_.at(i).unpack(*this); }
+
+std::string backward_name(OpKind kind) {
+  // PascalCase of the op's name: "log_softmax" -> "LogSoftmaxBackward".
+  const std::string op = op_name(kind);
+  std::string out;
+  bool upper = true;
+  for (char c : op) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out + "Backward";
+}
+
+}  // namespace memgrad::autograd

@@ -1,0 +1,113 @@
+// Node: one recorded op in the graph (a grad_fn), and OpNode, the node of every engine op.
+//
+// A node has one edge per input of the op it records, pointing at the node that will receive
+// that input's gradient (the input's own grad_fn, or the AccumulateGrad of a leaf); an empty
+// edge means the input needs no gradient. apply() turns the gradients of the op's outputs into
+// gradients of its inputs. Saved tensors are the node's memory cost: release_saved() drops them
+// as soon as the node has run, which is how backward frees activations progressively.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/autograd_meta.h"
+#include "autograd/saved_tensor.h"
+#include "engine/autograd_seam.h"
+#include "engine/op_kind.h"
+
+namespace memgrad::autograd {
+
+class Node;
+
+// Where a gradient goes: input slot `input_nr` of node `fn` (null: nowhere).
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// What a gradient for one input (or output) must look like, and the tensor's geometry in its
+// storage (as_strided backward needs it; no tensor is kept alive for it).
+struct TensorMeta {
+  Shape sizes;
+  Shape strides;
+  int64_t storage_offset = 0;
+  DType dtype = DType::Float32;
+  Device device;
+  static TensorMeta of(const Tensor& t) {
+    return {t.sizes(), t.strides(), t.storage_offset(), t.dtype(), t.device()};
+  }
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Gradients of the inputs (one per edge; undefined where no gradient flows) from the
+  // gradients of the outputs (undefined entries stand for zeros).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  // Drops the saved tensors.
+  virtual void release_saved() {}
+  // "MulBackward", "AccumulateGrad", ...
+  virtual std::string name() const = 0;
+
+  std::vector<Edge>& next_edges() { return next_edges_; }
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  // Creation order; backward runs later nodes first among the ready ones (as PyTorch).
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  // Metadata of each output, so a missing output gradient can be materialised as zeros.
+  std::vector<TensorMeta>& output_meta() { return output_meta_; }
+  // Hooks on the gradient of output `output_nr` (tensor hooks and retain_grad of non-leaves).
+  std::vector<std::pair<uint32_t, GradHook>>& output_hooks() { return output_hooks_; }
+
+ private:
+  uint64_t sequence_nr_;
+  std::vector<Edge> next_edges_;
+  std::vector<TensorMeta> output_meta_;
+  std::vector<std::pair<uint32_t, GradHook>> output_hooks_;
+};
+
+// The node of an engine op: the op's kind and attributes, its saved tensors, the metadata of its
+// inputs, and the formula that computes its backward.
+class OpNode final : public Node {
+ public:
+  using Formula = std::vector<Tensor> (*)(OpNode& node, const std::vector<Tensor>& grad_outputs);
+
+  OpNode(OpKind kind, Formula formula, const OpAttrs& attrs);
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
+  void release_saved() override;
+  std::string name() const override;
+
+  // Saves `t` for backward; `is_output` for the op's own outputs (stored without their history
+  // to avoid a reference cycle). Returns its index in saved().
+  size_t save(const Tensor& t, bool is_output = false);
+  // The saved tensor `i`, checked against in-place modification and release.
+  Tensor unpack(size_t i);
+
+  // Whether input `i` needs a gradient (its edge is valid).
+  bool needs_grad(size_t i) const { return i < next_edges().size() && next_edges()[i].valid(); }
+
+  OpKind kind() const { return kind_; }
+  const OpAttrs& attrs() const { return attrs_; }
+  std::vector<TensorMeta>& input_meta() { return input_meta_; }
+  const TensorMeta& input(size_t i) const { return input_meta_[i]; }
+
+ private:
+  OpKind kind_;
+  Formula formula_;
+  OpAttrs attrs_;
+  std::vector<SavedTensor> saved_;
+  std::vector<TensorMeta> input_meta_;
+};
+
+// "Mul" -> the node name "MulBackward" (scalar variants share their op's name).
+std::string backward_name(OpKind kind);
+
+}  // namespace memgrad::autograd

@@ -1,0 +1,79 @@
+// SavedTensor: save with its version, check on unpack, PyTorch's error texts.
+#include "autograd/saved_tensor.h"
+
+#include <fmt/format.h>
+
+#include "autograd/autograd_meta.h"
+#include "autograd/error.h"
+#include "autograd/node.h"
+
+namespace memgrad::autograd {
+namespace {
+
+// The tensor's data and layout without autograd metadata (no history, no cycle).
+Tensor without_history(const Tensor& t) {
+  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
+                                             t.storage_offset(), t.dtype()));
+}
+
+}  // namespace
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks* hooks)
+    : is_output_(is_output), defined_(t.defined()) {
+  if (!t.defined()) return;
+  const AutogradMeta* meta = t.impl()->autograd_meta();
+  is_leaf_ = meta == nullptr || meta->grad_fn == nullptr;
+  if (!is_output && !is_leaf_) {
+    grad_fn_ = meta->grad_fn;
+    output_nr_ = meta->output_nr;
+  }
+  if (is_output) output_nr_ = meta != nullptr ? meta->output_nr : 0;
+  if (hooks != nullptr) {
+    // The hooks own the data from here on; no version check applies (as in PyTorch).
+    packed_ = hooks->pack(is_output ? without_history(t) : t);
+    unpack_ = hooks->unpack;
+    return;
+  }
+  data_ = is_output ? without_history(t) : t;
+  saved_version_ = t.version();
+}
+
+Tensor SavedTensor::unpack(const Node& owner) const {
+  if (!defined_) return Tensor();
+  if (released_) {
+    throw AutogradError(
+        "Trying to backward through the graph a second time (or directly access saved tensors "
+        "after they have already been freed). Saved intermediate values of the graph are freed "
+        "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+        "backward through the graph a second time or if you need to access saved tensors after "
+        "calling backward.");
+  }
+  if (unpack_) return unpack_(packed_);
+  const uint32_t current = data_.version();
+  if (current != saved_version_) {
+    std::string producer;
+    if (is_output_) {
+      producer = fmt::format(", which is output {} of {},", output_nr_, owner.name());
+    } else if (grad_fn_) {
+      producer = fmt::format(", which is output {} of {},", output_nr_, grad_fn_->name());
+    }
+    throw AutogradError(fmt::format(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: [{} {}]{} is at version {}; expected version {} instead. Hint: the tensor was "
+        "changed in place after {} saved it for backward; clone it before the in-place op, or "
+        "use the out-of-place op.",
+        dtype_name(data_.dtype()), to_string(data_.sizes()), producer, current, saved_version_,
+        owner.name()));
+  }
+  return data_;
+}
+
+void SavedTensor::release() {
+  data_ = Tensor();
+  packed_.reset();
+  unpack_ = nullptr;
+  grad_fn_.reset();
+  released_ = true;
+}
+
+}  // namespace memgrad::autograd

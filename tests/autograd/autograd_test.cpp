@@ -1,0 +1,308 @@
+// Autograd's core behaviour, case by case as PyTorch behaves: recording, accumulation, version
+// counters, in-place rules, freeing saved tensors, grad modes, hooks.
+#include <doctest/doctest.h>
+
+#include "autograd/autograd.h"
+#include "tests/support/stats_delta.h"
+#include "tests/support/tensor_check.h"
+
+using namespace memgrad;
+using memgrad::testing::check_values;
+using memgrad::testing::StatsDelta;
+
+namespace {
+
+Tensor leaf(std::initializer_list<double> values) {
+  Tensor t = tensor(values);
+  t.requires_grad_();
+  return t;
+}
+
+}  // namespace
+
+TEST_SUITE("autograd") {
+
+TEST_CASE("ops on tensors that require grad record named nodes") {
+  Tensor x = leaf({1.0, 2.0});
+  CHECK(x.is_leaf());
+  CHECK(x.requires_grad());
+  CHECK_EQ(x.grad_fn_name(), "");
+  Tensor y = x * x;
+  CHECK_FALSE(y.is_leaf());
+  CHECK(y.requires_grad());
+  CHECK_EQ(y.grad_fn_name(), "MulBackward");
+  CHECK_EQ(exp(y).grad_fn_name(), "ExpBackward");
+  CHECK_EQ((y + 1.0).grad_fn_name(), "AddBackward");
+  const Tensor c = tensor({1.0, 2.0});
+  CHECK_FALSE((c * 2.0).requires_grad());  // nothing requires grad: nothing recorded
+}
+
+TEST_CASE("backward computes the gradient of a chain and accumulates into leaves") {
+  Tensor x = leaf({1.0, 2.0, 3.0});
+  // z = exp(x) * x  =>  dz/dx = exp(x) (1 + x)
+  Tensor z = exp(x) * x;
+  z.backward(ones({3}));
+  check_values(x.grad(), {3}, {std::exp(1.0) * 2, std::exp(2.0) * 3, std::exp(3.0) * 4}, 1e-5);
+  // A second graph: gradients add up in .grad.
+  (x * 2.0).backward(ones({3}));
+  check_values(x.grad(), {3}, {std::exp(1.0) * 2 + 2, std::exp(2.0) * 3 + 2, std::exp(3.0) * 4 + 2},
+               1e-5);
+  x.set_grad(Tensor());  // zero_grad(set_to_none=True)
+  CHECK_FALSE(x.grad().defined());
+}
+
+TEST_CASE("gradients arriving at the same tensor from two paths are summed") {
+  Tensor x = leaf({2.0});
+  Tensor a = x * 3.0;
+  Tensor b = a * a + a;  // db/da = 2a + 1, da/dx = 3
+  b.backward();
+  check_values(x.grad(), {1}, {(2 * 6.0 + 1) * 3});
+}
+
+TEST_CASE("modifying an output saved by exp raises the version error on backward") {
+  // PyTorch: y = x.exp(); y.add_(1); y.sum().backward() -> RuntimeError
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x.exp();
+  y.add_(1.0);
+  CHECK_EQ(y.version(), 1);
+  CHECK_THROWS_WITH_AS(y.backward(ones({2})),
+                       doctest::Contains("one of the variables needed for gradient computation "
+                                         "has been modified by an inplace operation: [float32 "
+                                         "[2]], which is output 0 of ExpBackward, is at version "
+                                         "1; expected version 0 instead."),
+                       AutogradError);
+}
+
+TEST_CASE("modifying a sigmoid output used by a later op raises on backward") {
+  // PyTorch: y = x.sigmoid(); z = y * 2; y.mul_(3); z.backward() -> error from SigmoidBackward
+  Tensor x = leaf({0.5});
+  Tensor y = x.sigmoid();
+  Tensor z = y * 2.0;
+  y.mul_(3.0);
+  CHECK_THROWS_WITH_AS(z.backward(), doctest::Contains("output 0 of SigmoidBackward"),
+                       AutogradError);
+}
+
+TEST_CASE("modifying the output of a multiplication by a scalar is fine") {
+  // PyTorch: y = x * 2; y.add_(1) -> fine (mul by a scalar saves nothing)
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 2.0;
+  y.add_(1.0);
+  CHECK_EQ(y.grad_fn_name(), "AddBackward");
+  y.backward(ones({2}));
+  check_values(x.grad(), {2}, {2, 2});
+}
+
+TEST_CASE("modifying an input saved by mul raises; a non-saved one does not") {
+  Tensor a = leaf({1.0, 2.0});
+  Tensor b = tensor({3.0, 4.0});  // does not require grad: mul saves b (for a's grad), not a
+  Tensor h = a * 1.0;             // a non-leaf copy we may modify
+  Tensor y = h * b;
+  h.add_(1.0);  // h is not saved (b does not need a gradient)
+  y.backward(ones({2}));
+  check_values(a.grad(), {2}, {3, 4});
+  Tensor y2 = (a * 1.0) * b;
+  b.add_(1.0);  // b was saved for a's gradient
+  CHECK_THROWS_WITH_AS(y2.backward(ones({2})), doctest::Contains("is at version 1; expected version 0"),
+                       AutogradError);
+}
+
+TEST_CASE("in-place on a leaf that requires grad raises, and is allowed under no_grad") {
+  Tensor x = leaf({1.0});
+  CHECK_THROWS_WITH_AS(x.add_(1.0),
+                       doctest::Contains("a leaf Variable that requires grad is being used in an "
+                                         "in-place operation."),
+                       AutogradError);
+  CHECK_THROWS_WITH_AS(x.slice(0, 0, 1).mul_(2.0),
+                       doctest::Contains("a view of a leaf Variable that requires grad"),
+                       AutogradError);
+  {
+    NoGradGuard no_grad;
+    x.add_(1.0);  // what optimizers do
+  }
+  check_values(x, {1}, {2});
+}
+
+TEST_CASE("backward twice raises; retain_graph keeps the saved tensors") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x.exp();
+  y.backward(ones({2}), /*retain_graph=*/true);
+  y.backward(ones({2}));  // works: the graph was retained
+  check_values(x.grad(), {2}, {2 * std::exp(1.0), 2 * std::exp(2.0)}, 1e-5);
+  CHECK_THROWS_WITH_AS(y.backward(ones({2})),
+                       doctest::Contains("Trying to backward through the graph a second time"),
+                       AutogradError);
+}
+
+TEST_CASE("an in-place op on a non-leaf is recorded and rebases its history") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 3.0;
+  y.exp_();  // exp_ saves its result: d exp(3x)/dx = 3 exp(3x)
+  CHECK_EQ(y.grad_fn_name(), "ExpBackward");
+  y.backward(ones({2}));
+  check_values(x.grad(), {2}, {3 * std::exp(3.0), 3 * std::exp(6.0)}, 1e-3);
+}
+
+TEST_CASE("an in-place mul on a non-leaf copies the old value when the other side needs it") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor w = leaf({5.0, 7.0});
+  Tensor y = x * 1.0;
+  y.mul_(w);  // d/dw = old y = x, d/dx = w
+  y.backward(ones({2}));
+  check_values(w.grad(), {2}, {1, 2});
+  check_values(x.grad(), {2}, {5, 7});
+}
+
+TEST_CASE("an in-place op on a view updates the base's history (CopySlices)") {
+  Tensor x = leaf({1.0, 2.0, 3.0, 4.0});
+  Tensor y = x * 1.0;
+  Tensor v = y.slice(0, 0, 2);
+  v.mul_(10.0);
+  CHECK_EQ(y.grad_fn_name(), "CopySlices");
+  check_values(y, {4}, {10, 20, 3, 4});
+  (y * y).backward(ones({4}));  // d(y^2)/dx = 2 y dy/dx, dy/dx = 10 on the slice, 1 elsewhere
+  check_values(x.grad(), {4}, {2 * 10 * 10, 2 * 20 * 10, 2 * 3, 2 * 4});
+}
+
+TEST_CASE("an in-place op writing a tensor that requires grad into a view of a plain tensor") {
+  Tensor w = leaf({2.0, 3.0});
+  Tensor buffer = zeros({4});
+  buffer.slice(0, 1, 3).copy_(w * 2.0);
+  CHECK(buffer.requires_grad());
+  (buffer * tensor({1.0, 10.0, 100.0, 1000.0})).backward(ones({4}));
+  check_values(w.grad(), {2}, {20, 200});
+}
+
+TEST_CASE("under no_grad nothing is recorded") {
+  Tensor x = leaf({1.0});
+  NoGradGuard no_grad;
+  CHECK_FALSE(is_grad_enabled());
+  Tensor y = x * 2.0;
+  CHECK_FALSE(y.requires_grad());
+  {
+    EnableGradGuard enable;
+    CHECK((x * 2.0).requires_grad());
+  }
+  CHECK_FALSE(is_grad_enabled());
+}
+
+TEST_CASE("detach shares storage and version counter but has no history") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 2.0;
+  Tensor d = y.detach();
+  CHECK(d.shares_storage_with(y));
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.is_leaf());
+  d.add_(1.0);  // visible through y, and bumps the shared version counter
+  CHECK_EQ(y.version(), 1);
+  check_values(y, {2}, {3, 5});
+  Tensor z = x * 3.0;
+  z.detach_();
+  CHECK_FALSE(z.requires_grad());
+  CHECK_THROWS_WITH_AS(z.slice(0, 0, 1).detach_(), doctest::Contains("Can't detach views in-place"),
+                       AutogradError);
+}
+
+TEST_CASE("requires_grad_ rules follow PyTorch") {
+  Tensor i = tensor({1, 2});
+  CHECK_THROWS_WITH_AS(i.requires_grad_(), doctest::Contains("only Tensors of floating point dtype"),
+                       AutogradError);
+  Tensor x = leaf({1.0});
+  Tensor y = x * 2.0;
+  CHECK_THROWS_WITH_AS(y.requires_grad_(false),
+                       doctest::Contains("you can only change requires_grad flags of leaf variables"),
+                       AutogradError);
+  CHECK_THROWS_WITH_AS(tensor({1.0, 2.0}).backward(ones({2})),
+                       doctest::Contains("does not require grad and does not have a grad_fn"),
+                       AutogradError);
+  CHECK_THROWS_WITH_AS((x * tensor({1.0, 2.0})).backward(),
+                       doctest::Contains("grad can be implicitly created only for scalar outputs"),
+                       AutogradError);
+}
+
+TEST_CASE("a tensor hook can replace the gradient; retain_grad keeps a non-leaf's gradient") {
+  Tensor x = leaf({1.0, 2.0});
+  autograd::register_hook(x, [](const Tensor& g) { return g * 10.0; });
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  Tensor z = y * 3.0;
+  z.backward(ones({2}));
+  check_values(y.grad(), {2}, {3, 3});
+  check_values(x.grad(), {2}, {60, 60});
+}
+
+TEST_CASE("out= with an output that requires grad raises") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor a = ones({2});
+  CHECK_THROWS_WITH_AS(add_out(x, a, a),
+                       doctest::Contains("functions with out=... arguments don't support "
+                                         "automatic differentiation"),
+                       AutogradError);
+}
+
+TEST_CASE("autograd::grad returns gradients without touching .grad") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * x;
+  const std::vector<Tensor> g = autograd::grad({y}, {x}, {ones({2})});
+  check_values(g[0], {2}, {2, 4});
+  CHECK_FALSE(x.grad().defined());
+}
+
+// ---- memory ----
+
+TEST_CASE("backward frees the saved activations as each node runs") {
+  Tensor x = ones({1024}, TensorOptions().with_requires_grad());
+  const Tensor seed = ones({1024});
+  Allocator& alloc = allocator_for(kCPU);
+  StatsDelta delta(alloc);
+  // exp saves its output (4 KiB); the scalar multiply saves nothing.
+  Tensor z = exp(x) * 3.0;
+  CHECK_EQ(delta.allocated(), 2 * 4096);  // z and the saved exp(x)
+  z.backward(seed);
+  // The saved exp(x) is gone; x.grad (4 KiB) appeared.
+  CHECK_EQ(delta.allocated(), 2 * 4096);
+  CHECK(x.grad().defined());
+  x.set_grad(Tensor());
+  CHECK_EQ(delta.allocated(), 4096);  // only z is left
+}
+
+TEST_CASE("under no_grad a forward holds only its outputs") {
+  Tensor x = ones({1024}, TensorOptions().with_requires_grad());
+  StatsDelta delta(allocator_for(kCPU));
+  Tensor with_grad = exp(x) * 3.0;
+  const int64_t recorded = delta.allocated();
+  with_grad = Tensor();
+  {
+    NoGradGuard no_grad;
+    Tensor z = exp(x) * 3.0;
+    CHECK_EQ(delta.allocated(), 4096);  // just z: exp(x) was freed as soon as the mul ran
+  }
+  CHECK_EQ(recorded, 2 * 4096);  // the difference is exactly the saved activation
+}
+
+TEST_CASE("a detached output holds no graph") {
+  Tensor x = ones({1024}, TensorOptions().with_requires_grad());
+  StatsDelta delta(allocator_for(kCPU));
+  Tensor d = (exp(x) * 3.0).detach();  // the graph (and the saved exp(x)) died with the output
+  CHECK_EQ(delta.allocated(), 4096);
+  CHECK_FALSE(d.requires_grad());
+}
+
+TEST_CASE("save_on_host moves saved activations off the device") {
+  const Device dev("sim:0");
+  Tensor x = ones({1024}, TensorOptions().with_device(dev).with_requires_grad());
+  StatsDelta on_device(allocator_for(dev));
+  StatsDelta on_host(allocator_for(kCPU));
+  Tensor z;
+  {
+    autograd::SaveOnHostGuard guard;
+    z = exp(x) * 3.0;
+  }
+  CHECK_EQ(on_device.allocated(), 4096);  // only z stays on sim:0
+  CHECK_EQ(on_host.allocated(), 4096);    // the saved exp(x) lives on the host
+  z.backward(ones({1024}, dev));
+  CHECK_EQ(on_host.allocated(), 0);  // released after its node ran
+  check_values(x.grad().cpu().slice(0, 0, 2), {2}, {3 * std::exp(1.0), 3 * std::exp(1.0)}, 1e-4);
+}
+
+}  // TEST_SUITE
