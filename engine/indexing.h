@@ -2,7 +2,9 @@
 // cat, stack, pad.
 //
 // Memory contract for the family:
-//   Allocates: the result (scatter_add_ and masked_fill_ allocate nothing: in-place).
+//   Allocates: the result (scatter_add_ and masked_fill_ allocate nothing: in-place). Two
+//              small temporaries, freed before return: embedding copies non-contiguous indices
+//              to a contiguous tensor; one_hot with num_classes < 0 reads max() (a 0-d tensor).
 //   Aliases:   nothing. Version: bumped by the in-place forms.
 //   Saves (autograd): the index tensors (and sizes); masked_fill the mask; cat only the sizes.
 // Indices are int64; an index out of range throws IndexError naming the op, the index value,

@@ -235,7 +235,16 @@ Shape matmul_shape(const char* op, const Tensor& a, const Tensor& b, Shape& batc
     throw ShapeError(fmt::format("[{}] shapes {} and {} cannot be multiplied ({} != {})", op,
                                  to_string(a.sizes()), to_string(b.sizes()), ka, kb));
   }
-  batch = broadcast_shapes(leading(a.sizes(), a.dim() - 2), leading(b.sizes(), b.dim() - 2), op);
+  const Shape ba = leading(a.sizes(), a.dim() - 2), bb = leading(b.sizes(), b.dim() - 2);
+  for (int i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
+    const int64_t sa = ba[ba.size() - i], sb = bb[bb.size() - i];
+    if (sa != sb && sa != 1 && sb != 1) {
+      throw ShapeError(fmt::format("[{}] batch dims of shapes {} and {} cannot be broadcast: "
+                                   "size {} and size {}",
+                                   op, to_string(a.sizes()), to_string(b.sizes()), sa, sb));
+    }
+  }
+  batch = broadcast_shapes(ba, bb, op);
   Shape out = batch;
   if (a.dim() > 1) out.push_back(a.size(-2));
   if (b.dim() > 1) out.push_back(b.size(-1));

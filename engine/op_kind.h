@@ -86,8 +86,8 @@ enum class OpKind : uint16_t {
   Detach,       // no gradient flows
   // ---- nn (issue 5) ----
   LayerNorm,    // inputs: x, weight, bias; outputs: y, mean, rstd; attrs: dims (normalized)
-  CrossEntropy, // inputs: logits, target[, weight]; attrs: alpha (label smoothing), start
-                // (ignore_index), flag (mean reduction)
+  CrossEntropy, // inputs: logits, target, log_probs (saved); attrs: alpha (label smoothing),
+                // start (ignore_index), beta (gradient scale: 1/count for a mean, else 1)
   MseLoss,      // attrs: flag (mean reduction)
   Dropout,      // inputs: x, mask; attrs: alpha (scale 1/(1-p))
   NumOpKinds,

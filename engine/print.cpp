@@ -139,7 +139,12 @@ std::string vector_str(const HostValues& v, const Formatter& f, int64_t offset, 
       static_cast<size_t>(std::max(1, (kLineWidth - indent) / (f.width() + 2)));
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += i % per_line == 0 ? ",\n" + std::string(static_cast<size_t>(indent) + 1, ' ') : ", ";
+    if (i > 0 && i % per_line == 0) {
+      out += ",\n";
+      out.append(static_cast<size_t>(indent) + 1, ' ');
+    } else if (i > 0) {
+      out += ", ";
+    }
     out += items[i];
   }
   return out + "]";
@@ -152,13 +157,17 @@ std::string tensor_str(const HostValues& v, const Formatter& f, int dim, int64_t
   const int64_t n = v.sizes[dim];
   const int64_t stride = row_stride(v.sizes, dim);
   const int rest = v.sizes.size() - dim;  // dimensions from here on, this one included
-  const std::string sep =
-      "," + std::string(static_cast<size_t>(rest - 1), '\n') + std::string(static_cast<size_t>(indent) + 1, ' ');
+  std::string sep = ",";
+  sep.append(static_cast<size_t>(rest - 1), '\n');
+  sep.append(static_cast<size_t>(indent) + 1, ' ');
   std::string out = "[";
   bool first = true;
   for (int64_t i : shown_indices(n, summarize)) {
     if (!first) out += sep;
-    if (summarize && n > 2 * kEdgeItems && i == n - kEdgeItems) out += "..." + sep;
+    if (summarize && n > 2 * kEdgeItems && i == n - kEdgeItems) {
+      out += "...";
+      out += sep;
+    }
     first = false;
     out += tensor_str(v, f, dim + 1, offset + i * stride, indent + 1, summarize);
   }

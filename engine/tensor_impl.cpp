@@ -15,6 +15,13 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, const Shape& sizes, con
   set_layout(sizes, strides, storage_offset);
 }
 
+void TensorImpl::set_data(const TensorImpl& other) {
+  storage_ = other.storage_;
+  dtype_ = other.dtype_;
+  view_base_ = other.view_base_;
+  set_layout(other.sizes_, other.strides_, other.storage_offset_);
+}
+
 void TensorImpl::set_layout(const Shape& sizes, const Shape& strides, int64_t storage_offset) {
   sizes_ = sizes;
   strides_ = strides;

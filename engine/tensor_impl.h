@@ -50,6 +50,9 @@ class TensorImpl {
   // resize of an `out=` tensor). Allocates: nothing.
   void set_layout(const Shape& sizes, const Shape& strides, int64_t storage_offset);
   void set_storage(std::shared_ptr<Storage> storage) { storage_ = std::move(storage); }
+  // Takes `other`'s storage, layout and dtype, keeping this tensor's identity and autograd state
+  // (PyTorch's set_data: how Module::to() moves parameters without replacing them).
+  void set_data(const TensorImpl& other);
 
   // Views: the tensor whose storage this view aliases (the root of a chain of views, as in
   // PyTorch), or null for a tensor that owns its storage.

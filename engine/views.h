@@ -42,8 +42,10 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
                           int64_t dim = 0);
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
 
-// Internal: a view of `x` with the given layout, recording `kind` for autograd. Used by the
-// functions above; exposed for the rest of the engine.
+// Internal: a view of `x` with the given layout (sizes, strides in elements, storage offset in
+// elements), recorded for autograd as AsStrided. For the rest of the engine (the functions above
+// share its single construction path). Throws IndexError when the layout reaches outside the
+// storage. Allocates: nothing. Aliases: x's storage (view_base = x's root base).
 Tensor make_view(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset);
 
 }  // namespace memgrad

@@ -121,6 +121,43 @@ class KernelBackend {
   // out = 1 with probability p, else 0 (any dtype).
   virtual void bernoulli(const Operand& out, uint64_t seed, uint64_t offset, double p) = 0;
 
+  // ---- nn (every operand contiguous) ----
+  // Per row of n elements: y = (x - mean) * rstd * weight + bias; mean and rstd (one per row,
+  // float32 or the input's dtype if float64) are written too. weight/bias data may be null.
+  virtual void layer_norm(const Operand& y, const Operand& mean, const Operand& rstd,
+                          const Operand& x, const Operand& weight, const Operand& bias,
+                          int64_t rows, int64_t n, double eps) = 0;
+  // dx, and (when their data are not null) dweight and dbias, from dy and the forward's saved
+  // x, mean, rstd and weight.
+  virtual void layer_norm_backward(const Operand& dx, const Operand& dweight,
+                                   const Operand& dbias, const Operand& dy, const Operand& x,
+                                   const Operand& mean, const Operand& rstd,
+                                   const Operand& weight, int64_t rows, int64_t n) = 0;
+  // Per row of logits (rows x C): log_probs = log_softmax(row) and
+  // loss = -(1 - s) log_probs[target] - (s / C) sum(log_probs); rows whose target equals
+  // ignore_index get loss 0. Reports a target outside [0, C) other than ignore_index.
+  virtual IndexCheck cross_entropy(const Operand& loss, const Operand& log_probs,
+                                   const Operand& logits, const Operand& target,
+                                   int64_t ignore_index, double smoothing) = 0;
+  // grad_logits = grad_loss[row] * scale * (exp(log_probs) - (1 - s) onehot(target) - s / C),
+  // and 0 for ignored rows. grad_loss has one element per row (or one for all: stride 0).
+  virtual void cross_entropy_backward(const Operand& grad_logits, const Operand& grad_loss,
+                                      const Operand& log_probs, const Operand& target,
+                                      int64_t ignore_index, double smoothing, double scale) = 0;
+
+  // ---- optimizers (fused, in place, every operand contiguous and of the param's dtype) ----
+  // buf = momentum buf + (1 - dampening) g' (buf = g' on the first step), with
+  // g' = grad + weight_decay param; param -= lr (nesterov ? g' + momentum buf : buf).
+  // momentum == 0: param -= lr g' and buf is unused.
+  virtual void sgd_step(const Operand& param, const Operand& grad, const Operand& momentum_buffer,
+                        double lr, double momentum, double dampening, double weight_decay,
+                        bool nesterov, bool first_step) = 0;
+  // Adam (decoupled = false: L2 weight decay added to the gradient) or AdamW (decoupled: param
+  // *= 1 - lr weight_decay), with bias correction for step `step` (1-based).
+  virtual void adam_step(const Operand& param, const Operand& grad, const Operand& exp_avg,
+                         const Operand& exp_avg_sq, double lr, double beta1, double beta2,
+                         double eps, double weight_decay, bool decoupled, int64_t step) = 0;
+
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() = 0;
 };

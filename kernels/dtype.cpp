@@ -3,21 +3,15 @@
 
 #include <Eigen/Core>
 
-#include <cstring>
 
 namespace memgrad {
 
 float half_to_float(Half h) {
-  Eigen::half e;
-  std::memcpy(&e, &h.bits, sizeof(h.bits));
-  return static_cast<float>(e);
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(h.bits));
 }
 
 Half float_to_half(float f) {
-  const Eigen::half e(f);
-  Half h;
-  std::memcpy(&h.bits, &e, sizeof(h.bits));
-  return h;
+  return Half{Eigen::numext::bit_cast<uint16_t>(Eigen::half(f))};
 }
 
 }  // namespace memgrad

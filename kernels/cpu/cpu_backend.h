@@ -70,6 +70,28 @@ class CpuBackend final : public KernelBackend {
                int64_t high) override;
   void bernoulli(const Operand& out, uint64_t seed, uint64_t offset, double p) override;
 
+  // nn.cpp
+  void layer_norm(const Operand& y, const Operand& mean, const Operand& rstd, const Operand& x,
+                  const Operand& weight, const Operand& bias, int64_t rows, int64_t n,
+                  double eps) override;
+  void layer_norm_backward(const Operand& dx, const Operand& dweight, const Operand& dbias,
+                           const Operand& dy, const Operand& x, const Operand& mean,
+                           const Operand& rstd, const Operand& weight, int64_t rows,
+                           int64_t n) override;
+  IndexCheck cross_entropy(const Operand& loss, const Operand& log_probs, const Operand& logits,
+                           const Operand& target, int64_t ignore_index, double smoothing) override;
+  void cross_entropy_backward(const Operand& grad_logits, const Operand& grad_loss,
+                              const Operand& log_probs, const Operand& target,
+                              int64_t ignore_index, double smoothing, double scale) override;
+
+  // optim.cpp
+  void sgd_step(const Operand& param, const Operand& grad, const Operand& momentum_buffer,
+                double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+                bool first_step) override;
+  void adam_step(const Operand& param, const Operand& grad, const Operand& exp_avg,
+                 const Operand& exp_avg_sq, double lr, double beta1, double beta2, double eps,
+                 double weight_decay, bool decoupled, int64_t step) override;
+
   void synchronize() override {}
 };
 

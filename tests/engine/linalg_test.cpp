@@ -1,1 +1,383 @@
-// Placeholder: the linalg tests are being written.
+// Matrix products: values against hand-computed results, every operand layout (transposed,
+// sliced, broadcast batch), the memory each call takes, dtypes, and every error.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "engine/memgrad.h"
+#include "tests/support/stats_delta.h"
+#include "tests/support/tensor_check.h"
+
+using namespace memgrad;
+using memgrad::testing::check_values;
+using memgrad::testing::devices_under_test;
+using memgrad::testing::rounded;
+using memgrad::testing::StatsDelta;
+
+namespace {
+
+// Allocations ever made by `device`'s allocator (freed ones included), to show that an op took
+// nothing but its result even for a moment.
+int64_t allocations_made(Device device) {
+  return allocator_for(device).stats().allocation.all().allocated;
+}
+
+// Row-major values 0, 1, 2, ... scaled by `scale`, shaped `sizes`.
+Tensor iota(const Shape& sizes, Device dev, double scale = 1.0, DType dtype = kFloat32) {
+  return (arange(numel_of(sizes), TensorOptions(kFloat64).with_device(dev)) * scale)
+      .to(dtype)
+      .view(sizes);
+}
+
+// Reference product of row-major (batch, n, k) and (batch, k, m) value lists.
+std::vector<double> reference_bmm(const std::vector<double>& a, const std::vector<double>& b,
+                                  int64_t batch, int64_t n, int64_t k, int64_t m) {
+  std::vector<double> c(static_cast<size_t>(batch * n * m), 0.0);
+  for (int64_t p = 0; p < batch; ++p) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0.0;
+        for (int64_t q = 0; q < k; ++q) s += a[(p * n + i) * k + q] * b[(p * k + q) * m + j];
+        c[(p * n + i) * m + j] = s;
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_SUITE("engine") {
+
+TEST_CASE("mm multiplies two matrices and allocates only the result") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor a = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);
+    const Tensor b = tensor({{7.0, 8.0}, {9.0, 10.0}, {11.0, 12.0}}, dev);
+    StatsDelta d(allocator_for(dev));
+    const int64_t before = allocations_made(dev);
+    const Tensor c = mm(a, b);
+    CHECK_EQ(allocations_made(dev) - before, 1);
+    CHECK_EQ(d.allocated(), rounded(4 * sizeof(float)));
+    // [1 2 3; 4 5 6] [7 8; 9 10; 11 12] = [58 64; 139 154]
+    check_values(c, {2, 2}, {58, 64, 139, 154});
+    CHECK_EQ(c.device(), dev);
+    check_values(a.mm(b), {2, 2}, {58, 64, 139, 154});
+  }
+}
+
+TEST_CASE("transposed operands are read in place without a copy") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor at = tensor({{1.0, 4.0}, {2.0, 5.0}, {3.0, 6.0}}, dev);  // a = at.t() (2, 3)
+    const Tensor bt = tensor({{7.0, 9.0, 11.0}, {8.0, 10.0, 12.0}}, dev);  // b = bt.t() (3, 2)
+    const Tensor a = at.t();
+    const Tensor b = bt.t();
+    REQUIRE_FALSE(a.is_contiguous());
+    const Tensor a_rows = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);
+    const Tensor b_rows = tensor({{7.0, 8.0}, {9.0, 10.0}, {11.0, 12.0}}, dev);
+    StatsDelta d(allocator_for(dev));
+    const int64_t before = allocations_made(dev);
+    const Tensor c1 = mm(a, b);
+    const Tensor c2 = matmul(a, b_rows);
+    const Tensor c3 = mm(a_rows, b);
+    // Three results, no temporaries.
+    CHECK_EQ(allocations_made(dev) - before, 3);
+    CHECK_EQ(d.allocations(), 3);
+    for (const Tensor* c : {&c1, &c2, &c3}) check_values(*c, {2, 2}, {58, 64, 139, 154});
+  }
+}
+
+TEST_CASE("sliced operands give the right values and free any temporary") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor big = iota({4, 6}, dev);  // row r: 6r .. 6r+5
+    // Rows 1..2, columns 0..2: a row-major slice (row stride 6), read in place.
+    const Tensor rows = big.slice(0, 1, 3).slice(1, 0, 3);
+    // Every other column: neither row- nor column-contiguous, packed first.
+    const Tensor stepped = big.slice(0, 0, 2).slice(1, 0, 6, 2);  // [[0 2 4], [6 8 10]]
+    const Tensor b = tensor({{1.0, 0.0}, {0.0, 1.0}, {1.0, 1.0}}, dev);
+    StatsDelta d(allocator_for(dev));
+    int64_t before = allocations_made(dev);
+    const Tensor r1 = mm(rows, b);
+    CHECK_EQ(allocations_made(dev) - before, 1);
+    // [6 7 8; 12 13 14] @ b = [6+8, 7+8; 12+14, 13+14]
+    check_values(r1, {2, 2}, {14, 15, 26, 27});
+    before = allocations_made(dev);
+    const Tensor r2 = mm(stepped, b);
+    CHECK_EQ(allocations_made(dev) - before, 2);  // the packed copy and the result
+    CHECK_EQ(d.allocations(), 2);                 // the copy is already freed
+    check_values(r2, {2, 2}, {4, 6, 16, 18});
+  }
+}
+
+TEST_CASE("matmul follows torch.matmul for 1-d operands") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor v = tensor({1.0, 2.0, 3.0}, dev);
+    const Tensor w = tensor({4.0, 5.0, 6.0}, dev);
+    const Tensor m = tensor({{1.0, 0.0, 2.0}, {0.0, 1.0, -1.0}}, dev);  // (2, 3)
+    const Tensor dot = matmul(v, w);
+    CHECK_EQ(dot.dim(), 0);
+    CHECK_EQ(dot.item<double>(), doctest::Approx(32.0));  // 4 + 10 + 18
+    check_values(matmul(m, v), {2}, {7, -1});               // (2, 3) @ (3) -> (2)
+    check_values(matmul(tensor({1.0, 2.0}, dev), m), {3}, {1, 2, 0});  // (2) @ (2, 3) -> (3)
+    // A strided vector (every other element) is a valid operand with a stride.
+    const Tensor strided = tensor({1.0, 9.0, 2.0, 9.0, 3.0, 9.0}, dev).slice(0, 0, 6, 2);
+    CHECK_EQ(matmul(strided, w).item<double>(), doctest::Approx(32.0));
+    check_values(matmul(m, strided), {2}, {7, -1});
+  }
+}
+
+TEST_CASE("matmul broadcasts batch dims without copying expanded operands") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor a = iota({2, 1, 3, 4}, dev, 0.5);
+    const Tensor b = iota({5, 4, 2}, dev, 0.25);
+    const int64_t before = allocations_made(dev);
+    const Tensor c = matmul(a, b);
+    CHECK_EQ(allocations_made(dev) - before, 1);
+    // Expected: c[i, j] = a[i, 0] @ b[j] for i < 2, j < 5.
+    const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+    std::vector<double> expected;
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < 5; ++j) {
+        const std::vector<double> ai(av.begin() + i * 12, av.begin() + (i + 1) * 12);
+        const std::vector<double> bj(bv.begin() + j * 8, bv.begin() + (j + 1) * 8);
+        const std::vector<double> cij = reference_bmm(ai, bj, 1, 3, 4, 2);
+        expected.insert(expected.end(), cij.begin(), cij.end());
+      }
+    }
+    check_values(c, {2, 5, 3, 2}, expected, 1e-4);
+  }
+}
+
+TEST_CASE("matmul of a batch with a matrix or a vector") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor x = iota({2, 3, 4}, dev);
+    const Tensor w = iota({4, 5}, dev, 0.5);
+    const std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>();
+    std::vector<double> w2(wv);
+    w2.insert(w2.end(), wv.begin(), wv.end());
+    // (2, 3, 4) @ (4, 5): the batch folds into the rows of one product.
+    check_values(matmul(x, w), {2, 3, 5}, reference_bmm(xv, w2, 2, 3, 4, 5), 1e-4);
+    // (2, 3, 4) @ (4) -> (2, 3) and (3) @ (2, 3, 4) -> (2, 4).
+    check_values(matmul(x, tensor({1.0, 0.0, 0.0, 1.0}, dev)), {2, 3},
+                 {3, 11, 19, 27, 35, 43});
+    check_values(matmul(tensor({1.0, 1.0, 1.0}, dev), x), {2, 4},
+                 {12, 15, 18, 21, 48, 51, 54, 57});
+    // (4, 5)^T-like left operand shared by a batch: (3, 4) @ (2, 4, 5).
+    const Tensor left = iota({3, 4}, dev);
+    const Tensor right = iota({2, 4, 5}, dev);
+    const std::vector<double> lv = left.to_vector<double>();
+    std::vector<double> l2(lv);
+    l2.insert(l2.end(), lv.begin(), lv.end());
+    check_values(matmul(left, right), {2, 3, 5},
+                 reference_bmm(l2, right.to_vector<double>(), 2, 3, 4, 5), 1e-3);
+    // A batch whose matrices are transposed views (mT).
+    const Tensor xt = iota({2, 4, 3}, dev).mT();
+    check_values(matmul(xt, w), {2, 3, 5},
+                 reference_bmm(xt.contiguous().to_vector<double>(), w2, 2, 3, 4, 5), 1e-4);
+  }
+}
+
+TEST_CASE("bmm multiplies matching batches") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor a = iota({3, 2, 4}, dev);
+    const Tensor b = iota({3, 4, 2}, dev, -1.0);
+    const std::vector<double> expected =
+        reference_bmm(a.to_vector<double>(), b.to_vector<double>(), 3, 2, 4, 2);
+    check_values(bmm(a, b), {3, 2, 2}, expected);
+    // Transposed batches (mT views) read in place.
+    const Tensor at = iota({3, 4, 2}, dev).mT();
+    const Tensor bt = b.mT().contiguous();  // bt.mT() has b's values in transposed memory
+    const int64_t before = allocations_made(dev);
+    const Tensor c = a.bmm(bt.mT());
+    CHECK_EQ(allocations_made(dev) - before, 1);
+    check_values(c, {3, 2, 2}, expected);
+    check_values(bmm(at, b), {3, 2, 2},
+                 reference_bmm(at.contiguous().to_vector<double>(), b.to_vector<double>(), 3, 2,
+                               4, 2));
+  }
+}
+
+TEST_CASE("addmm adds a broadcast bias with beta and alpha") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor a = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);
+    const Tensor b = tensor({{7.0, 8.0}, {9.0, 10.0}, {11.0, 12.0}}, dev);
+    const Tensor bias = tensor({1.0, -1.0}, dev);
+    StatsDelta d(allocator_for(dev));
+    const Tensor c = addmm(bias, a, b);
+    CHECK_EQ(d.allocations(), 1);
+    check_values(c, {2, 2}, {59, 63, 140, 153});
+    // 2 bias + 0.5 (a @ b) = [2 + 29, -2 + 32; 2 + 69.5, -2 + 77]
+    check_values(addmm(bias, a, b, 2.0, 0.5), {2, 2}, {31, 30, 71.5, 75});
+    // A full (2, 2) bias and a column bias (2, 1).
+    check_values(addmm(tensor({{1.0, 2.0}, {3.0, 4.0}}, dev), a, b), {2, 2},
+                 {59, 66, 142, 158});
+    check_values(addmm(tensor({10.0, 20.0}, dev).view({2, 1}), a, b), {2, 2}, {68, 74, 159, 174});
+    // beta = 0 ignores the bias, NaN included (PyTorch's rule).
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    check_values(addmm(tensor({nan, nan}, dev), a, b, 0.0), {2, 2}, {58, 64, 139, 154});
+  }
+}
+
+TEST_CASE("linear computes x weight^T + bias without copying the weight") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);        // (2, 3)
+    const Tensor w = tensor({{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.0, 0.0, 2.0}},
+                            dev);                                              // (4, 3)
+    const Tensor b = tensor({0.5, 0.0, -1.0, 1.0}, dev);
+    StatsDelta d(allocator_for(dev));
+    const int64_t before = allocations_made(dev);
+    const Tensor y = linear(x, w, b);
+    CHECK_EQ(allocations_made(dev) - before, 1);
+    CHECK_EQ(d.allocated(), rounded(8 * sizeof(float)));
+    // x w^T = [1 5 6 6; 4 11 15 12]
+    check_values(y, {2, 4}, {1.5, 5, 5, 7, 4.5, 11, 14, 13});
+    check_values(linear(x, w), {2, 4}, {1, 5, 6, 6, 4, 11, 15, 12});
+    // Leading dims fold: (2, 1, 3) -> (2, 1, 4); a 1-d input gives a 1-d output.
+    check_values(linear(x.view({2, 1, 3}), w, b), {2, 1, 4}, {1.5, 5, 5, 7, 4.5, 11, 14, 13});
+    check_values(linear(tensor({1.0, 2.0, 3.0}, dev), w, b), {4}, {1.5, 5, 5, 7});
+    // A transposed input (3, 2).t() still gives the same values.
+    const Tensor xt = tensor({{1.0, 4.0}, {2.0, 5.0}, {3.0, 6.0}}, dev).t();
+    check_values(linear(xt, w, b), {2, 4}, {1.5, 5, 5, 7, 4.5, 11, 14, 13});
+  }
+}
+
+TEST_CASE("float64 and float16 products are within tolerance") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor a = iota({5, 7}, dev, 0.1);
+    const Tensor b = iota({7, 3}, dev, -0.05);
+    const std::vector<double> expected =
+        reference_bmm(a.to_vector<double>(), b.to_vector<double>(), 1, 5, 7, 3);
+    const Tensor c64 = mm(a.to(kFloat64), b.to(kFloat64));
+    CHECK_EQ(c64.dtype(), kFloat64);
+    check_values(c64, {5, 3}, expected, 1e-5);
+    const Tensor c16 = mm(a.to(kFloat16), b.to(kFloat16));
+    CHECK_EQ(c16.dtype(), kFloat16);
+    // Inputs rounded to half (relative 2^-11), sums of 7 products up to ~8: a few 1e-2.
+    check_values(c16, {5, 3}, expected, 0.05);
+    check_values(matmul(a.to(kFloat16).t(), iota({5, 2}, dev).to(kFloat16)), {7, 2},
+                 reference_bmm(a.t().contiguous().to_vector<double>(),
+                               iota({5, 2}, dev).to_vector<double>(), 1, 7, 5, 2),
+                 0.15);  // results up to 64, where half's spacing is 0.0625
+    check_values(linear(a.to(kFloat16), b.t().to(kFloat16).contiguous()), {5, 3}, expected, 0.05);
+  }
+}
+
+TEST_CASE("larger random products match a reference in every layout") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor a = randn({37, 53}, TensorOptions(kFloat64).with_device(dev));
+    const Tensor b = randn({53, 29}, TensorOptions(kFloat64).with_device(dev));
+    const std::vector<double> expected =
+        reference_bmm(a.to_vector<double>(), b.to_vector<double>(), 1, 37, 53, 29);
+    check_values(mm(a, b), {37, 29}, expected, 1e-9);
+    check_values(mm(a.t().contiguous().t(), b.t().contiguous().t()), {37, 29}, expected, 1e-9);
+    check_values(mm(a.to(kFloat32), b.to(kFloat32)), {37, 29}, expected, 1e-4);
+  }
+}
+
+TEST_CASE("empty inner dimension gives zeros and empty outer dims give empty results") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    check_values(mm(zeros({2, 0}, dev), zeros({0, 3}, dev)), {2, 3}, {0, 0, 0, 0, 0, 0});
+    check_values(addmm(tensor({1.0, 2.0, 3.0}, dev), zeros({2, 0}, dev), zeros({0, 3}, dev), 2.0),
+                 {2, 3}, {2, 4, 6, 2, 4, 6});
+    check_values(mm(zeros({0, 4}, dev), zeros({4, 3}, dev)), {0, 3}, {});
+    check_values(matmul(zeros({2, 0, 4}, dev), zeros({4, 3}, dev)), {2, 0, 3}, {});
+  }
+}
+
+TEST_CASE("mm_out and matmul_out write into out without allocating") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor a = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);
+    const Tensor b = tensor({{7.0, 8.0}, {9.0, 10.0}, {11.0, 12.0}}, dev);
+    Tensor out = empty({2, 2}, dev);
+    const uint32_t version = out.version();
+    const int64_t before = allocations_made(dev);
+    mm_out(out, a, b);
+    CHECK_EQ(allocations_made(dev) - before, 0);
+    CHECK_EQ(out.version(), version + 1);
+    check_values(out, {2, 2}, {58, 64, 139, 154});
+    Tensor vec = empty({2}, dev);
+    matmul_out(vec, a, tensor({1.0, 1.0, 1.0}, dev));
+    check_values(vec, {2}, {6, 15});
+    // An out of the wrong size is resized (one allocation); a transposed out view is written
+    // through a temporary.
+    Tensor small = empty({1}, dev);
+    matmul_out(small, a, b);
+    check_values(small, {2, 2}, {58, 64, 139, 154});
+    Tensor base = zeros({2, 2}, dev);
+    Tensor tview = base.t();
+    mm_out(tview, a, b);
+    check_values(base, {2, 2}, {58, 139, 64, 154});
+  }
+}
+
+TEST_CASE("matrix product errors name the op and the shapes") {
+  const Tensor a = zeros({2, 3});
+  const Tensor b = zeros({4, 5});
+  CHECK_THROWS_WITH_AS(mm(a, b),
+                       doctest::Contains("[mm] mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(mm(zeros({3}), b), doctest::Contains("[mm] mat1 must be a matrix"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(mm(a, zeros({3, 2}, kFloat64)),
+                       doctest::Contains("[mm] expected both operands to have the same dtype, but "
+                                         "got float32 and float64"),
+                       DTypeError);
+  CHECK_THROWS_WITH_AS(mm(zeros({2, 3}, kInt64), zeros({3, 2}, kInt64)),
+                       doctest::Contains("[mm] matrix products need floating-point operands, got "
+                                         "int64"),
+                       DTypeError);
+  CHECK_THROWS_WITH_AS(mm(a, zeros({3, 2}, Device("sim:0"))),
+                       doctest::Contains("[mm] expected all tensors on the same device"),
+                       DeviceError);
+  CHECK_THROWS_WITH_AS(matmul(a, b),
+                       doctest::Contains("[matmul] shapes [2, 3] and [4, 5] cannot be multiplied "
+                                         "(3 != 4)"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(zeros({}), b),
+                       doctest::Contains("[matmul] both arguments to matmul need to be at least "
+                                         "1D, but they are 0D and 2D"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(zeros({2, 2, 3}), zeros({3, 3, 1})),
+                       doctest::Contains("[matmul] batch dims of shapes [2, 2, 3] and [3, 3, 1] "
+                                         "cannot be broadcast"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(bmm(a, b), doctest::Contains("[bmm] batch1 must be a 3D tensor"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(bmm(zeros({2, 2, 3}), zeros({3, 3, 1})),
+                       doctest::Contains("[bmm] batch1 and batch2 shapes cannot be multiplied "
+                                         "([2, 2, 3] and [3, 3, 1])"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(addmm(zeros({3}), a, zeros({3, 2})),
+                       doctest::Contains("[addmm] shapes [3] and [2, 2] cannot be broadcast"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(linear(a, zeros({5, 4})),
+                       doctest::Contains("[linear] mat1 and mat2 shapes cannot be multiplied (2x3 "
+                                         "and 4x5)"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(linear(a, zeros({5, 3}), zeros({4})),
+                       doctest::Contains("[linear] shapes [4] and [2, 5] cannot be broadcast"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(linear(a, zeros({3})), doctest::Contains("[linear] weight must be a matrix"),
+                       ShapeError);
+  Tensor out = zeros({2, 2}, kFloat64);
+  CHECK_THROWS_WITH_AS(mm_out(out, a, zeros({3, 2})),
+                       doctest::Contains("[mm_out] out has dtype float64 but the result has dtype "
+                                         "float32"),
+                       DTypeError);
+}
+
+}  // TEST_SUITE

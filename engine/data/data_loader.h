@@ -1,0 +1,81 @@
+// DataLoader: batches from a Dataset, shuffled per epoch with a seed, built ahead of time on a
+// background thread.
+//
+// Memory: at most `prefetch` batches exist ahead of the one being used. With a CUDA target, each
+// batch is collated into pinned host staging buffers that are reused from batch to batch (no
+// allocation per batch once warm) and copied to the device asynchronously; on other targets the
+// batch is moved with to(device).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/data/dataset.h"
+#include "engine/device.h"
+
+namespace memgrad::data {
+
+struct DataLoaderOptions {
+  size_t batch_size = 64;
+  bool shuffle = false;
+  uint64_t seed = 0;           // the permutation of epoch e uses seed + e
+  bool drop_last = false;
+  size_t prefetch = 2;         // batches prepared ahead by the background thread (0: none)
+  Device device = kCPU;        // where batches are delivered
+  bool pin_memory = true;      // stage through pinned host memory when device is CUDA
+};
+
+class DataLoader {
+ public:
+  // Throws ValueError for batch_size 0. The dataset must outlive the loader.
+  DataLoader(const Dataset& dataset, DataLoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Batches per epoch.
+  size_t num_batches() const;
+  // Starts epoch `epoch` (reshuffles with seed + epoch). Implicitly called by next() at the end
+  // of an epoch's batches only when the user calls it again.
+  void start_epoch(size_t epoch);
+  // The next batch of the current epoch, or nullopt at its end.
+  std::optional<Example> next();
+
+  // Blocks until the background thread has prepared every batch it may prepare ahead (the
+  // prefetch queue is full or the epoch is exhausted), so memory measurements that follow are
+  // not disturbed by its allocations.
+  void wait_until_prefetched();
+
+  // The indices of the current epoch, in order (for tests).
+  const std::vector<size_t>& order() const { return order_; }
+  // Number of pinned staging allocations made so far (stays constant once warm).
+  size_t staging_allocations() const { return staging_allocations_; }
+
+ private:
+  Example make_batch(size_t batch_index);
+  Example deliver(Example host_batch);
+  void worker_loop();
+  void stop_worker();
+
+  const Dataset& dataset_;
+  DataLoaderOptions options_;
+  std::vector<size_t> order_;
+  size_t next_batch_ = 0;   // next batch index to hand out
+  size_t staging_allocations_ = 0;
+  std::vector<Tensor> staging_;  // pinned buffers reused across batches (CUDA targets)
+
+  // Background prefetch state.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<size_t, Example>> ready_;
+  size_t produce_next_ = 0;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace memgrad::data

@@ -1,0 +1,202 @@
+// safetensors encoding, validation and atomic writes.
+#include "engine/io/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/copy.h"
+#include "engine/error.h"
+#include "engine/factories.h"
+
+namespace memgrad::io {
+namespace {
+
+// The largest header we accept (safetensors' own limit is 100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100 * 1000 * 1000;
+
+const char* format_dtype(DType d) {
+  switch (d) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Float16: return "F16";
+    case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+DType parse_format_dtype(const std::string& s, const std::string& what, const std::string& name) {
+  if (s == "F32") return DType::Float32;
+  if (s == "F64") return DType::Float64;
+  if (s == "F16") return DType::Float16;
+  if (s == "I64") return DType::Int64;
+  if (s == "BOOL") return DType::Bool;
+  throw CheckpointError(fmt::format("[safetensors] {}: tensor '{}' has dtype '{}', which memgrad "
+                                    "does not support (F32, F64, F16, I64, BOOL)",
+                                    what, name, s));
+}
+
+[[noreturn]] void corrupt(const std::string& what, const std::string& why) {
+  throw CheckpointError(fmt::format("[safetensors] {} is corrupt: {}", what, why));
+}
+
+// Writes all of `data` to fd, or throws naming `path`.
+void write_fully(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw CheckpointError(fmt::format("[safetensors] writing '{}' failed: {}", path,
+                                        std::strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string encode_safetensors(const SafetensorsFile& file) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::string data;
+  for (const auto& [name, t] : file.tensors) {
+    // Host, contiguous, little-endian (x86-64 and every CUDA host are little-endian).
+    const Tensor host = to_device(t.detach(), kCPU).contiguous();
+    const size_t begin = data.size();
+    data.append(static_cast<const char*>(host.data_ptr()), host.nbytes());
+    header[name] = {{"dtype", format_dtype(t.dtype())},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {begin, data.size()}}};
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
+  std::string out(8, '\0');
+  const uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + json + data;
+}
+
+SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& what,
+                                   Device device) {
+  if (bytes.size() < 8) corrupt(what, fmt::format("{} bytes, too short for the header length", bytes.size()));
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(bytes[static_cast<size_t>(i)])} << (8 * i);
+  if (n > kMaxHeaderBytes || n > bytes.size() - 8) {
+    corrupt(what, fmt::format("the header claims {} bytes but only {} follow", n, bytes.size() - 8));
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.substr(8, n));
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(what, fmt::format("the header is not valid JSON ({})", e.what()));
+  }
+  if (!header.is_object()) corrupt(what, "the header is not a JSON object");
+  const size_t data_at = 8 + n;
+  const size_t data_size = bytes.size() - data_at;
+  SafetensorsFile out;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) corrupt(what, "__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) corrupt(what, fmt::format("metadata '{}' is not a string", k));
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
+        !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2) {
+      corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name));
+    }
+    const DType dtype = parse_format_dtype(entry["dtype"].get<std::string>(), what, name);
+    Shape shape;
+    for (const auto& s : entry["shape"]) {
+      if (!s.is_number_unsigned()) corrupt(what, fmt::format("tensor '{}' has a bad shape", name));
+      shape.push_back(s.get<int64_t>());
+    }
+    const auto& offs = entry["data_offsets"];
+    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
+      corrupt(what, fmt::format("tensor '{}' has non-integer data offsets", name));
+    }
+    const size_t begin = offs[0].get<size_t>(), end = offs[1].get<size_t>();
+    if (begin > end || end > data_size) {
+      corrupt(what, fmt::format("tensor '{}' has offsets [{}, {}) outside the {} data bytes (the "
+                                "file is truncated?)",
+                                name, begin, end, data_size));
+    }
+    const size_t expected = static_cast<size_t>(numel_of(shape)) * element_size(dtype);
+    if (end - begin != expected) {
+      corrupt(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes but its "
+                                "offsets span {}",
+                                name, to_string(shape), dtype_name(dtype), expected, end - begin));
+    }
+    ranges.emplace_back(begin, end);
+    Tensor t = empty(shape, dtype);
+    if (expected > 0) std::memcpy(t.data_ptr(), bytes.data() + data_at + begin, expected);
+    out.tensors.emplace_back(name, device == kCPU ? t : to_device(t, device));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) corrupt(what, "two tensors overlap in the data");
+  }
+  // Keep the file's order (offsets ascending), as safetensors writers lay tensors out.
+  std::stable_sort(out.tensors.begin(), out.tensors.end(), [&](const auto& a, const auto& b) {
+    return header[a.first]["data_offsets"][0].template get<size_t>() <
+           header[b.first]["data_offsets"][0].template get<size_t>();
+  });
+  return out;
+}
+
+void save_safetensors(const std::string& path, const SafetensorsFile& file) {
+  const std::string bytes = encode_safetensors(file);
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw CheckpointError(fmt::format("[safetensors] cannot create '{}': {}", tmp, std::strerror(errno)));
+  }
+  try {
+    write_fully(fd, bytes, tmp);
+    if (::fsync(fd) != 0) {
+      throw CheckpointError(fmt::format("[safetensors] fsync of '{}' failed: {}", tmp, std::strerror(errno)));
+    }
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw CheckpointError(fmt::format("[safetensors] renaming '{}' to '{}' failed: {}", tmp, path, why));
+  }
+  // Make the rename itself durable.
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+SafetensorsFile load_safetensors(const std::string& path, Device device) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(fmt::format("[safetensors] cannot open '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return decode_safetensors(ss.str(), "'" + path + "'", device);
+}
+
+}  // namespace memgrad::io

@@ -1,0 +1,38 @@
+// The nn ops that layers and losses are built from (PyTorch's torch.nn.functional).
+//
+// Memory contracts:
+//   layer_norm     Allocates: y, plus mean and rstd (one float32 per row, float64 for float64
+//                  inputs). Saves: x, mean, rstd, weight (PyTorch's native_layer_norm).
+//   dropout        Allocates: y and a bool mask (1 byte per element) in training; nothing in
+//                  eval (returns x). Saves: the mask.
+//   cross_entropy  Fused log-softmax + NLL. Allocates: the log-probabilities (N x C), the
+//                  per-row losses (N) and the reduced loss. Saves: log-probabilities and target.
+//   mse_loss       Composed of sub, square, mean. Saves: the difference (from square).
+#pragma once
+
+#include <optional>
+
+#include "engine/generator.h"
+#include "engine/tensor.h"
+
+namespace memgrad::nn {
+
+enum class Reduction { None, Mean, Sum };
+
+// Normalises over the last dims given by `normalized_shape`; weight/bias (that shape) optional.
+// Throws ShapeError when x's trailing dims differ from normalized_shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// Zeroes each element with probability p and scales the rest by 1/(1-p), when training.
+// Throws ValueError for p outside [0, 1].
+Tensor dropout(const Tensor& x, double p, bool training, Generator* generator = nullptr);
+
+// logits (N, C) or (C), target int64 class indices (N) or (). Throws IndexError for a target
+// outside [0, C) that is not ignore_index, ShapeError/DTypeError for bad shapes and dtypes.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_smoothing = 0.0,
+                     int64_t ignore_index = -100, Reduction reduction = Reduction::Mean);
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+}  // namespace memgrad::nn

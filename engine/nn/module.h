@@ -1,0 +1,93 @@
+// Module: the base of every layer. It owns named parameters (leaves that require grad), named
+// buffers (state that is saved but not trained) and named child modules, found recursively with
+// dotted names ("blocks.0.attn.qkv.weight") exactly as PyTorch names them.
+//
+// Memory: a module's parameter bytes are allocated when it is constructed (LazyLinear: at its
+// first forward). zero_grad(set_to_none = true) frees the gradient tensors; zero_grad(false)
+// keeps them and fills them with zeros.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace memgrad::nn {
+
+// Named tensors in registration order (parameters, then buffers, recursively).
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  virtual ~Module() = default;
+
+  // "Linear", "Sequential", ... for printing and messages.
+  virtual std::string name() const = 0;
+
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // Number of parameter elements (counting each tensor once).
+  int64_t num_parameters() const;
+  // Bytes of parameter storage as allocated (rounded like the allocator rounds).
+  size_t parameter_nbytes() const;
+
+  // train() enables dropout; eval() disables it. Recursive.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves (or converts) every parameter and buffer in place: the Tensor handles users hold keep
+  // pointing at them. Allocates: the converted copies (the old storage is freed when unused).
+  Module& to(Device device);
+  Module& to(DType dtype);
+
+  // Frees every gradient (set_to_none) or fills it with zeros.
+  void zero_grad(bool set_to_none = true);
+
+  // Parameters and buffers by dotted name. The tensors alias the module's (no copy).
+  StateDict state_dict() const;
+  // Copies values in. strict: every key must match both ways. Shapes must match. Throws
+  // CheckpointError listing the missing and unexpected keys and every shape mismatch.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  // One line per module, indented: "Sequential(\n  (0): Linear(in=784, out=512)\n ...)".
+  std::string str() const;
+
+ protected:
+  // Registers a parameter (made a leaf that requires grad). Returns the stored handle.
+  Tensor& register_parameter(const std::string& name, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+  // The text inside the parentheses of str(): "in=784, out=512".
+  virtual std::string extra_repr() const { return ""; }
+
+ private:
+  void collect(const std::string& prefix, bool params, bool recurse,
+               std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::string str(int indent) const;
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// A module that maps one tensor to one tensor (every layer here); what Sequential chains.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+}  // namespace memgrad::nn

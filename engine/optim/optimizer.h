@@ -1,0 +1,134 @@
+// Optimizers: SGD (momentum, Nesterov, weight decay), Adam and AdamW, and a cosine learning-rate
+// schedule with warm-up.
+//
+// Memory: optimizer state is allocated lazily, at the first step() that sees a parameter's
+// gradient, exactly like PyTorch: SGD with momentum holds one buffer per parameter (1x the
+// parameter bytes), Adam two (2x). step() itself allocates nothing: each parameter is updated by
+// one fused kernel (no temporaries), under no-grad. Parameters without a gradient are skipped.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/nn/module.h"
+#include "engine/tensor.h"
+
+namespace memgrad::optim {
+
+// Tensors by PyTorch-style name ("state.0.momentum_buffer") and scalars ("state.0.step", "lr").
+struct OptimizerState {
+  nn::StateDict tensors;
+  std::map<std::string, double> scalars;
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Tensor> params, double lr);
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+  virtual ~Optimizer() = default;
+
+  // One update of every parameter that has a gradient. Throws ValueError for a non-contiguous
+  // parameter or a gradient of another shape.
+  virtual void step() = 0;
+  // Frees every gradient (set_to_none, PyTorch's default since 2.0) or zeroes them.
+  void zero_grad(bool set_to_none = true);
+
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  const std::vector<Tensor>& params() const { return params_; }
+  // Bytes of optimizer state currently allocated (rounded as the allocator rounds).
+  size_t state_nbytes() const;
+
+  virtual OptimizerState state_dict() const = 0;
+  // Restores a state saved by state_dict(). Throws CheckpointError on a mismatch.
+  virtual void load_state_dict(const OptimizerState& state) = 0;
+
+ protected:
+  // The gradient of parameter i ready for a fused kernel (contiguous, param's dtype), or
+  // undefined when it has none.
+  Tensor prepared_grad(size_t i) const;
+  virtual std::vector<Tensor> state_tensors() const = 0;
+
+  std::vector<Tensor> params_;
+  double lr_;
+};
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD final : public Optimizer {
+ public:
+  // Throws ValueError for a negative lr/momentum/weight decay, or Nesterov without momentum.
+  SGD(std::vector<Tensor> params, SGDOptions options);
+  void step() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  std::vector<Tensor> state_tensors() const override { return momentum_; }
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> momentum_;  // undefined until the first step with a gradient
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+class Adam : public Optimizer {
+ public:
+  // decoupled = true makes it AdamW. Throws ValueError for out-of-range hyper-parameters.
+  Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled = false);
+  void step() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
+  const AdamOptions& options() const { return options_; }
+
+ protected:
+  std::vector<Tensor> state_tensors() const override;
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> steps_;
+};
+
+class AdamW final : public Adam {
+ public:
+  // PyTorch's AdamW default weight decay is 0.01.
+  AdamW(std::vector<Tensor> params, AdamOptions options = {0.001, 0.9, 0.999, 1e-8, 0.01})
+      : Adam(std::move(params), options, /*decoupled=*/true) {}
+};
+
+// Linear warm-up to the base lr over `warmup` steps, then cosine decay to min_lr at `total`.
+class CosineWithWarmup {
+ public:
+  CosineWithWarmup(Optimizer& optimizer, int64_t warmup, int64_t total, double min_lr = 0.0);
+  // Advances one step and sets the optimizer's lr.
+  void step();
+  double lr_at(int64_t step) const;
+  int64_t current_step() const { return step_; }
+
+ private:
+  Optimizer& optimizer_;
+  double base_lr_;
+  int64_t warmup_, total_;
+  double min_lr_;
+  int64_t step_ = 0;
+};
+
+}  // namespace memgrad::optim

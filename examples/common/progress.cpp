@@ -1,0 +1,44 @@
+// The progress bar.
+#include "examples/common/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace memgrad::examples {
+
+ProgressBar::ProgressBar(std::string label, int64_t total)
+    : label_(std::move(label)), total_(total), tty_(isatty(STDOUT_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()) {}
+
+std::string ProgressBar::line(int64_t done, double loss, double accuracy) const {
+  constexpr int kWidth = 24;
+  const int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : kWidth;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return fmt::format("{} [{}{}] {}/{} loss {:.4f} acc {:.1f}% {:.1f}s", label_,
+                     std::string(static_cast<size_t>(filled), '#'),
+                     std::string(static_cast<size_t>(kWidth - filled), '-'), done, total_, loss,
+                     100.0 * accuracy, seconds);
+}
+
+void ProgressBar::update(int64_t done, double loss, double accuracy) {
+  done_ = done;
+  loss_ = loss;
+  accuracy_ = accuracy;
+  if (!tty_) return;
+  const int64_t percent = total_ > 0 ? 100 * done / total_ : 100;
+  if (percent == last_percent_) return;
+  last_percent_ = percent;
+  fmt::print("\r{}", line(done, loss, accuracy));
+  std::fflush(stdout);
+}
+
+void ProgressBar::finish(const std::string& suffix) {
+  fmt::print("{}{}{}\n", tty_ ? "\r" : "", line(done_, loss_, accuracy_), suffix);
+  std::fflush(stdout);
+}
+
+}  // namespace memgrad::examples

@@ -1,0 +1,31 @@
+// A one-line progress bar for training loops: "epoch 2/10 [#####-----] 235/469 loss 0.41 acc
+// 85.3% 1.2s". On a terminal it redraws in place; otherwise (logs, docs) it prints one line per
+// epoch so the output stays readable.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace memgrad::examples {
+
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, int64_t total);
+  // Updates the bar after `done` of `total` items with the running metrics.
+  void update(int64_t done, double loss, double accuracy);
+  // Finishes the line (prints the final state once on non-terminals).
+  void finish(const std::string& suffix = "");
+
+ private:
+  std::string line(int64_t done, double loss, double accuracy) const;
+  std::string label_;
+  int64_t total_;
+  bool tty_;
+  int64_t last_percent_ = -1;
+  double loss_ = 0.0, accuracy_ = 0.0;
+  int64_t done_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace memgrad::examples

@@ -1,0 +1,74 @@
+// Shared training flags.
+#include "examples/common/train_options.h"
+
+#include <fmt/format.h>
+
+#include "allocator/config.h"
+#include "engine/error.h"
+#include "engine/memory.h"
+
+namespace memgrad::examples {
+
+void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
+                     int64_t default_batch) {
+  o.epochs = default_epochs;
+  o.batch_size = default_batch;
+  app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", o.batch_size, "Examples per optimizer step")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "Learning rate (default: 1e-3 for adam/adamw, 0.1 for sgd)")->check(CLI::NonNegativeNumber);
+  app.add_option("--optimizer", o.optimizer, "adam, adamw or sgd")->capture_default_str()->check(CLI::IsMember({"adam", "adamw", "sgd"}));
+  app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--accumulate", o.accumulate, "Micro-batches per step (gradient accumulation; must divide --batch-size)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--device", o.device, "cpu, sim:N (a simulated bounded device) or cuda[:N]")->capture_default_str();
+  app.add_option("--memory-limit", o.memory_limit, "Capacity of the device, e.g. 256MiB (cpu and sim)");
+  app.add_option("--alloc-conf", o.alloc_conf, "Allocator options, MEMGRAD_ALLOC_CONF syntax (e.g. policy:passthrough)");
+  app.add_option("--save", o.save, "Write a training checkpoint here after every epoch");
+  app.add_option("--resume", o.resume, "Resume from a training checkpoint");
+  app.add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")->capture_default_str();
+  app.add_option("--checkpoint-segments", o.checkpoint_segments, "Activation checkpointing: number of segments (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_flag("--amp", o.amp, "Mixed precision: float16 autocast with a GradScaler");
+}
+
+Device configure_device(const TrainOptions& o) {
+  const Device device(o.device);
+  if (o.batch_size % o.accumulate != 0) {
+    throw ValueError(fmt::format("--accumulate {} must divide --batch-size {}", o.accumulate,
+                                 o.batch_size));
+  }
+  if (!o.memory_limit.empty()) {
+    const size_t limit = parse_memory_size(o.memory_limit, "--memory-limit");
+    if (device.is_cpu()) {
+      set_cpu_memory_limit(limit);
+    } else if (device.is_sim()) {
+      set_sim_capacity(device.index(), limit);
+    } else {
+      throw ValueError("--memory-limit applies to cpu and sim devices; for cuda use "
+                       "--alloc-conf per_process_memory_fraction:F");
+    }
+  }
+  if (!o.alloc_conf.empty()) set_allocator_config(device, AllocatorConfig::parse(o.alloc_conf));
+  allocator_for(device);  // fail now, not mid-training, for a device that is not there
+  return device;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o,
+                                                 std::vector<Tensor> params) {
+  if (o.optimizer == "sgd") {
+    return std::make_unique<optim::SGD>(
+        std::move(params), optim::SGDOptions{o.lr > 0 ? o.lr : 0.1, o.momentum, 0.0,
+                                             o.weight_decay, false});
+  }
+  optim::AdamOptions a;
+  a.lr = o.lr > 0 ? o.lr : 1e-3;
+  a.weight_decay = o.optimizer == "adamw" && o.weight_decay == 0.0 ? 0.01 : o.weight_decay;
+  if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(std::move(params), a);
+  return std::make_unique<optim::Adam>(std::move(params), a);
+}
+
+int64_t optimizer_state_multiple(const TrainOptions& o) {
+  if (o.optimizer == "sgd") return o.momentum > 0 ? 1 : 0;
+  return 2;
+}
+
+}  // namespace memgrad::examples

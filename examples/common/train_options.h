@@ -1,0 +1,49 @@
+// Flags and set-up shared by the training programs (train_mlp, train_charlm).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/device.h"
+#include "engine/optim/optimizer.h"
+
+namespace memgrad::examples {
+
+struct TrainOptions {
+  int64_t epochs = 10;
+  int64_t batch_size = 128;
+  double lr = 0.0;              // 0: the optimizer's default (Adam 1e-3, SGD 0.1)
+  std::string optimizer = "adam";
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  int64_t accumulate = 1;       // micro-batches per optimizer step
+  std::string device = "cpu";
+  std::string memory_limit;     // e.g. "256MiB": the device becomes bounded
+  std::string alloc_conf;       // MEMGRAD_ALLOC_CONF syntax
+  std::string save, resume;     // training checkpoint paths
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  uint64_t seed = 0;
+  int64_t checkpoint_segments = 0;  // activation checkpointing (0: off)
+  bool amp = false;                 // float16 autocast + GradScaler
+};
+
+// Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,
+// --accumulate, --device, --memory-limit, --alloc-conf, --save, --resume, --seed.
+void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
+                     int64_t default_batch);
+
+// Applies --alloc-conf and --memory-limit to the chosen device and returns it. Throws
+// ConfigError / DeviceError / ValueError with the flag's name for bad values.
+Device configure_device(const TrainOptions& options);
+
+// The optimizer named by --optimizer ("adam", "adamw", "sgd").
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& options,
+                                                 std::vector<Tensor> params);
+
+// Optimizer state per parameter byte: 2 for Adam/AdamW, 1 for SGD with momentum, else 0.
+int64_t optimizer_state_multiple(const TrainOptions& options);
+
+}  // namespace memgrad::examples

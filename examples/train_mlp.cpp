@@ -1,0 +1,212 @@
+// train_mlp: the default demo (./memgrad demo). An MLP classifier (784-512-512-10, ReLU) trained
+// on Fashion-MNIST, with a progress bar and, at the end, where the memory went during the first
+// training step: model init, forward, backward, optimizer step, zero_grad, each expected (from
+// shapes and the allocator's 512-byte rounding) next to measured.
+//
+//   ./memgrad example train_mlp --epochs 3 --optimizer sgd --lr 0.1
+//   ./memgrad example train_mlp --device sim:0 --memory-limit 64MiB --accumulate 4
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+#include "engine/data/data_loader.h"
+#include "engine/data/readers.h"
+#include "engine/io/checkpoint.h"
+#include "engine/nn/functional.h"
+#include "engine/nn/layers.h"
+#include "engine/nn/linear.h"
+#include "engine/optim/optimizer.h"
+#include "examples/common/progress.h"
+#include "examples/common/report.h"
+#include "examples/common/train_options.h"
+
+using namespace memgrad;
+using examples::rounded;
+
+namespace {
+
+constexpr int64_t kHidden = 512;
+constexpr int64_t kClasses = 10;
+
+class Mlp : public nn::UnaryModule {
+ public:
+  explicit Mlp(Device device) {
+    const nn::LinearOptions o{true, device, kFloat32};
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(784, kHidden, o));
+    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden, o));
+    fc3_ = register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    return fc3_->forward(relu(fc2_->forward(relu(fc1_->forward(x)))));
+  }
+  std::string name() const override { return "Mlp"; }
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
+};
+
+// Bytes of the parameters as allocated.
+int64_t parameter_bytes(const nn::Module& m) {
+  int64_t n = 0;
+  for (const Tensor& p : m.parameters()) n += rounded(static_cast<int64_t>(p.nbytes()));
+  return n;
+}
+
+double accuracy_of(const Tensor& logits, const Tensor& target) {
+  NoGradGuard no_grad;
+  return static_cast<double>(logits.argmax(1).eq(target).sum().item<int64_t>()) /
+         static_cast<double>(target.numel());
+}
+
+double evaluate(Mlp& model, const data::Dataset& test, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  data::DataLoader loader(test, {.batch_size = 1000, .device = device});
+  int64_t correct = 0, total = 0;
+  while (auto batch = loader.next()) {
+    const Tensor logits = model.forward(batch->input);
+    correct += logits.argmax(1).eq(batch->target).sum().item<int64_t>();
+    total += batch->target.numel();
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(total);
+}
+
+// The first optimizer step, phase by phase, with the expected memory of each phase.
+struct FirstStepReport {
+  examples::MemoryReport report{"Memory during the first training step (device allocator):"};
+  int64_t params = 0;
+  int64_t step_start = 0;  // allocated bytes when the step began
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  examples::TrainOptions opt;
+  CLI::App app{"Train an MLP (784-512-512-10) on Fashion-MNIST and report where memory goes."};
+  examples::add_train_flags(app, opt, /*default_epochs=*/10, /*default_batch=*/128);
+  app.add_option("--data", opt.data_dir, "Directory with MNIST-format IDX files (.gz or not)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    manual_seed(opt.seed);
+    fmt::print("loading {} ...\n", opt.data_dir);
+    const data::MnistSplit mnist = data::load_mnist(opt.data_dir);
+    fmt::print("{} training and {} test images of 28x28, 10 classes\n", mnist.train.size(),
+               mnist.test.size());
+    const Device device = examples::configure_device(opt);
+    const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
+    Mlp model(device);
+    FirstStepReport first;
+    first.params = parameter_bytes(model);
+    first.report.add("after model init (parameters)", first.params,
+                     static_cast<int64_t>(memory_allocated(device)) - before_model);
+    fmt::print("model: {} parameters on {}\n", model.num_parameters(), device.str());
+
+    std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(opt, model.parameters());
+    data::DataLoader loader(mnist.train, {.batch_size = static_cast<size_t>(opt.batch_size),
+                                          .shuffle = true,
+                                          .seed = opt.seed,
+                                          .drop_last = true,
+                                          .device = device});
+    const int64_t steps_per_epoch = static_cast<int64_t>(loader.num_batches());
+    optim::CosineWithWarmup schedule(*optimizer, std::min<int64_t>(100, steps_per_epoch),
+                                     steps_per_epoch * opt.epochs);
+    io::TrainingState state;
+    if (!opt.resume.empty()) {
+      state = io::load_checkpoint(opt.resume, model, *optimizer);
+      for (int64_t s = 0; s < state.step; ++s) schedule.step();
+      fmt::print("resumed from {} at epoch {} (step {})\n", opt.resume, state.epoch, state.step);
+    }
+
+    const int64_t micro = opt.batch_size / opt.accumulate;
+    bool report_pending = state.step == 0;
+    for (int64_t epoch = state.epoch; epoch < opt.epochs; ++epoch) {
+      loader.start_epoch(static_cast<size_t>(epoch));
+      examples::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, opt.epochs), steps_per_epoch);
+      double loss_sum = 0.0, acc_sum = 0.0;
+      int64_t seen = 0;
+      while (auto batch = loader.next()) {
+        double step_loss = 0.0, step_acc = 0.0;
+        for (int64_t m = 0; m < opt.accumulate; ++m) {
+          const Tensor x = batch->input.narrow(0, m * micro, micro);
+          const Tensor y = batch->target.narrow(0, m * micro, micro);
+          // Let the loader finish its prefetching so its allocations are not measured below.
+          if (report_pending) loader.wait_until_prefetched();
+          const int64_t before = static_cast<int64_t>(memory_allocated(device));
+          if (report_pending && m == 0) {
+            reset_peak_memory_stats(device);
+            first.step_start = before;
+          }
+          Tensor logits = model.forward(x);
+          Tensor loss = nn::cross_entropy(logits, y);
+          if (report_pending && m == 0) {
+            // Saved for backward: both ReLU outputs (also the next Linear's inputs) and the
+            // log-probabilities; alive besides: the logits and the 0-d loss.
+            const int64_t act = rounded(micro * kHidden * 4);
+            const int64_t small = rounded(micro * kClasses * 4);
+            first.report.add("forward (+ saved activations, logits, loss)",
+                             2 * act + 2 * small + rounded(4),
+                             static_cast<int64_t>(memory_allocated(device)) - before);
+          }
+          const int64_t before_backward = static_cast<int64_t>(memory_allocated(device));
+          (opt.accumulate > 1 ? loss / static_cast<double>(opt.accumulate) : loss).backward();
+          if (report_pending && m == 0) {
+            const int64_t act = rounded(micro * kHidden * 4);
+            const int64_t small = rounded(micro * kClasses * 4);
+            first.report.add("backward (+ gradients - saved activations)",
+                             first.params - 2 * act - small,
+                             static_cast<int64_t>(memory_allocated(device)) - before_backward);
+          }
+          step_loss += loss.item<double>() / static_cast<double>(opt.accumulate);
+          step_acc += accuracy_of(logits, y) / static_cast<double>(opt.accumulate);
+        }
+        const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
+        optimizer->step();
+        schedule.step();
+        if (report_pending) {
+          const int64_t state_bytes = examples::optimizer_state_multiple(opt) * first.params;
+          first.report.add(fmt::format("optimizer step (+ {} state, lazily)", opt.optimizer),
+                           state_bytes, static_cast<int64_t>(memory_allocated(device)) - before_step);
+        }
+        const int64_t before_zero = static_cast<int64_t>(memory_allocated(device));
+        optimizer->zero_grad();
+        if (report_pending) {
+          first.report.add("zero_grad(set_to_none=True) (- gradients)", -first.params,
+                           static_cast<int64_t>(memory_allocated(device)) - before_zero);
+          first.report.note("peak during the step, above its start",
+                            static_cast<int64_t>(max_memory_allocated(device)) - first.step_start);
+          report_pending = false;
+        }
+        ++state.step;
+        ++seen;
+        loss_sum += step_loss;
+        acc_sum += step_acc;
+        bar.update(seen, loss_sum / static_cast<double>(seen), acc_sum / static_cast<double>(seen));
+      }
+      const double test_acc = evaluate(model, mnist.test, device);
+      bar.finish(fmt::format(" | test acc {:.2f}%", 100.0 * test_acc));
+      state.epoch = epoch + 1;
+      if (!opt.save.empty()) {
+        state.generator = default_generator(device).get_state();
+        io::save_checkpoint(opt.save, model, *optimizer, state);
+      }
+    }
+    const double test_acc = evaluate(model, mnist.test, device);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print("\nfinal test accuracy: {:.2f}% ({} epochs, {:.1f} s)\n\n", 100.0 * test_acc,
+               opt.epochs, seconds);
+    if (first.params > 0 && state.step > 0 && opt.resume.empty()) first.report.print();
+    fmt::print("\n{}", memory_summary(device, /*abbreviated=*/true));
+    return first.report.all_match() ? 0 : 2;
+  } catch (const memgrad::Error& e) {
+    std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,192 @@
+// CPU kernels of the nn layer: layer norm (forward, backward) and fused log-softmax + NLL.
+// Rows are independent: OpenMP over rows; float16 rows compute in float.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/element_types.h"
+
+namespace memgrad::kernels::cpu {
+namespace {
+
+template <typename T>
+compute_t<T> at(const Operand& o, int64_t i) {
+  return static_cast<compute_t<T>>(static_cast<const T*>(o.data)[i]);
+}
+
+template <typename T>
+void put(const Operand& o, int64_t i, compute_t<T> v) {
+  static_cast<T*>(o.data)[i] = static_cast<T>(v);
+}
+
+// Statistics use the same type as mean/rstd (float32, or float64 for float64 inputs).
+template <typename T, typename S>
+void layer_norm_rows(const Operand& y, const Operand& mean, const Operand& rstd, const Operand& x,
+                     const Operand& w, const Operand& b, int64_t rows, int64_t n, double eps) {
+  using C = compute_t<T>;
+#pragma omp parallel for if (rows * n > 65536) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * n;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(at<T>(x, base + i));
+    const double mu = sum / static_cast<double>(n);
+    double sq = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(at<T>(x, base + i)) - mu;
+      sq += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+    static_cast<S*>(mean.data)[r] = static_cast<S>(mu);
+    static_cast<S*>(rstd.data)[r] = static_cast<S>(inv);
+    for (int64_t i = 0; i < n; ++i) {
+      C v = static_cast<C>((static_cast<double>(at<T>(x, base + i)) - mu) * inv);
+      if (w.data != nullptr) v *= at<T>(w, i);
+      if (b.data != nullptr) v += at<T>(b, i);
+      put<T>(y, base + i, v);
+    }
+  }
+}
+
+// dx = rstd (dy w - mean(dy w) - xhat mean(dy w xhat)); dweight = sum dy xhat; dbias = sum dy.
+template <typename T, typename S>
+void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operand& db,
+                              const Operand& dy, const Operand& x, const Operand& mean,
+                              const Operand& rstd, const Operand& w, int64_t rows, int64_t n) {
+  const bool want_dw = dw.data != nullptr, want_db = db.data != nullptr;
+  std::vector<double> acc_w(want_dw ? static_cast<size_t>(n) : 0, 0.0);
+  std::vector<double> acc_b(want_db ? static_cast<size_t>(n) : 0, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * n;
+    const double mu = static_cast<S*>(mean.data)[r];
+    const double inv = static_cast<S*>(rstd.data)[r];
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xhat = (static_cast<double>(at<T>(x, base + i)) - mu) * inv;
+      const double g = static_cast<double>(at<T>(dy, base + i));
+      const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
+      sum_g += gw;
+      sum_gx += gw * xhat;
+      if (want_dw) acc_w[static_cast<size_t>(i)] += g * xhat;
+      if (want_db) acc_b[static_cast<size_t>(i)] += g;
+    }
+    const double mg = sum_g / static_cast<double>(n), mgx = sum_gx / static_cast<double>(n);
+    if (dx.data == nullptr) continue;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xhat = (static_cast<double>(at<T>(x, base + i)) - mu) * inv;
+      const double g = static_cast<double>(at<T>(dy, base + i));
+      const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
+      put<T>(dx, base + i, static_cast<compute_t<T>>(inv * (gw - mg - xhat * mgx)));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (want_dw) put<T>(dw, i, static_cast<compute_t<T>>(acc_w[static_cast<size_t>(i)]));
+    if (want_db) put<T>(db, i, static_cast<compute_t<T>>(acc_b[static_cast<size_t>(i)]));
+  }
+}
+
+template <typename T>
+IndexCheck cross_entropy_rows(const Operand& loss, const Operand& lp, const Operand& logits,
+                              const Operand& target, int64_t ignore, double smoothing) {
+  const int64_t rows = logits.sizes[0], classes = logits.sizes[1];
+  const auto* tgt = static_cast<const int64_t*>(target.data);
+  IndexCheck check;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = tgt[r];
+    if (t != ignore && (t < 0 || t >= classes) && check.ok) check = IndexCheck{false, t, r};
+  }
+  if (!check.ok) return check;
+#pragma omp parallel for if (rows * classes > 65536) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * classes;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, static_cast<double>(at<T>(logits, base + c)));
+    double sum = 0.0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(at<T>(logits, base + c)) - mx);
+    const double lse = mx + std::log(sum);
+    double sum_lp = 0.0;
+    for (int64_t c = 0; c < classes; ++c) {
+      const double v = static_cast<double>(at<T>(logits, base + c)) - lse;
+      put<T>(lp, base + c, static_cast<compute_t<T>>(v));
+      sum_lp += v;
+    }
+    const int64_t t = tgt[r];
+    double l = 0.0;
+    if (t != ignore) {
+      const double picked = static_cast<double>(at<T>(lp, base + t));
+      l = -(1.0 - smoothing) * picked - smoothing / static_cast<double>(classes) * sum_lp;
+    }
+    put<T>(loss, r, static_cast<compute_t<T>>(l));
+  }
+  return check;
+}
+
+template <typename T>
+void cross_entropy_backward_rows(const Operand& grad, const Operand& grad_loss, const Operand& lp,
+                                 const Operand& target, int64_t ignore, double smoothing,
+                                 double scale) {
+  const int64_t rows = lp.sizes[0], classes = lp.sizes[1];
+  const auto* tgt = static_cast<const int64_t*>(target.data);
+  const int64_t gstride = grad_loss.ndim > 0 ? grad_loss.strides[0] : 0;
+  const double off = smoothing / static_cast<double>(classes);
+#pragma omp parallel for if (rows * classes > 65536) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * classes;
+    const int64_t t = tgt[r];
+    const double g = t == ignore ? 0.0 : static_cast<double>(at<T>(grad_loss, r * gstride)) * scale;
+    for (int64_t c = 0; c < classes; ++c) {
+      const double p = std::exp(static_cast<double>(at<T>(lp, base + c)));
+      const double y = (c == t ? 1.0 - smoothing : 0.0) + off;
+      put<T>(grad, base + c, static_cast<compute_t<T>>(g * (p - y)));
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::layer_norm(const Operand& y, const Operand& mean, const Operand& rstd,
+                            const Operand& x, const Operand& weight, const Operand& bias,
+                            int64_t rows, int64_t n, double eps) {
+  dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (mean.dtype == DType::Float64) {
+      layer_norm_rows<T, double>(y, mean, rstd, x, weight, bias, rows, n, eps);
+    } else {
+      layer_norm_rows<T, float>(y, mean, rstd, x, weight, bias, rows, n, eps);
+    }
+  });
+}
+
+void CpuBackend::layer_norm_backward(const Operand& dx, const Operand& dweight,
+                                     const Operand& dbias, const Operand& dy, const Operand& x,
+                                     const Operand& mean, const Operand& rstd,
+                                     const Operand& weight, int64_t rows, int64_t n) {
+  dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (mean.dtype == DType::Float64) {
+      layer_norm_backward_rows<T, double>(dx, dweight, dbias, dy, x, mean, rstd, weight, rows, n);
+    } else {
+      layer_norm_backward_rows<T, float>(dx, dweight, dbias, dy, x, mean, rstd, weight, rows, n);
+    }
+  });
+}
+
+IndexCheck CpuBackend::cross_entropy(const Operand& loss, const Operand& log_probs,
+                                     const Operand& logits, const Operand& target,
+                                     int64_t ignore_index, double smoothing) {
+  return dispatch_floating(logits.dtype, [&](auto tag) {
+    return cross_entropy_rows<decltype(tag)>(loss, log_probs, logits, target, ignore_index,
+                                             smoothing);
+  });
+}
+
+void CpuBackend::cross_entropy_backward(const Operand& grad_logits, const Operand& grad_loss,
+                                        const Operand& log_probs, const Operand& target,
+                                        int64_t ignore_index, double smoothing, double scale) {
+  dispatch_floating(log_probs.dtype, [&](auto tag) {
+    cross_entropy_backward_rows<decltype(tag)>(grad_logits, grad_loss, log_probs, target,
+                                               ignore_index, smoothing, scale);
+  });
+}
+
+}  // namespace memgrad::kernels::cpu
