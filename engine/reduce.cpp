@@ -29,11 +29,16 @@ using kernels::ReduceOp;
 // PyTorch's ScalarType names, for the messages that quote them ("Got: Long").
 const char* torch_type_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "Float";
-    case DType::Float64: return "Double";
-    case DType::Float16: return "Half";
-    case DType::Int64: return "Long";
-    case DType::Bool: return "Bool";
+    case DType::Float32:
+      return "Float";
+    case DType::Float64:
+      return "Double";
+    case DType::Float16:
+      return "Half";
+    case DType::Int64:
+      return "Long";
+    case DType::Bool:
+      return "Bool";
   }
   return "?";
 }
@@ -45,23 +50,27 @@ void check_floating(const char* op, const Tensor& x) {
   if (is_floating(d)) return;
   const std::string name = op;
   if (name == "mean") {
-    throw DTypeError(fmt::format("[mean] mean(): could not infer output dtype. Input dtype must "
-                                 "be either a floating point or complex dtype. Got: {}",
-                                 torch_type_name(d)));
+    throw DTypeError(
+        fmt::format("[mean] mean(): could not infer output dtype. Input dtype must "
+                    "be either a floating point or complex dtype. Got: {}",
+                    torch_type_name(d)));
   }
   if (name == "var" || name == "std") {
-    throw DTypeError(fmt::format("[{}] std and var only support floating point and complex "
-                                 "dtypes. Got: {} ({})",
-                                 op, torch_type_name(d), dtype_name(d)));
+    throw DTypeError(
+        fmt::format("[{}] std and var only support floating point and complex "
+                    "dtypes. Got: {} ({})",
+                    op, torch_type_name(d), dtype_name(d)));
   }
   if (name == "norm") {
-    throw DTypeError(fmt::format("[norm] linalg.vector_norm: Expected a floating point or complex "
-                                 "tensor as input. Got {} ({})",
-                                 torch_type_name(d), dtype_name(d)));
+    throw DTypeError(
+        fmt::format("[norm] linalg.vector_norm: Expected a floating point or complex "
+                    "tensor as input. Got {} ({})",
+                    torch_type_name(d), dtype_name(d)));
   }
-  throw DTypeError(fmt::format("[{}] expected a floating point input, got {}: convert it with "
-                               ".to(float32) first",
-                               op, dtype_name(d)));
+  throw DTypeError(
+      fmt::format("[{}] expected a floating point input, got {}: convert it with "
+                  ".to(float32) first",
+                  op, dtype_name(d)));
 }
 
 // Which dims a reduction removes, and the shapes it produces.
@@ -133,8 +142,8 @@ OpAttrs reduction_attrs(const Tensor& x, const Reduction& r) {
 void check_nonempty_dims(const char* op, const Tensor& x, const Reduction& r) {
   for (int64_t d : r.dims) {
     if (x.size(d) == 0) {
-      throw ShapeError(fmt::format("[{}] {}(): Expected reduction dim {} to have non-zero size.",
-                                   op, op, d));
+      throw ShapeError(
+          fmt::format("[{}] {}(): Expected reduction dim {} to have non-zero size.", op, op, d));
     }
   }
 }
@@ -161,8 +170,8 @@ Tensor extreme_all(const char* name, bool is_max, const Tensor& x) {
   }
   TraceOpScope trace(name);
   const Reduction r = plan_reduction(name, x, {}, false);
-  return fold(is_max ? ReduceOp::Max : ReduceOp::Min,
-              is_max ? OpKind::MaxAll : OpKind::MinAll, x, r, x.dtype());
+  return fold(is_max ? ReduceOp::Max : ReduceOp::Min, is_max ? OpKind::MaxAll : OpKind::MinAll, x,
+              r, x.dtype());
 }
 
 Tensor extreme_dims(const char* name, bool is_max, const Tensor& x, const Shape& dims,
@@ -171,13 +180,13 @@ Tensor extreme_dims(const char* name, bool is_max, const Tensor& x, const Shape&
   const Reduction r = plan_reduction(name, x, dims, keepdim);
   check_nonempty_dims(name, x, r);
   TraceOpScope trace(name);
-  return fold(is_max ? ReduceOp::Max : ReduceOp::Min, is_max ? OpKind::Amax : OpKind::Amin,
-              x, r, x.dtype());
+  return fold(is_max ? ReduceOp::Max : ReduceOp::Min, is_max ? OpKind::Amax : OpKind::Amin, x, r,
+              x.dtype());
 }
 
 // (values, indices) along one dim; values may be skipped (argmax/argmin).
-std::pair<Tensor, Tensor> arg_extreme(const char* name, bool is_max, const Tensor& x,
-                                      int64_t dim, bool keepdim, bool want_values) {
+std::pair<Tensor, Tensor> arg_extreme(const char* name, bool is_max, const Tensor& x, int64_t dim,
+                                      bool keepdim, bool want_values) {
   detail::check_defined(name, x);
   const int d = wrap_dim(dim, x.dim(), name);
   const Reduction r = plan_reduction(name, x, x.dim() == 0 ? Shape{} : Shape{d}, keepdim);
@@ -191,8 +200,8 @@ std::pair<Tensor, Tensor> arg_extreme(const char* name, bool is_max, const Tenso
     values = new_tensor(r.out_shape, x.dtype(), x.device());
     values_op = reduced_operand(values, x, r);
   }
-  kernels_for(x.device()).arg_reduce(is_max, values_op, reduced_operand(indices, x, r),
-                                     operand(x), d);
+  kernels_for(x.device())
+      .arg_reduce(is_max, values_op, reduced_operand(indices, x, r), operand(x), d);
   return {values, indices};
 }
 
@@ -236,8 +245,8 @@ Tensor variance(const char* name, OpKind kind, const Tensor& x, const Shape& dim
   const Reduction r = plan_reduction(name, x, dims, keepdim);
   TraceOpScope trace(name);
   Tensor out = new_tensor(r.out_shape, x.dtype(), x.device());
-  kernels_for(x.device()).var(reduced_operand(out, x, r), operand(x), correction,
-                              kind == OpKind::Std);
+  kernels_for(x.device())
+      .var(reduced_operand(out, x, r), operand(x), correction, kind == OpKind::Std);
   if (should_record({&x})) {
     OpAttrs attrs = reduction_attrs(x, r);
     attrs.correction = correction;
@@ -306,8 +315,12 @@ Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   return variance("std", OpKind::Std, x, dims, correction, keepdim);
 }
 
-Tensor max(const Tensor& x) { return extreme_all("max", true, x); }
-Tensor min(const Tensor& x) { return extreme_all("min", false, x); }
+Tensor max(const Tensor& x) {
+  return extreme_all("max", true, x);
+}
+Tensor min(const Tensor& x) {
+  return extreme_all("min", false, x);
+}
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   auto result = arg_extreme("max", true, x, dim, keepdim, true);
@@ -382,18 +395,18 @@ Tensor norm(const Tensor& input, double p, const Shape& dims, bool keepdim) {
 Tensor any(const Tensor& x) {
   detail::check_defined("any", x);
   TraceOpScope trace("any");
-  return fold(ReduceOp::Any, OpKind::NumOpKinds, x, plan_reduction("any", x, {}, false),
-              kBool);
+  return fold(ReduceOp::Any, OpKind::NumOpKinds, x, plan_reduction("any", x, {}, false), kBool);
 }
 
 Tensor all(const Tensor& x) {
   detail::check_defined("all", x);
   TraceOpScope trace("all");
-  return fold(ReduceOp::All, OpKind::NumOpKinds, x, plan_reduction("all", x, {}, false),
-              kBool);
+  return fold(ReduceOp::All, OpKind::NumOpKinds, x, plan_reduction("all", x, {}, false), kBool);
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", false, x, dim); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_op("softmax", false, x, dim);
+}
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_op("log_softmax", true, x, dim);
 }

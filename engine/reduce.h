@@ -4,7 +4,9 @@
 //   Allocates: the reduced result (the input's sizes with the reduced dims removed, or kept as 1
 //              with keepdim); max/min along a dim also allocate an int64 indices tensor. No
 //              full-size temporaries except where stated (var/std allocate nothing extra: they
-//              make two passes). softmax/log_softmax allocate their result only.
+//              make two passes). softmax/log_softmax allocate their result only. argmax/argmin
+//              without a dim of a non-contiguous input flatten a temporary contiguous copy
+//              (freed before returning), as PyTorch's reshape(-1) does.
 //   Aliases:   nothing. Version: unchanged.
 //   Saves (autograd): sum/mean nothing (only sizes); var/std the input; max/min along a dim the
 //              indices; full max/min, amax/amin, logsumexp, norm the input and the result;

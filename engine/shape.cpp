@@ -154,7 +154,7 @@ Shape view_strides(const Shape& sizes, const Shape& strides, const Shape& target
   // other; every new dimension must be carved out of exactly one chunk.
   ok = true;
   if (sizes.empty()) return Shape::filled(target.size(), 1);
-  if (numel_of(sizes) == 0) return contiguous_strides(target);
+  if (numel_of(sizes) == 0) return sizes == target ? strides : contiguous_strides(target);
   Shape out = Shape::filled(target.size(), 0);
   int view_d = target.size() - 1;
   int64_t chunk_base_stride = sizes.empty() ? 1 : strides.back();

@@ -250,7 +250,7 @@ class Tensor {
   Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
 
-  // PyTorch-like printing: tensor([[1.0000, 2.0000], ...], dtype=float64, device='sim:0').
+  // PyTorch-like printing: tensor([[1.0000, 2.0000], ...], device='sim:0', dtype=float64).
   std::string str() const;
 
  private:

@@ -9,8 +9,9 @@
 //            outer (bias gradients, (B, C) -> (C)): accumulators for up to kColumnWidth outputs
 //            are updated by every reduced row, vectorised along the kept dim;
 //   strided  anything else: the same per-output fold over strided rows.
-// Accumulation: float32/float16 sums in float lanes per block, blocks in double; float64 in
-// double; integer and bool sums in int64. Results are stored converted to the output's dtype.
+// Accumulation: floating sums (float16/32/64) in double lanes, per-block totals in double;
+// integer and bool sums in int64; max/min in the compute type (float for float16). Results
+// are stored converted to the output's dtype.
 // Nothing is allocated from the device allocators; the work split never depends on the number
 // of threads, so results are reproducible.
 #include "kernels/cpu/cpu_backend.h"
@@ -43,17 +44,23 @@ struct FoldOp {
   using C = compute_t<T>;
   static constexpr bool kFloating = std::is_floating_point_v<C>;
   using A = std::conditional_t<F == Fold::Any || F == Fold::All, bool,
-            std::conditional_t<F == Fold::Max || F == Fold::Min, C,
-            std::conditional_t<kFloating, double, int64_t>>>;
+                               std::conditional_t<F == Fold::Max || F == Fold::Min, C,
+                                                  std::conditional_t<kFloating, double, int64_t>>>;
 
   static A init() {
     switch (F) {
-      case Fold::Sum: return A(0);
-      case Fold::Prod: return A(1);
-      case Fold::Max: return extreme_identity<true, A>();
-      case Fold::Min: return extreme_identity<false, A>();
-      case Fold::Any: return A(false);
-      case Fold::All: return A(true);
+      case Fold::Sum:
+        return A(0);
+      case Fold::Prod:
+        return A(1);
+      case Fold::Max:
+        return extreme_identity<true, A>();
+      case Fold::Min:
+        return extreme_identity<false, A>();
+      case Fold::Any:
+        return A(false);
+      case Fold::All:
+        return A(true);
     }
     return A(0);
   }
@@ -93,7 +100,8 @@ struct FoldOp {
       return true;
     } else {
       A acc = init();
-      for (int64_t i = 0; i < n; ++i) acc = combine(acc, convert(p[i]));
+      for (int64_t i = 0; i < n; ++i)
+        acc = combine(acc, convert(p[i]));
       return acc;
     }
   }
@@ -110,7 +118,8 @@ struct FoldAcc {
       value = Op::combine(value, Op::contiguous(reinterpret_cast<const T*>(p), n));
       return;
     }
-    for (int64_t i = 0; i < n; ++i) value = Op::combine(value, Op::convert(load<T>(p + i * stride)));
+    for (int64_t i = 0; i < n; ++i)
+      value = Op::combine(value, Op::convert(load<T>(p + i * stride)));
   }
   void merge(const FoldAcc& other) { value = Op::combine(value, other.value); }
 };
@@ -131,12 +140,14 @@ template <Fold F, typename T>
 void fold_columns(const ReducePlan& plan, const char* base, int64_t r0, int64_t r1, int64_t w,
                   typename FoldOp<F, T>::A* acc) {
   using Op = FoldOp<F, T>;
-  for (int64_t c = 0; c < w; ++c) acc[c] = Op::init();
+  for (int64_t c = 0; c < w; ++c)
+    acc[c] = Op::init();
   const LoopNest<1> nest = LoopNest<1>::make({&plan.red});
   nest.run({const_cast<char*>(base)}, r0, r1, [&](auto p, auto s, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const T* row = reinterpret_cast<const T*>(p[0] + i * s[0]);
-      for (int64_t c = 0; c < w; ++c) acc[c] = Op::combine(acc[c], Op::convert(row[c]));
+      for (int64_t c = 0; c < w; ++c)
+        acc[c] = Op::combine(acc[c], Op::convert(row[c]));
     }
   });
 }
@@ -146,9 +157,11 @@ template <Fold F, typename T>
 void merge_columns(const typename FoldOp<F, T>::A* parts, int64_t num_chunks, int64_t w,
                    typename FoldOp<F, T>::A* acc) {
   using Op = FoldOp<F, T>;
-  for (int64_t c = 0; c < w; ++c) acc[c] = Op::init();
+  for (int64_t c = 0; c < w; ++c)
+    acc[c] = Op::init();
   for (int64_t k = 0; k < num_chunks; ++k) {
-    for (int64_t c = 0; c < w; ++c) acc[c] = Op::combine(acc[c], parts[k * w + c]);
+    for (int64_t c = 0; c < w; ++c)
+      acc[c] = Op::combine(acc[c], parts[k * w + c]);
   }
 }
 
@@ -180,8 +193,8 @@ void fold_column_tasks(const ReducePlan& plan, DType out_dtype, Finish finish) {
     if (!split_rows) {
       fold_columns<F, T>(plan, plan.input_of(j), 0, rows, w, out_acc);
     } else {
-      const int64_t chunk = std::max({int64_t{1}, kReduceChunk / w,
-                                      (rows + kMaxRowChunks - 1) / kMaxRowChunks});
+      const int64_t chunk =
+          std::max({int64_t{1}, kReduceChunk / w, (rows + kMaxRowChunks - 1) / kMaxRowChunks});
       const int64_t num_chunks = (rows + chunk - 1) / chunk;
       const std::unique_ptr<A[]> parts(new A[static_cast<size_t>(num_chunks * w)]);
 #pragma omp parallel for schedule(static)
@@ -192,7 +205,8 @@ void fold_column_tasks(const ReducePlan& plan, DType out_dtype, Finish finish) {
       merge_columns<F, T>(parts.get(), num_chunks, w, out_acc);
     }
     char* out = plan.output_of(j);
-    for (int64_t c = 0; c < w; ++c) store_as(out + c * out_es, out_dtype, finish(out_acc[c]));
+    for (int64_t c = 0; c < w; ++c)
+      store_as(out + c * out_es, out_dtype, finish(out_acc[c]));
   });
 }
 
@@ -200,9 +214,9 @@ void fold_column_tasks(const ReducePlan& plan, DType out_dtype, Finish finish) {
 // strided: then the column path reads memory in order.
 bool columns_apply(const ReducePlan& plan) {
   const int k = plan.kept_in.ndim;
-  return k > 0 && plan.red.ndim > 0 && plan.kept_in.strides[k - 1] == 1 &&
-         plan.kept_out.strides[k - 1] == 1 && plan.red.strides[plan.red.ndim - 1] != 1 &&
-         plan.reduce_numel > 1;
+  return k > 0 && plan.num_outputs > 0 && plan.red.ndim > 0 && plan.reduce_numel > 1 &&
+         plan.kept_in.strides[k - 1] == 1 && plan.kept_out.strides[k - 1] == 1 &&
+         plan.red.strides[plan.red.ndim - 1] != 1;
 }
 
 template <Fold F, typename T, typename Finish>
@@ -261,7 +275,8 @@ struct ExpSumAcc {
         return;
       }
     }
-    for (int64_t i = 0; i < n; ++i) value += std::exp(to_acc<double>(load<T>(p + i * stride)) - shift);
+    for (int64_t i = 0; i < n; ++i)
+      value += std::exp(to_acc<double>(load<T>(p + i * stride)) - shift);
   }
   void merge(const ExpSumAcc& other) { value += other.value; }
 };
@@ -285,10 +300,14 @@ struct NormAcc {
 
   double term(double x) const {
     switch (kind) {
-      case NormKind::Zero: return x != 0.0 ? 1.0 : 0.0;
-      case NormKind::One: return std::abs(x);
-      case NormKind::Two: return x * x;
-      default: return std::pow(std::abs(x), p);
+      case NormKind::Zero:
+        return x != 0.0 ? 1.0 : 0.0;
+      case NormKind::One:
+        return std::abs(x);
+      case NormKind::Two:
+        return x * x;
+      default:
+        return std::pow(std::abs(x), p);
     }
   }
   void row(const char* p_row, int64_t stride, int64_t n) {
@@ -304,7 +323,8 @@ struct NormAcc {
     } else if (contiguous && kind == NormKind::One) {
       value += lane_sum<double>(q, n, [](double x) { return std::abs(x); });
     } else {
-      for (int64_t i = 0; i < n; ++i) value += term(to_acc<double>(load<T>(p_row + i * stride)));
+      for (int64_t i = 0; i < n; ++i)
+        value += term(to_acc<double>(load<T>(p_row + i * stride)));
     }
   }
   void merge(const NormAcc& other) {
@@ -318,9 +338,12 @@ struct NormAcc {
   }
   double finish() const {
     switch (kind) {
-      case NormKind::Two: return std::sqrt(value);
-      case NormKind::General: return std::pow(value, 1.0 / p);
-      default: return value;
+      case NormKind::Two:
+        return std::sqrt(value);
+      case NormKind::General:
+        return std::pow(value, 1.0 / p);
+      default:
+        return value;
     }
   }
 };
@@ -419,15 +442,21 @@ void CpuBackend::reduce(ReduceOp op, const Operand& out, const Operand& in) {
   dispatch_dtype(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case ReduceOp::Sum: return run_fold<Fold::Sum, T>(plan, out.dtype, same);
+      case ReduceOp::Sum:
+        return run_fold<Fold::Sum, T>(plan, out.dtype, same);
       case ReduceOp::Mean:
         return run_fold<Fold::Sum, T>(plan, out.dtype,
                                       [n](auto v) { return static_cast<double>(v) / n; });
-      case ReduceOp::Prod: return run_fold<Fold::Prod, T>(plan, out.dtype, same);
-      case ReduceOp::Max: return run_fold<Fold::Max, T>(plan, out.dtype, same);
-      case ReduceOp::Min: return run_fold<Fold::Min, T>(plan, out.dtype, same);
-      case ReduceOp::Any: return run_fold<Fold::Any, T>(plan, out.dtype, same);
-      case ReduceOp::All: return run_fold<Fold::All, T>(plan, out.dtype, same);
+      case ReduceOp::Prod:
+        return run_fold<Fold::Prod, T>(plan, out.dtype, same);
+      case ReduceOp::Max:
+        return run_fold<Fold::Max, T>(plan, out.dtype, same);
+      case ReduceOp::Min:
+        return run_fold<Fold::Min, T>(plan, out.dtype, same);
+      case ReduceOp::Any:
+        return run_fold<Fold::Any, T>(plan, out.dtype, same);
+      case ReduceOp::All:
+        return run_fold<Fold::All, T>(plan, out.dtype, same);
     }
   });
 }

@@ -32,9 +32,9 @@ constexpr int64_t kExpBlock = 1024;
 // K operands seen as rows along `dim`: the other dims (merged where contiguous) locate a row.
 template <size_t K>
 struct RowGeometry {
-  std::array<Operand, K> rest;     // the operands without `dim`
-  std::array<int64_t, K> stride;   // along dim, in elements
-  int64_t length = 0;              // elements along dim
+  std::array<Operand, K> rest;    // the operands without `dim`
+  std::array<int64_t, K> stride;  // along dim, in elements
+  int64_t length = 0;             // elements along dim
   int64_t num_rows = 1;
 
   template <typename T>
@@ -84,7 +84,8 @@ RowGeometry<K> make_rows(const std::array<const Operand*, K>& ops, int dim) {
   for (int d = 0; d < ops[0]->ndim; ++d) {
     if (d == dim) continue;
     std::array<int64_t, K> strides;
-    for (size_t k = 0; k < K; ++k) strides[k] = ops[k]->strides[d];
+    for (size_t k = 0; k < K; ++k)
+      strides[k] = ops[k]->strides[d];
     append_dim<K>(rest, ops[0]->sizes[d], strides);
     g.num_rows *= ops[0]->sizes[d];
   }
@@ -146,7 +147,8 @@ void softmax_columns(const T* x, T* y, int64_t sx, int64_t sy, int64_t n, int64_
     sum[c] = T(0);
   }
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t c = 0; c < w; ++c) top[c] = pick<true>(top[c], x[i * sx + c]);
+    for (int64_t c = 0; c < w; ++c)
+      top[c] = pick<true>(top[c], x[i * sx + c]);
   }
   Map<T> tops(top, w), sums(sum, w);
   for (int64_t i = 0; i < n; ++i) {
@@ -156,10 +158,12 @@ void softmax_columns(const T* x, T* y, int64_t sx, int64_t sy, int64_t n, int64_
   }
   if (!log) {
     sums = sums.inverse();
-    for (int64_t i = 0; i < n; ++i) Map<T>(y + i * sy, w) *= sums;
+    for (int64_t i = 0; i < n; ++i)
+      Map<T>(y + i * sy, w) *= sums;
   } else {
     tops += sums.log();
-    for (int64_t i = 0; i < n; ++i) Map<T>(y + i * sy, w) = ConstMap<T>(x + i * sx, w) - tops;
+    for (int64_t i = 0; i < n; ++i)
+      Map<T>(y + i * sy, w) = ConstMap<T>(x + i * sx, w) - tops;
   }
 }
 
@@ -210,9 +214,11 @@ void softmax_strided(const RowGeometry<2>& g, bool log) {
     char* y = g.row_bytes(0, j);
     const char* x = g.row_bytes(1, j);
     C top = extreme_identity<true, C>();
-    for (int64_t i = 0; i < n; ++i) top = pick<true>(top, load_as<C>(x + i * sx, in_dtype));
+    for (int64_t i = 0; i < n; ++i)
+      top = pick<true>(top, load_as<C>(x + i * sx, in_dtype));
     double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(load_as<C>(x + i * sx, in_dtype) - top);
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::exp(load_as<C>(x + i * sx, in_dtype) - top);
     if (!log) {
       const C inv = static_cast<C>(1.0 / sum);
       for (int64_t i = 0; i < n; ++i) {
@@ -280,8 +286,8 @@ void CpuBackend::softmax(const Operand& out, const Operand& in, int dim, bool lo
             });
           } else {
             for_each_column_block(g, [&](int64_t j, int64_t w) {
-              softmax_columns<T>(g.row<T>(1, j), g.row<T>(0, j), g.stride[1], g.stride[0],
-                                 g.length, w, log);
+              softmax_columns<T>(g.row<T>(1, j), g.row<T>(0, j), g.stride[1], g.stride[0], g.length,
+                                 w, log);
             });
           }
         }
@@ -314,8 +320,8 @@ void CpuBackend::softmax_backward(const Operand& grad_in, const Operand& grad_ou
             });
           } else {
             for_each_column_block(g, [&](int64_t j, int64_t w) {
-              softmax_backward_columns<T>(g.row<T>(0, j), g.row<T>(1, j), g.row<T>(2, j),
-                                          g.stride, g.length, w, log);
+              softmax_backward_columns<T>(g.row<T>(0, j), g.row<T>(1, j), g.row<T>(2, j), g.stride,
+                                          g.length, w, log);
             });
           }
         }

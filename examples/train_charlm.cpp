@@ -1,0 +1,297 @@
+// train_charlm: a small character-level transformer (GPT-2 layout) trained on a text file, then
+// sampling text. By default the text is the licence collection every Debian machine has in
+// /usr/share/common-licenses (about 300 KB of English). Batches are generated on demand from
+// random offsets, so the data set costs nothing but the encoded text.
+//
+//   ./memgrad example train_charlm --steps 300 --context 64 --width 128 --layers 2
+//   ./memgrad example train_charlm --text my_book.txt --device sim:0 --memory-limit 512MiB
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+#include "engine/data/data_loader.h"
+#include "engine/io/checkpoint.h"
+#include "engine/nn/attention.h"
+#include "engine/nn/functional.h"
+#include "engine/optim/optimizer.h"
+#include "examples/common/progress.h"
+#include "examples/common/report.h"
+#include "examples/common/train_options.h"
+
+using namespace memgrad;
+using examples::rounded;
+
+namespace {
+
+constexpr const char* kDefaultTextDir = "/usr/share/common-licenses";
+
+struct Corpus {
+  std::string vocab;                 // the distinct characters, sorted
+  std::array<int64_t, 256> index{};  // character -> token
+  Tensor tokens;                     // (N) int64
+};
+
+std::string read_text(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::string text;
+  auto append = [&](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+  };
+  if (fs::is_directory(path)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(path)) {
+      if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) append(f);
+  } else if (fs::is_regular_file(path)) {
+    append(path);
+  }
+  if (text.size() < 1000) {
+    throw ValueError(fmt::format("[train_charlm] '{}' holds {} bytes of text; at least 1000 are "
+                                 "needed (give --text FILE)",
+                                 path, text.size()));
+  }
+  return text;
+}
+
+Corpus encode(const std::string& text) {
+  Corpus c;
+  std::array<bool, 256> seen{};
+  for (unsigned char ch : text) seen[ch] = true;
+  for (int ch = 0; ch < 256; ++ch) {
+    if (seen[static_cast<size_t>(ch)]) {
+      c.index[static_cast<size_t>(ch)] = static_cast<int64_t>(c.vocab.size());
+      c.vocab.push_back(static_cast<char>(ch));
+    }
+  }
+  std::vector<int64_t> ids(text.size());
+  for (size_t i = 0; i < text.size(); ++i) ids[i] = c.index[static_cast<unsigned char>(text[i])];
+  c.tokens = from_vector(ids, {static_cast<int64_t>(ids.size())});
+  return c;
+}
+
+// Item i: a context of T tokens and the same shifted by one, from an offset that depends only
+// on (seed, i): nothing is stored per item.
+class RandomWindows final : public data::Dataset {
+ public:
+  RandomWindows(Tensor tokens, int64_t begin, int64_t end, int64_t context, size_t items,
+                uint64_t seed)
+      : tokens_(std::move(tokens)), begin_(begin), end_(end), context_(context), items_(items),
+        seed_(seed) {}
+  size_t size() const override { return items_; }
+  data::Example get(size_t i) const override {
+    uint64_t z = seed_ + 0x9E3779B97F4A7C15ull * (i + 1);  // splitmix64
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const auto span = static_cast<uint64_t>(end_ - begin_ - context_ - 1);
+    const int64_t o = begin_ + static_cast<int64_t>(z % span);
+    return {tokens_.narrow(0, o, context_), tokens_.narrow(0, o + 1, context_)};
+  }
+
+ private:
+  Tensor tokens_;
+  int64_t begin_, end_, context_;
+  size_t items_;
+  uint64_t seed_;
+};
+
+class CharLM : public nn::UnaryModule {
+ public:
+  CharLM(int64_t vocab, int64_t width, int64_t layers, int64_t heads, int64_t context,
+         double dropout, Device device)
+      : context_(context) {
+    tok_ = register_module("tok_emb", std::make_shared<nn::Embedding>(vocab, width, device));
+    pos_ = register_module("pos_emb", std::make_shared<nn::Embedding>(context, width, device));
+    for (int64_t l = 0; l < layers; ++l) {
+      blocks_.push_back(register_module(
+          fmt::format("blocks.{}", l),
+          std::make_shared<nn::TransformerBlock>(width, heads, context, dropout, device)));
+    }
+    ln_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{width}, 1e-5, true, device));
+    head_ = register_module("head", std::make_shared<nn::Linear>(width, vocab,
+                                                                 nn::LinearOptions{true, device, kFloat32}));
+  }
+  // idx (B, T) int64 -> logits (B, T, vocab)
+  Tensor forward(const Tensor& idx) override {
+    const int64_t T = idx.size(1);
+    const Tensor positions = arange(T, TensorOptions(kInt64).with_device(idx.device()));
+    Tensor h = tok_->forward(idx) + pos_->forward(positions);
+    for (const auto& b : blocks_) h = b->forward(h);
+    return head_->forward(ln_->forward(h));
+  }
+  std::string name() const override { return "CharLM"; }
+  int64_t context() const { return context_; }
+
+ private:
+  int64_t context_;
+  std::shared_ptr<nn::Embedding> tok_, pos_;
+  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks_;
+  std::shared_ptr<nn::LayerNorm> ln_;
+  std::shared_ptr<nn::Linear> head_;
+};
+
+Tensor loss_of(CharLM& model, const data::Example& batch) {
+  const Tensor logits = model.forward(batch.input);
+  const int64_t V = logits.size(-1);
+  return nn::cross_entropy(logits.reshape({-1, V}), batch.target.reshape({-1}));
+}
+
+double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t batch) {
+  NoGradGuard no_grad;
+  model.eval();
+  data::DataLoader loader(val, {.batch_size = static_cast<size_t>(batch), .device = device});
+  double sum = 0.0;
+  int64_t n = 0;
+  while (auto b = loader.next()) {
+    sum += loss_of(model, *b).item<double>();
+    ++n;
+  }
+  model.train();
+  return sum / static_cast<double>(std::max<int64_t>(n, 1));
+}
+
+// Samples `length` characters after `prompt` at temperature `temperature`.
+std::string sample(CharLM& model, const Corpus& corpus, const std::string& prompt, int64_t length,
+                   double temperature, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  std::vector<int64_t> ids;
+  for (unsigned char ch : prompt) ids.push_back(corpus.index[ch]);
+  std::string out = prompt;
+  for (int64_t i = 0; i < length; ++i) {
+    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - model.context());
+    const std::vector<int64_t> window(ids.begin() + start, ids.end());
+    const Tensor idx = from_vector(window, {1, static_cast<int64_t>(window.size())}).to(device);
+    const Tensor logits = model.forward(idx).select(1, -1).select(0, 0);
+    const std::vector<double> probs = softmax(logits / temperature, 0).to_vector<double>();
+    const double u = rand({1}).item<double>();
+    double acc = 0.0;
+    size_t pick = probs.size() - 1;
+    for (size_t k = 0; k < probs.size(); ++k) {
+      acc += probs[k];
+      if (u < acc) {
+        pick = k;
+        break;
+      }
+    }
+    ids.push_back(static_cast<int64_t>(pick));
+    out += corpus.vocab[pick];
+  }
+  model.train();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  examples::TrainOptions opt;
+  int64_t steps = 300, context = 64, width = 128, layers = 2, heads = 4, sample_length = 200;
+  double dropout = 0.0;
+  std::string text_path = kDefaultTextDir;
+  CLI::App app{"Train a small character-level transformer on a text and sample from it."};
+  examples::add_train_flags(app, opt, /*default_epochs=*/1, /*default_batch=*/32);
+  app.add_option("--steps", steps, "Optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--context", context, "Context length (tokens)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--width", width, "Model width (embedding size)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--layers", layers, "Transformer blocks")->capture_default_str()->check(CLI::Range(1, 16));
+  app.add_option("--heads", heads, "Attention heads")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--dropout", dropout, "Dropout probability")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--text", text_path, "A text file or a directory of text files")->capture_default_str();
+  app.add_option("--sample-length", sample_length, "Characters to sample at the end")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    manual_seed(opt.seed);
+    const Corpus corpus = encode(read_text(text_path));
+    const int64_t n = corpus.tokens.numel();
+    const int64_t split = n * 9 / 10;
+    fmt::print("text: {} characters from {}, vocabulary of {}\n", n, text_path, corpus.vocab.size());
+    const Device device = examples::configure_device(opt);
+    const Tensor tokens = corpus.tokens.to(device);
+    const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
+    CharLM model(static_cast<int64_t>(corpus.vocab.size()), width, layers, heads, context, dropout,
+                 device);
+    examples::MemoryReport report("Memory during the first training step (device allocator):");
+    int64_t params = 0;
+    for (const Tensor& p : model.parameters()) params += rounded(static_cast<int64_t>(p.nbytes()));
+    int64_t buffers = 0;
+    for (const auto& [name, b] : model.named_buffers()) buffers += rounded(static_cast<int64_t>(b.nbytes()));
+    report.add("after model init (parameters + causal masks)", params + buffers,
+               static_cast<int64_t>(memory_allocated(device)) - before_model);
+    fmt::print("model: {} parameters, {} blocks of width {}, {} heads, context {}\n",
+               model.num_parameters(), layers, width, heads, context);
+
+    examples::TrainOptions o = opt;
+    if (o.optimizer == "adam") o.optimizer = "adamw";
+    if (o.lr == 0.0) o.lr = 3e-3;
+    std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(o, model.parameters());
+    optim::CosineWithWarmup schedule(*optimizer, std::min<int64_t>(30, steps), steps, o.lr / 10);
+    RandomWindows train(tokens, 0, split, context, static_cast<size_t>(steps * opt.batch_size), opt.seed);
+    RandomWindows val(tokens, split, n, context, static_cast<size_t>(8 * opt.batch_size), opt.seed + 1);
+    data::DataLoader loader(train, {.batch_size = static_cast<size_t>(opt.batch_size),
+                                    .device = device});
+    examples::ProgressBar bar("training", steps);
+    double loss_avg = 0.0;
+    for (int64_t step = 0; step < steps; ++step) {
+      const std::optional<data::Example> batch = loader.next();
+      const bool first = step == 0;
+      if (first) loader.wait_until_prefetched();
+      const int64_t before = static_cast<int64_t>(memory_allocated(device));
+      Tensor loss = loss_of(model, *batch);
+      const int64_t forward = static_cast<int64_t>(memory_allocated(device)) - before;
+      loss.backward();
+      const int64_t backward = static_cast<int64_t>(memory_allocated(device)) - before - forward;
+      if (first) {
+        // Everything forward allocated except the 0-d loss is saved for backward, and backward
+        // frees all of it while it allocates the gradients.
+        report.note("forward (+ everything saved for backward, the loss)", forward);
+        report.add("backward (+ gradients - what forward saved)", params - (forward - rounded(4)),
+                   backward);
+      }
+      const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
+      optimizer->step();
+      schedule.step();
+      if (first) {
+        report.add("optimizer step (+ AdamW state, lazily)", 2 * params,
+                   static_cast<int64_t>(memory_allocated(device)) - before_step);
+      }
+      const int64_t before_zero = static_cast<int64_t>(memory_allocated(device));
+      optimizer->zero_grad();
+      if (first) {
+        report.add("zero_grad (- gradients)", -params,
+                   static_cast<int64_t>(memory_allocated(device)) - before_zero);
+      }
+      const double l = loss.item<double>();
+      loss_avg = step == 0 ? l : 0.95 * loss_avg + 0.05 * l;
+      bar.update(step + 1, loss_avg, 0.0);
+    }
+    bar.finish();
+    const double val_loss = evaluate(model, val, device, opt.batch_size);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print("validation loss {:.3f} (a uniform guess over {} characters scores {:.3f}); {:.1f} s\n\n",
+               val_loss, corpus.vocab.size(), std::log(static_cast<double>(corpus.vocab.size())),
+               seconds);
+    fmt::print("sample (temperature 0.8):\n{}\n\n",
+               sample(model, corpus, "The ", sample_length, 0.8, device));
+    report.print();
+    return report.all_match() ? 0 : 2;
+  } catch (const memgrad::Error& e) {
+    std::fprintf(stderr, "train_charlm: error: %s\n", e.what());
+    return 1;
+  }
+}
