@@ -32,21 +32,31 @@ namespace {
 constexpr int64_t kHidden = 512;
 constexpr int64_t kClasses = 10;
 
+// fc1 -> ReLU -> fc2 -> ReLU -> fc3, as a list of modules so that --checkpoint-segments can
+// split it.
 class Mlp : public nn::UnaryModule {
  public:
-  explicit Mlp(Device device) {
+  Mlp(Device device, int64_t checkpoint_segments) : segments_(checkpoint_segments) {
     const nn::LinearOptions o{true, device, kFloat32};
-    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(784, kHidden, o));
-    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden, o));
-    fc3_ = register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses, o));
+    layers_ = {register_module("fc1", std::make_shared<nn::Linear>(784, kHidden, o)),
+               std::make_shared<nn::ReLU>(),
+               register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden, o)),
+               std::make_shared<nn::ReLU>(),
+               register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses, o))};
   }
   Tensor forward(const Tensor& x) override {
-    return fc3_->forward(relu(fc2_->forward(relu(fc1_->forward(x)))));
+    if (segments_ > 0 && is_training()) {
+      return autograd::checkpoint_sequential(layers_, segments_, x);
+    }
+    Tensor h = x;
+    for (const auto& layer : layers_) h = layer->forward(h);
+    return h;
   }
   std::string name() const override { return "Mlp"; }
 
  private:
-  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
+  int64_t segments_;
+  std::vector<std::shared_ptr<nn::UnaryModule>> layers_;
 };
 
 // Bytes of the parameters as allocated.
@@ -101,7 +111,11 @@ int main(int argc, char** argv) {
                mnist.test.size());
     const Device device = examples::configure_device(opt);
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
-    Mlp model(device);
+    if (opt.checkpoint_segments > 5) {
+      throw ValueError(fmt::format("--checkpoint-segments {}: the MLP has 5 modules",
+                                   opt.checkpoint_segments));
+    }
+    Mlp model(device, opt.checkpoint_segments);
     FirstStepReport first;
     first.params = parameter_bytes(model);
     first.report.add("after model init (parameters)", first.params,
@@ -126,6 +140,10 @@ int main(int argc, char** argv) {
 
     const int64_t micro = opt.batch_size / opt.accumulate;
     bool report_pending = state.step == 0;
+    // The forward/backward expectations below are for the plain float32 step; with
+    // checkpointing or autocast those two rows are shown as measured only.
+    const bool plain_step = opt.checkpoint_segments == 0 && !opt.amp;
+    autograd::GradScaler scaler({.enabled = opt.amp});
     for (int64_t epoch = state.epoch; epoch < opt.epochs; ++epoch) {
       loader.start_epoch(static_cast<size_t>(epoch));
       examples::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, opt.epochs), steps_per_epoch);
@@ -143,34 +161,49 @@ int main(int argc, char** argv) {
             reset_peak_memory_stats(device);
             first.step_start = before;
           }
-          Tensor logits = model.forward(x);
-          Tensor loss = nn::cross_entropy(logits, y);
+          Tensor logits, loss;
+          {
+            autograd::AutocastGuard autocast(opt.amp);
+            logits = model.forward(x);
+            loss = nn::cross_entropy(logits, y);
+          }
+          const int64_t act = rounded(micro * kHidden * 4);
+          const int64_t small = rounded(micro * kClasses * 4);
           if (report_pending && m == 0) {
             // Saved for backward: both ReLU outputs (also the next Linear's inputs) and the
             // log-probabilities; alive besides: the logits and the 0-d loss.
-            const int64_t act = rounded(micro * kHidden * 4);
-            const int64_t small = rounded(micro * kClasses * 4);
-            first.report.add("forward (+ saved activations, logits, loss)",
-                             2 * act + 2 * small + rounded(4),
-                             static_cast<int64_t>(memory_allocated(device)) - before);
+            const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before;
+            if (plain_step) {
+              first.report.add("forward (+ saved activations, logits, loss)",
+                               2 * act + 2 * small + rounded(4), measured);
+            } else {
+              first.report.note("forward (checkpointing / autocast)", measured);
+            }
           }
           const int64_t before_backward = static_cast<int64_t>(memory_allocated(device));
-          (opt.accumulate > 1 ? loss / static_cast<double>(opt.accumulate) : loss).backward();
+          const Tensor scaled = opt.accumulate > 1 ? loss / static_cast<double>(opt.accumulate) : loss;
+          scaler.scale(scaled).backward();
           if (report_pending && m == 0) {
-            const int64_t act = rounded(micro * kHidden * 4);
-            const int64_t small = rounded(micro * kClasses * 4);
-            first.report.add("backward (+ gradients - saved activations)",
-                             first.params - 2 * act - small,
-                             static_cast<int64_t>(memory_allocated(device)) - before_backward);
+            const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_backward;
+            if (plain_step) {
+              // (+ the 0-d loss / accumulate, which is still held here when accumulating)
+              first.report.add("backward (+ gradients - saved activations)",
+                               first.params - 2 * act - small + (opt.accumulate > 1 ? rounded(4) : 0),
+                               measured);
+            } else {
+              first.report.note("backward (checkpointing / autocast)", measured);
+            }
           }
           step_loss += loss.item<double>() / static_cast<double>(opt.accumulate);
           step_acc += accuracy_of(logits, y) / static_cast<double>(opt.accumulate);
         }
         const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
-        optimizer->step();
+        const bool stepped = scaler.step(*optimizer);  // false: an inf/NaN gradient (--amp)
+        scaler.update();
         schedule.step();
         if (report_pending) {
-          const int64_t state_bytes = examples::optimizer_state_multiple(opt) * first.params;
+          const int64_t state_bytes =
+              stepped ? examples::optimizer_state_multiple(opt) * first.params : 0;
           first.report.add(fmt::format("optimizer step (+ {} state, lazily)", opt.optimizer),
                            state_bytes, static_cast<int64_t>(memory_allocated(device)) - before_step);
         }

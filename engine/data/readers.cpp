@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -72,13 +73,26 @@ Tensor read_idx(const std::string& path, bool as_labels, double scale) {
     throw CheckpointError(fmt::format("[read_idx] '{}' has a bad header ({} dimensions, {} bytes)",
                                       path, ndim, bytes.size()));
   }
+  // The product of the sizes is checked as it is formed: four 32-bit sizes can overflow it (and
+  // numel downstream), and a wrapped count could match the file's length.
   Shape sizes;
-  size_t count = 1;
+  size_t nonzero = 1;
+  bool has_zero = false, overflow = false;
   for (int d = 0; d < ndim; ++d) {
     const uint32_t s = big_endian_u32(bytes, 4 + 4 * static_cast<size_t>(d));
     sizes.push_back(s);
-    count *= s;
+    has_zero = has_zero || s == 0;
+    if (s != 0 && nonzero > static_cast<size_t>(std::numeric_limits<int64_t>::max()) / s) {
+      overflow = true;
+    }
+    if (s != 0 && !overflow) nonzero *= s;
   }
+  if (overflow) {
+    throw CheckpointError(fmt::format("[read_idx] '{}' is malformed: header shape {} has more "
+                                      "values than can exist, the file holds {}",
+                                      path, to_string(sizes), bytes.size() - data_at));
+  }
+  const size_t count = has_zero ? 0 : nonzero;
   if (bytes.size() != data_at + count) {
     throw CheckpointError(fmt::format("[read_idx] '{}' is truncated or padded: header says {} "
                                       "values of shape {}, the file holds {}",

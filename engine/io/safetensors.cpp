@@ -4,10 +4,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <numeric>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -94,9 +97,10 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   if (n > kMaxHeaderBytes || n > bytes.size() - 8) {
     corrupt(what, fmt::format("the header claims {} bytes but only {} follow", n, bytes.size() - 8));
   }
-  nlohmann::json header;
+  // Ordered: tensors that start at the same offset (empty ones) keep the header's order.
+  nlohmann::ordered_json header;
   try {
-    header = nlohmann::json::parse(bytes.substr(8, n));
+    header = nlohmann::ordered_json::parse(bytes.substr(8, n));
   } catch (const nlohmann::json::exception& e) {
     corrupt(what, fmt::format("the header is not valid JSON ({})", e.what()));
   }
@@ -121,10 +125,30 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
       corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name));
     }
     const DType dtype = parse_format_dtype(entry["dtype"].get<std::string>(), what, name);
+    if (entry["shape"].size() > static_cast<size_t>(kMaxDims)) {
+      corrupt(what, fmt::format("tensor '{}' has {} dimensions, more than the {} memgrad supports",
+                                name, entry["shape"].size(), kMaxDims));
+    }
+    // Sizes are checked before anything multiplies them: a crafted shape must not overflow
+    // numel (here or in the engine, which multiplies left to right).
     Shape shape;
+    uint64_t nonzero = 1;  // product of the non-zero sizes
+    bool has_zero = false, overflow = false;
     for (const auto& s : entry["shape"]) {
-      if (!s.is_number_unsigned()) corrupt(what, fmt::format("tensor '{}' has a bad shape", name));
-      shape.push_back(s.get<int64_t>());
+      constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      if (!s.is_number_unsigned() || s.get<uint64_t>() > kMax) {
+        corrupt(what, fmt::format("tensor '{}' has a bad shape", name));
+      }
+      const uint64_t size = s.get<uint64_t>();
+      has_zero = has_zero || size == 0;
+      if (size != 0 && nonzero > kMax / size) overflow = true;
+      if (size != 0 && !overflow) nonzero *= size;
+      shape.push_back(static_cast<int64_t>(size));
+    }
+    const uint64_t count = has_zero ? 0 : nonzero;
+    if (overflow || count > data_size) {
+      corrupt(what, fmt::format("tensor '{}' of shape {} has more elements than the {} data bytes",
+                                name, to_string(shape), data_size));
     }
     const auto& offs = entry["data_offsets"];
     if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
@@ -136,7 +160,7 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
                                 "file is truncated?)",
                                 name, begin, end, data_size));
     }
-    const size_t expected = static_cast<size_t>(numel_of(shape)) * element_size(dtype);
+    const size_t expected = count * element_size(dtype);
     if (end - begin != expected) {
       corrupt(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes but its "
                                 "offsets span {}",
@@ -147,15 +171,20 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
     if (expected > 0) std::memcpy(t.data_ptr(), bytes.data() + data_at + begin, expected);
     out.tensors.emplace_back(name, device == kCPU ? t : to_device(t, device));
   }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second) corrupt(what, "two tensors overlap in the data");
+  // Keep the file's order: offsets ascending, as writers lay tensors out (an empty tensor
+  // before the one that starts where it does; equal ranges in the header's order).
+  std::vector<size_t> order(out.tensors.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (ranges[order[i]].first < ranges[order[i - 1]].second) {
+      corrupt(what, "two tensors overlap in the data");
+    }
   }
-  // Keep the file's order (offsets ascending), as safetensors writers lay tensors out.
-  std::stable_sort(out.tensors.begin(), out.tensors.end(), [&](const auto& a, const auto& b) {
-    return header[a.first]["data_offsets"][0].template get<size_t>() <
-           header[b.first]["data_offsets"][0].template get<size_t>();
-  });
+  nn::StateDict sorted;
+  for (size_t i : order) sorted.push_back(std::move(out.tensors[i]));
+  out.tensors = std::move(sorted);
   return out;
 }
 
@@ -163,7 +192,7 @@ void save_safetensors(const std::string& path, const SafetensorsFile& file) {
   const std::string bytes = encode_safetensors(file);
   const std::filesystem::path target(path);
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
-  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  const std::string tmp = (dir / fmt::format(".{}.tmp", target.filename().string())).string();
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     throw CheckpointError(fmt::format("[safetensors] cannot create '{}': {}", tmp, std::strerror(errno)));

@@ -92,6 +92,10 @@ void Module::train(bool on) {
 Module& Module::to(Device device) {
   for (auto& [name, t] : named_parameters()) {
     if (t.device() != device) assign_data(t, to_device(t.detach(), device));
+    // As PyTorch's Module._apply: an existing gradient follows its parameter.
+    if (const Tensor g = t.grad(); g.defined() && g.device() != device) {
+      t.set_grad(to_device(g, device));
+    }
   }
   for (auto& [name, t] : named_buffers()) {
     if (t.device() != device) assign_data(t, to_device(t, device));
@@ -102,6 +106,9 @@ Module& Module::to(Device device) {
 Module& Module::to(DType dtype) {
   for (auto& [name, t] : named_parameters()) {
     if (t.dtype() != dtype && is_floating(t.dtype())) assign_data(t, to_dtype(t.detach(), dtype));
+    if (const Tensor g = t.grad(); g.defined() && g.dtype() != dtype && is_floating(g.dtype())) {
+      t.set_grad(to_dtype(g, dtype));
+    }
   }
   for (auto& [name, t] : named_buffers()) {
     if (t.dtype() != dtype && is_floating(t.dtype())) assign_data(t, to_dtype(t, dtype));

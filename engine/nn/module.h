@@ -43,8 +43,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Moves (or converts) every parameter and buffer in place: the Tensor handles users hold keep
-  // pointing at them. Allocates: the converted copies (the old storage is freed when unused).
+  // Moves (or converts) every parameter, its gradient if any, and every buffer in place: the
+  // Tensor handles users hold keep pointing at them. Allocates: the converted copies (the old
+  // storage is freed when unused).
   Module& to(Device device);
   Module& to(DType dtype);
 

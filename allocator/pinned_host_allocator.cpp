@@ -1,0 +1,237 @@
+// PinnedHostAllocator: power-of-two size classes, never split, event-deferred reuse.
+//
+// Follows CachingHostAllocatorImpl (PyTorch): allocate = process finished events -> round to a
+// power of two -> pop the size class's free list -> else a source call; free = record one event
+// per stream that used the block and park it, or push it straight to its free list.
+#include "allocator/pinned_host_allocator.h"
+
+#include <algorithm>
+#include <bit>
+#include <string>
+
+#include "allocator/error.h"
+
+namespace memgrad {
+namespace {
+
+// The host allocator keeps only aggregate figures: PyTorch's host stats have no pools.
+void add(PooledStat& stat, int64_t amount) { stat.pools[0].increase(amount); }
+void sub(PooledStat& stat, int64_t amount) { stat.pools[0].decrease(amount); }
+
+size_t size_class(size_t rounded) { return static_cast<size_t>(std::countr_zero(rounded)); }
+
+}  // namespace
+
+PinnedHostAllocator::PinnedHostAllocator(MemorySource& source) : Allocator(source) {}
+
+PinnedHostAllocator::~PinnedHostAllocator() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [event, record] : pending_events_) events_->release(event);
+  for (auto& [ptr, record] : records_) source_.free(ptr, record.size);
+}
+
+size_t PinnedHostAllocator::round_size(size_t nbytes) {
+  return nbytes == 0 ? 0 : std::bit_ceil(nbytes);
+}
+
+Block PinnedHostAllocator::allocate(size_t nbytes, StreamId stream) {
+  if (nbytes == 0) return Block{nullptr, 0, 0, stream, nullptr};
+  constexpr size_t kLargest = size_t{1} << 62;  // bit_ceil above this is undefined
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (nbytes > kLargest) throw_oom(nbytes, nbytes);
+  if (!pending_events_.empty()) process_events();
+  const size_t size = round_size(nbytes);
+  std::vector<Record*>& list = free_lists_[size_class(size)];
+  Record* record = nullptr;
+  if (!list.empty()) {
+    record = list.back();  // most recently freed first: its pages are the warmest
+    list.pop_back();
+  } else {
+    const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
+    const auto allowed = static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
+    void* ptr = reserved + size <= allowed ? source_.allocate(size) : nullptr;
+    if (ptr == nullptr && reserved > static_cast<size_t>(stats_.active_bytes.all().current)) {
+      release_cached();  // cached blocks of other sizes may make room
+      ptr = source_.allocate(size);
+    }
+    if (ptr == nullptr) throw_oom(nbytes, size);
+    record = &records_[ptr];
+    record->ptr = ptr;
+    record->size = size;
+    add(stats_.segment, 1);
+    add(stats_.reserved_bytes, static_cast<int64_t>(size));
+    ++stats_.num_device_alloc;
+    trace(TraceAction::SegmentAlloc, ptr, size, 0, stream);
+  }
+  record->allocated = true;
+  record->requested = nbytes;
+  const auto n = static_cast<int64_t>(size);
+  add(stats_.allocation, 1);
+  add(stats_.allocated_bytes, n);
+  add(stats_.active, 1);
+  add(stats_.active_bytes, n);
+  add(stats_.requested_bytes, static_cast<int64_t>(nbytes));
+  trace(TraceAction::Alloc, record->ptr, size, nbytes, stream);
+  return Block{record->ptr, size, nbytes, stream, record};
+}
+
+void PinnedHostAllocator::free(const Block& block) {
+  if (block.record == nullptr) return;
+  auto* record = static_cast<Record*>(block.record);
+  std::lock_guard<std::mutex> lock(mutex_);
+  internal_check(record->allocated, "free of a pinned block that is not allocated (double free?)");
+  record->allocated = false;
+  const auto n = static_cast<int64_t>(record->size);
+  sub(stats_.allocation, 1);
+  sub(stats_.allocated_bytes, n);
+  sub(stats_.requested_bytes, static_cast<int64_t>(record->requested));
+  trace(TraceAction::FreeRequested, record->ptr, record->size, record->requested, block.stream);
+  record->requested = 0;
+  if (!record->stream_uses.empty() && events_ != nullptr) {
+    // A copy queued on these streams may still read or write the bytes.
+    for (StreamId s : record->stream_uses) {
+      pending_events_.emplace_back(events_->record(s), record);
+      ++record->event_count;
+    }
+    record->stream_uses.clear();
+    return;
+  }
+  make_free(record);
+}
+
+void PinnedHostAllocator::make_free(Record* record) {
+  record->stream_uses.clear();
+  sub(stats_.active, 1);
+  sub(stats_.active_bytes, static_cast<int64_t>(record->size));
+  free_lists_[size_class(record->size)].push_back(record);
+  trace(TraceAction::FreeCompleted, record->ptr, record->size, 0, kDefaultStream);
+}
+
+void PinnedHostAllocator::record_stream(const Block& block, StreamId stream) {
+  if (block.record == nullptr || events_ == nullptr) return;
+  auto* record = static_cast<Record*>(block.record);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& uses = record->stream_uses;
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+}
+
+void PinnedHostAllocator::set_stream_events(StreamEvents* events) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_ = events;
+}
+
+size_t PinnedHostAllocator::pending_blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& [ptr, record] : records_) n += record.event_count > 0 ? 1 : 0;
+  return n;
+}
+
+void PinnedHostAllocator::process_events() {
+  // Events complete in record order per stream; stop at the first one still running (one queue
+  // for all streams, as in the device policy: simpler, at the cost of some delay).
+  while (!pending_events_.empty()) {
+    auto [event, record] = pending_events_.front();
+    if (!events_->query(event)) break;
+    events_->release(event);
+    pending_events_.pop_front();
+    if (--record->event_count == 0) make_free(record);
+  }
+}
+
+void PinnedHostAllocator::release_cached() {
+  process_events();
+  for (std::vector<Record*>& list : free_lists_) {
+    for (Record* record : list) {
+      const size_t size = record->size;
+      void* ptr = record->ptr;
+      source_.free(ptr, size);
+      sub(stats_.segment, 1);
+      sub(stats_.reserved_bytes, static_cast<int64_t>(size));
+      ++stats_.num_device_free;
+      trace(TraceAction::SegmentFree, ptr, size, 0, kDefaultStream);
+      records_.erase(ptr);
+    }
+    list.clear();
+  }
+}
+
+void PinnedHostAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached();
+}
+
+void PinnedHostAllocator::trace(TraceAction action, const void* ptr, size_t nbytes,
+                                size_t requested, StreamId stream) {
+  if (!trace_.enabled()) return;
+  trace_.record(action, reinterpret_cast<uintptr_t>(ptr), nbytes, requested, stream,
+                stats_.allocated_bytes.all().current, stats_.reserved_bytes.all().current);
+}
+
+void PinnedHostAllocator::throw_oom(size_t requested, size_t size) {
+  ++stats_.num_ooms;
+  OutOfMemoryInfo info;
+  info.device = source_.name();
+  info.requested = requested;
+  info.alloc_size = size;
+  info.capacity = source_.capacity();
+  info.free = source_.free_bytes();
+  info.fraction_set = fraction_ != 1.0;
+  info.allowed = static_cast<size_t>(fraction_ * static_cast<double>(info.capacity));
+  info.allocated = static_cast<size_t>(stats_.allocated_bytes.all().current);
+  info.reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
+  throw OutOfMemoryError(std::move(info));
+}
+
+MemoryStats PinnedHostAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void PinnedHostAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.reset_peak();
+}
+
+void PinnedHostAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.reset_accumulated();
+}
+
+size_t PinnedHostAllocator::memory_allocated() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(stats_.allocated_bytes.all().current);
+}
+
+size_t PinnedHostAllocator::memory_reserved() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(stats_.reserved_bytes.all().current);
+}
+
+std::vector<SegmentSnapshot> PinnedHostAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<SegmentSnapshot> out;
+  for (const auto& [ptr, r] : records_) {
+    const auto address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
+    SegmentSnapshot s;
+    s.address = address;
+    s.nbytes = r.size;
+    s.blocks.push_back({address, r.size, r.requested, r.allocated});
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
+  return out;
+}
+
+void PinnedHostAllocator::set_memory_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw ConfigError("set_memory_fraction: fraction must be in (0, 1], got " +
+                          std::to_string(fraction),
+                      "per_process_memory_fraction", std::to_string(fraction));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  fraction_ = fraction;
+}
+
+}  // namespace memgrad

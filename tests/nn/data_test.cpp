@@ -1,0 +1,400 @@
+// Datasets and the DataLoader (coverage, seeded shuffling, drop_last, prefetching, flat memory
+// for datasets that generate their items), and the IDX and CSV readers on files written here,
+// with every malformed case a CheckpointError naming the file.
+#include <doctest/doctest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "engine/data/data_loader.h"
+#include "engine/data/readers.h"
+#include "tests/support/stats_delta.h"
+#include "tests/support/tensor_check.h"
+
+using namespace memgrad;
+using memgrad::testing::check_values;
+using memgrad::testing::rounded;
+using memgrad::testing::StatsDelta;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("memgrad_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void write_gzip(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+             static_cast<int>(bytes.size()));
+  REQUIRE_EQ(gzclose(f), Z_OK);
+}
+
+void append_u32_be(std::string& s, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+// An IDX file of unsigned bytes: magic 00 00 08 ndim, big-endian sizes, then the values.
+std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& values,
+                      uint8_t type = 0x08) {
+  std::string s{'\0', '\0', static_cast<char>(type), static_cast<char>(dims.size())};
+  for (uint32_t d : dims) append_u32_be(s, d);
+  s.append(values.begin(), values.end());
+  return s;
+}
+
+std::vector<uint8_t> iota_bytes(size_t n, uint8_t start = 0) {
+  std::vector<uint8_t> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+// n items whose input is [i, i] and target i.
+data::TensorDataset numbered(int64_t n) {
+  const Tensor idx = arange(n, kInt64);
+  return data::TensorDataset(stack({idx, idx}, 1).to(kFloat32), idx);
+}
+
+// All targets of one epoch, in delivery order.
+std::vector<int64_t> epoch_targets(data::DataLoader& loader) {
+  std::vector<int64_t> out;
+  while (auto batch = loader.next()) {
+    const std::vector<int64_t> t = batch->target.to_vector<int64_t>();
+    out.insert(out.end(), t.begin(), t.end());
+  }
+  return out;
+}
+
+// A dataset that holds nothing: item i is generated when asked (64 floats of value i).
+class Generated final : public data::Dataset {
+ public:
+  explicit Generated(size_t n) : n_(n) {}
+  size_t size() const override { return n_; }
+  data::Example get(size_t i) const override {
+    if (i >= n_) throw IndexError("[Generated] index out of range");
+    return {full({64}, static_cast<double>(i)), scalar_tensor(static_cast<int64_t>(i), kInt64)};
+  }
+
+ private:
+  size_t n_;
+};
+
+}  // namespace
+
+TEST_SUITE("nn") {
+
+TEST_CASE("TensorDataset returns views for items and one gather per batch") {
+  const data::TensorDataset ds = numbered(5);
+  CHECK_EQ(ds.size(), 5);
+  StatsDelta d(allocator_for(kCPU));
+  const data::Example e = ds.get(3);
+  CHECK_EQ(d.allocated(), 0);  // items are views of the dataset's tensors
+  check_values(e.input, {2}, {3, 3});
+  CHECK_EQ(e.target.item<int64_t>(), 3);
+  CHECK(e.input.shares_storage_with(ds.inputs()));
+  const data::Example b = ds.get_batch({4, 0, 2});
+  CHECK_EQ(d.allocated(), rounded(3 * 2 * 4) + rounded(3 * 8));  // the batch; the index is freed
+  check_values(b.input, {3, 2}, {4, 4, 0, 0, 2, 2});
+  CHECK_EQ(b.target.to_vector<int64_t>(), std::vector<int64_t>{4, 0, 2});
+  CHECK_THROWS_WITH_AS(ds.get(5), doctest::Contains("index 5 out of range for 5 items"), IndexError);
+  CHECK_THROWS_AS(ds.get_batch({1, 7}), IndexError);
+  CHECK_THROWS_WITH_AS(data::TensorDataset(zeros({4, 2}), zeros({3})),
+                       doctest::Contains("inputs [4, 2] and targets [3]"), ShapeError);
+  // The default get_batch stacks the items.
+  const Generated gen(10);
+  const data::Example g = gen.get_batch({7, 1});
+  CHECK_EQ(g.input.sizes(), Shape{2, 64});
+  CHECK_EQ(g.target.to_vector<int64_t>(), std::vector<int64_t>{7, 1});
+}
+
+TEST_CASE("DataLoader covers every item once per epoch in a seeded shuffled order") {
+  const data::TensorDataset ds = numbered(103);
+  data::DataLoader loader(ds, {.batch_size = 10, .shuffle = true, .seed = 5});
+  CHECK_EQ(loader.num_batches(), 11);
+  std::vector<size_t> sizes;
+  std::vector<int64_t> epoch0;
+  while (auto batch = loader.next()) {
+    sizes.push_back(static_cast<size_t>(batch->input.size(0)));
+    // input row = [i, i] for target i: rows and targets stay paired.
+    CHECK(equal(batch->input.select(1, 0), batch->target.to(kFloat32)));
+    const std::vector<int64_t> t = batch->target.to_vector<int64_t>();
+    epoch0.insert(epoch0.end(), t.begin(), t.end());
+  }
+  CHECK_FALSE(loader.next().has_value());  // stays exhausted
+  CHECK_EQ(sizes.size(), 11);
+  CHECK_EQ(sizes.back(), 3);
+  CHECK_EQ(std::vector<size_t>(loader.order().begin(), loader.order().end()).size(), 103);
+  for (size_t i = 0; i < epoch0.size(); ++i) CHECK_EQ(static_cast<size_t>(epoch0[i]), loader.order()[i]);
+  std::vector<int64_t> sorted = epoch0;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> all(103);
+  std::iota(all.begin(), all.end(), 0);
+  CHECK_EQ(sorted, all);
+  CHECK_NE(epoch0, all);  // shuffled
+
+  loader.start_epoch(1);
+  const std::vector<int64_t> epoch1 = epoch_targets(loader);
+  CHECK_NE(epoch1, epoch0);
+  std::vector<int64_t> sorted1 = epoch1;
+  std::sort(sorted1.begin(), sorted1.end());
+  CHECK_EQ(sorted1, all);
+  // Another loader with the same seed gives the same order for the same epoch.
+  data::DataLoader again(ds, {.batch_size = 7, .shuffle = true, .seed = 5});
+  again.start_epoch(1);
+  CHECK_EQ(epoch_targets(again), epoch1);
+  again.start_epoch(0);
+  CHECK_EQ(epoch_targets(again), epoch0);
+  // Without shuffling: 0, 1, 2, ...
+  data::DataLoader plain(ds, {.batch_size = 10});
+  CHECK_EQ(epoch_targets(plain), all);
+  // A different seed: a different order.
+  data::DataLoader other(ds, {.batch_size = 10, .shuffle = true, .seed = 6});
+  CHECK_NE(epoch_targets(other), epoch0);
+}
+
+TEST_CASE("DataLoader drop_last drops the short final batch") {
+  const data::TensorDataset ds = numbered(103);
+  data::DataLoader loader(ds, {.batch_size = 10, .shuffle = true, .drop_last = true});
+  CHECK_EQ(loader.num_batches(), 10);
+  size_t batches = 0;
+  std::vector<int64_t> seen;
+  while (auto batch = loader.next()) {
+    ++batches;
+    CHECK_EQ(batch->input.size(0), 10);
+    const std::vector<int64_t> t = batch->target.to_vector<int64_t>();
+    seen.insert(seen.end(), t.begin(), t.end());
+  }
+  CHECK_EQ(batches, 10);
+  std::sort(seen.begin(), seen.end());
+  CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // no duplicates
+  const data::TensorDataset small = numbered(3);
+  data::DataLoader none(small, {.batch_size = 4, .drop_last = true});
+  CHECK_EQ(none.num_batches(), 0);
+  CHECK_FALSE(none.next().has_value());
+  data::DataLoader one(small, {.batch_size = 4});
+  CHECK_EQ(one.num_batches(), 1);
+  CHECK_THROWS_WITH_AS(data::DataLoader(small, {.batch_size = 0}),
+                       doctest::Contains("batch_size must be >= 1"), ValueError);
+}
+
+TEST_CASE("DataLoader gives identical batches with and without prefetching") {
+  const data::TensorDataset ds = numbered(57);
+  std::vector<std::vector<data::Example>> runs;
+  for (size_t prefetch : {0, 1, 3}) {
+    data::DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .seed = 9, .prefetch = prefetch});
+    loader.start_epoch(2);
+    std::vector<data::Example> batches;
+    while (auto batch = loader.next()) batches.push_back(*batch);
+    runs.push_back(std::move(batches));
+  }
+  for (size_t r = 1; r < runs.size(); ++r) {
+    CAPTURE(r);
+    REQUIRE_EQ(runs[r].size(), runs[0].size());
+    for (size_t b = 0; b < runs[0].size(); ++b) {
+      CHECK(equal(runs[r][b].input, runs[0][b].input));
+      CHECK(equal(runs[r][b].target, runs[0][b].target));
+    }
+  }
+}
+
+TEST_CASE("DataLoader delivers batches on the requested device") {
+  const data::TensorDataset ds = numbered(10);
+  data::DataLoader loader(ds, {.batch_size = 4, .device = Device("sim:0")});
+  auto batch = loader.next();
+  REQUIRE(batch.has_value());
+  CHECK_EQ(batch->input.device(), Device("sim:0"));
+  CHECK_EQ(batch->target.device(), Device("sim:0"));
+  CHECK_EQ(batch->target.cpu().to_vector<int64_t>(), std::vector<int64_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("an on-demand dataset keeps memory flat across an epoch") {
+  constexpr size_t kItems = 4000, kBatch = 32, kPrefetch = 2;
+  const Generated ds(kItems);
+  // What one batch costs while it is built: every item (input 64 floats, target one int64,
+  // each rounded to 512 bytes) and the stacked result.
+  const int64_t batch_bytes = rounded(kBatch * 64 * 4) + rounded(kBatch * 8);
+  const int64_t building =
+      static_cast<int64_t>(kBatch) * (rounded(64 * 4) + rounded(8)) + batch_bytes;
+  const int64_t before = static_cast<int64_t>(memory_allocated(kCPU));
+  reset_peak_memory_stats(kCPU);
+  int64_t sum = 0;
+  size_t batches = 0;
+  {
+    data::DataLoader loader(ds, {.batch_size = kBatch, .shuffle = true, .prefetch = kPrefetch});
+    while (auto batch = loader.next()) {
+      sum += batch->target.sum().item<int64_t>();
+      ++batches;
+    }
+    // Every generated item was freed once its batch was used.
+    CHECK_EQ(static_cast<int64_t>(memory_allocated(kCPU)), before);
+  }
+  CHECK_EQ(batches, (kItems + kBatch - 1) / kBatch);
+  CHECK_EQ(sum, static_cast<int64_t>(kItems * (kItems - 1) / 2));
+  CHECK_EQ(static_cast<int64_t>(memory_allocated(kCPU)), before);
+  const int64_t peak = static_cast<int64_t>(max_memory_allocated(kCPU)) - before;
+  CAPTURE(peak);
+  // At most: the batch in use, kPrefetch waiting, one being built (plus a little for the sum).
+  CHECK(peak <= static_cast<int64_t>(kPrefetch + 2) * building);
+  CHECK(peak < static_cast<int64_t>(kItems * 64 * 4) / 4);  // far below the whole data set
+}
+
+TEST_CASE("read_idx reads plain and gzip-compressed IDX files") {
+  TempDir dir;
+  const std::string images = dir.file("images-idx3-ubyte");
+  const std::vector<uint8_t> pixels = iota_bytes(24, 230);  // 230..253
+  write_bytes(images, idx_bytes({2, 3, 4}, pixels));
+  const Tensor t = data::read_idx(images);
+  std::vector<double> expected;
+  for (uint8_t p : pixels) expected.push_back(static_cast<float>(p * (1.0 / 255.0)));
+  check_values(t, {2, 3, 4}, expected, 0.0);
+  CHECK_EQ(t.dtype(), kFloat32);
+  check_values(data::read_idx(images, false, 1.0), {2, 3, 4},
+               std::vector<double>(pixels.begin(), pixels.end()), 0.0);
+
+  const std::string labels = dir.file("labels-idx1-ubyte.gz");
+  write_gzip(labels, idx_bytes({5}, {3, 1, 4, 1, 5}));
+  const Tensor l = data::read_idx(labels, /*as_labels=*/true);
+  CHECK_EQ(l.dtype(), kInt64);
+  CHECK_EQ(l.to_vector<int64_t>(), std::vector<int64_t>{3, 1, 4, 1, 5});
+  // Gzip is recognised by its magic bytes, whatever the name.
+  const std::string hidden = dir.file("labels-no-suffix");
+  write_gzip(hidden, idx_bytes({2}, {9, 8}));
+  CHECK_EQ(data::read_idx(hidden, true).to_vector<int64_t>(), std::vector<int64_t>{9, 8});
+}
+
+TEST_CASE("load_mnist reads the four files, compressed or not, and flattens the images") {
+  TempDir dir;
+  write_gzip(dir.file("train-images-idx3-ubyte.gz"), idx_bytes({3, 2, 2}, iota_bytes(12)));
+  write_bytes(dir.file("train-labels-idx1-ubyte"), idx_bytes({3}, {0, 9, 4}));
+  write_bytes(dir.file("t10k-images-idx3-ubyte"), idx_bytes({1, 2, 2}, {255, 0, 0, 255}));
+  CHECK_THROWS_WITH_AS(data::load_mnist(dir.file("")),
+                       doctest::Contains("'t10k-labels-idx1-ubyte' not found"), CheckpointError);
+  write_gzip(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes({1}, {7}));
+  const data::MnistSplit m = data::load_mnist(dir.file(""));
+  CHECK_EQ(m.train.size(), 3);
+  CHECK_EQ(m.train.inputs().sizes(), Shape{3, 4});
+  CHECK_EQ(m.train.targets().to_vector<int64_t>(), std::vector<int64_t>{0, 9, 4});
+  check_values(m.test.inputs(), {1, 4}, {1, 0, 0, 1}, 0.0);
+  CHECK_EQ(m.test.targets().item<int64_t>(), 7);
+}
+
+TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
+  TempDir dir;
+  struct Case {
+    std::string name;
+    std::string bytes;
+    const char* message;
+  };
+  std::string overflow = idx_bytes({65536, 65536, 65536, 65536}, {});  // 2^64 values claimed
+  const std::vector<Case> cases{
+      {"empty", "", "is truncated: 0 bytes"},
+      {"short-header", std::string("\0\0\x08", 3), "is truncated: 3 bytes"},
+      {"bad-magic", "\x01\x02\x08\x01" + std::string(4, '\0'), "is not an IDX file"},
+      {"float-type", idx_bytes({2}, {0, 0, 0, 0, 0, 0, 0, 0}, 0x0D), "element type 0x0d is not supported"},
+      {"no-dims", idx_bytes({}, {}), "has a bad header (0 dimensions"},
+      {"five-dims", idx_bytes({1, 1, 1, 1, 1}, {7}), "has a bad header (5 dimensions"},
+      {"cut-sizes", idx_bytes({2, 3}, {}).substr(0, 9), "has a bad header (2 dimensions, 9 bytes)"},
+      {"truncated", idx_bytes({10}, iota_bytes(7)), "header says 10 values of shape [10], the file holds 7"},
+      {"padded", idx_bytes({10}, iota_bytes(12)), "header says 10 values of shape [10], the file holds 12"},
+      {"overflowing-sizes", overflow, "the file holds 0"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const std::string path = dir.file(c.name);
+    write_bytes(path, c.bytes);
+    CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains(path.c_str()), CheckpointError);
+    CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains(c.message), CheckpointError);
+  }
+  const std::string missing = dir.file("does-not-exist");
+  CHECK_THROWS_WITH_AS(data::read_idx(missing), doctest::Contains(("cannot open '" + missing + "'").c_str()),
+                       CheckpointError);
+  // A gzip stream cut short.
+  const std::string whole = dir.file("whole.gz");
+  write_gzip(whole, idx_bytes({4096}, std::vector<uint8_t>(4096, 17)));
+  std::ifstream in(whole, std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = dir.file("cut.gz");
+  write_bytes(cut, gz.substr(0, gz.size() / 2));
+  CHECK_THROWS_WITH_AS(data::read_idx(cut), doctest::Contains(cut.c_str()), CheckpointError);
+}
+
+TEST_CASE("read_csv reads features and a label column, with or without a header") {
+  TempDir dir;
+  const std::string path = dir.file("iris.csv");
+  write_bytes(path, "a,b,label\n1,2,0\n3.5,-4e1,2\r\n\n0.25, 7 ,1\n");
+  const data::TensorDataset ds = data::read_csv(path, /*has_header=*/true);
+  CHECK_EQ(ds.size(), 3);
+  check_values(ds.inputs(), {3, 2}, {1, 2, 3.5, -40, 0.25, 7}, 0.0);
+  CHECK_EQ(ds.targets().to_vector<int64_t>(), std::vector<int64_t>{0, 2, 1});
+  CHECK_EQ(ds.targets().dtype(), kInt64);
+  const data::TensorDataset first = data::read_csv(path, true, /*label_column=*/0);
+  CHECK_EQ(first.targets().to_vector<int64_t>(), std::vector<int64_t>{1, 3, 0});
+  check_values(first.inputs(), {3, 2}, {2, 0, -40, 2, 7, 1}, 0.0);
+  const std::string no_header = dir.file("plain.csv");
+  write_bytes(no_header, "5,6,1\n7,8,0\n");
+  check_values(data::read_csv(no_header).inputs(), {2, 2}, {5, 6, 7, 8}, 0.0);
+}
+
+TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and column") {
+  TempDir dir;
+  struct Case {
+    std::string name;
+    const char* text;
+    const char* message;
+  };
+  const std::vector<Case> cases{
+      {"ragged.csv", "1,2,0\n3,4\n", "line 2 has 2 columns, expected 3"},
+      {"text.csv", "1,2,0\n3,x,1\n", "line 2 column 2: 'x' is not a number"},
+      {"empty-field.csv", "1,,0\n", "line 1 column 2: '' is not a number"},
+      {"trailing.csv", "1,2abc,0\n", "'2abc' is not a number"},
+      {"one-column.csv", "1\n2\n", "line 1 has 1 columns"},
+      {"header-only.csv", "a,b,c\n", "holds no rows"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const std::string path = dir.file(c.name);
+    write_bytes(path, c.text);
+    const bool header = c.name == "header-only.csv";
+    CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(path.c_str()), CheckpointError);
+    CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(c.message), CheckpointError);
+  }
+  const std::string ok = dir.file("ok.csv");
+  write_bytes(ok, "1,2,0\n");
+  CHECK_THROWS_WITH_AS(data::read_csv(ok, false, 3), doctest::Contains("label column 3 outside 3 columns"),
+                       CheckpointError);
+  CHECK_THROWS_AS(data::read_csv(ok, false, -4), CheckpointError);
+  CHECK_THROWS_WITH_AS(data::read_csv(dir.file("missing.csv")), doctest::Contains("cannot open"),
+                       CheckpointError);
+}
+
+}  // TEST_SUITE
