@@ -111,8 +111,8 @@ class RandomWindows final : public data::Dataset {
 class CharLM : public nn::UnaryModule {
  public:
   CharLM(int64_t vocab, int64_t width, int64_t layers, int64_t heads, int64_t context,
-         double dropout, Device device)
-      : context_(context) {
+         double dropout, int64_t checkpoint_segments, Device device)
+      : context_(context), segments_(checkpoint_segments) {
     tok_ = register_module("tok_emb", std::make_shared<nn::Embedding>(vocab, width, device));
     pos_ = register_module("pos_emb", std::make_shared<nn::Embedding>(context, width, device));
     for (int64_t l = 0; l < layers; ++l) {
@@ -129,7 +129,11 @@ class CharLM : public nn::UnaryModule {
     const int64_t T = idx.size(1);
     const Tensor positions = arange(T, TensorOptions(kInt64).with_device(idx.device()));
     Tensor h = tok_->forward(idx) + pos_->forward(positions);
-    for (const auto& b : blocks_) h = b->forward(h);
+    if (segments_ > 0 && is_training()) {
+      h = autograd::checkpoint_sequential(blocks_, segments_, h);
+    } else {
+      for (const auto& b : blocks_) h = b->forward(h);
+    }
     return head_->forward(ln_->forward(h));
   }
   std::string name() const override { return "CharLM"; }
@@ -137,13 +141,15 @@ class CharLM : public nn::UnaryModule {
 
  private:
   int64_t context_;
+  int64_t segments_;  // activation checkpointing over the blocks (0: off)
   std::shared_ptr<nn::Embedding> tok_, pos_;
-  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks_;
+  std::vector<std::shared_ptr<nn::UnaryModule>> blocks_;
   std::shared_ptr<nn::LayerNorm> ln_;
   std::shared_ptr<nn::Linear> head_;
 };
 
-Tensor loss_of(CharLM& model, const data::Example& batch) {
+Tensor loss_of(CharLM& model, const data::Example& batch, bool amp = false) {
+  autograd::AutocastGuard autocast(amp);
   const Tensor logits = model.forward(batch.input);
   const int64_t V = logits.size(-1);
   return nn::cross_entropy(logits.reshape({-1, V}), batch.target.reshape({-1}));
@@ -223,8 +229,12 @@ int main(int argc, char** argv) {
     const Device device = examples::configure_device(opt);
     const Tensor tokens = corpus.tokens.to(device);
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
+    if (opt.checkpoint_segments > layers) {
+      throw ValueError(fmt::format("--checkpoint-segments {} exceeds --layers {}",
+                                   opt.checkpoint_segments, layers));
+    }
     CharLM model(static_cast<int64_t>(corpus.vocab.size()), width, layers, heads, context, dropout,
-                 device);
+                 opt.checkpoint_segments, device);
     examples::MemoryReport report("Memory during the first training step (device allocator):");
     int64_t params = 0;
     for (const Tensor& p : model.parameters()) params += rounded(static_cast<int64_t>(p.nbytes()));
@@ -244,6 +254,7 @@ int main(int argc, char** argv) {
     RandomWindows val(tokens, split, n, context, static_cast<size_t>(8 * opt.batch_size), opt.seed + 1);
     data::DataLoader loader(train, {.batch_size = static_cast<size_t>(opt.batch_size),
                                     .device = device});
+    autograd::GradScaler scaler({.enabled = opt.amp});
     examples::ProgressBar bar("training", steps);
     double loss_avg = 0.0;
     for (int64_t step = 0; step < steps; ++step) {
@@ -251,9 +262,9 @@ int main(int argc, char** argv) {
       const bool first = step == 0;
       if (first) loader.wait_until_prefetched();
       const int64_t before = static_cast<int64_t>(memory_allocated(device));
-      Tensor loss = loss_of(model, *batch);
+      Tensor loss = loss_of(model, *batch, opt.amp);
       const int64_t forward = static_cast<int64_t>(memory_allocated(device)) - before;
-      loss.backward();
+      scaler.scale(loss).backward();
       const int64_t backward = static_cast<int64_t>(memory_allocated(device)) - before - forward;
       if (first) {
         // Everything forward allocated except the 0-d loss is saved for backward, and backward
@@ -263,10 +274,11 @@ int main(int argc, char** argv) {
                    backward);
       }
       const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
-      optimizer->step();
+      const bool stepped = scaler.step(*optimizer);
+      scaler.update();
       schedule.step();
       if (first) {
-        report.add("optimizer step (+ AdamW state, lazily)", 2 * params,
+        report.add("optimizer step (+ AdamW state, lazily)", stepped ? 2 * params : 0,
                    static_cast<int64_t>(memory_allocated(device)) - before_step);
       }
       const int64_t before_zero = static_cast<int64_t>(memory_allocated(device));
@@ -277,7 +289,7 @@ int main(int argc, char** argv) {
       }
       const double l = loss.item<double>();
       loss_avg = step == 0 ? l : 0.95 * loss_avg + 0.05 * l;
-      bar.update(step + 1, loss_avg, 0.0);
+      bar.update(step + 1, loss_avg, std::exp(-loss_avg));
     }
     bar.finish();
     const double val_loss = evaluate(model, val, device, opt.batch_size);

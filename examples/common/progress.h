@@ -1,5 +1,6 @@
 // A one-line progress bar for training loops: "epoch 2/10 [#####-----] 235/469 loss 0.41 acc
-// 85.3% 1.2s". On a terminal it redraws in place; otherwise (logs, docs) it prints one line per
+// 85.3% 1.2s" (the second metric is accuracy for classifiers; train_charlm shows exp(-loss),
+// the geometric-mean probability of the right next character). On a terminal it redraws in place; otherwise (logs, docs) it prints one line per
 // epoch so the output stays readable.
 #pragma once
 

@@ -38,10 +38,11 @@ namespace memgrad::kernels::cuda {
 // shapes, sizes) is appended when not empty.
 [[noreturn]] inline void throw_cuda_error(cudaError_t code, std::string_view call,
                                           std::string_view context, std::source_location where) {
-  std::string message = fmt::format("[cuda] {} failed: {} ({}) at {}:{}", call,
+  // fmt::runtime: nvcc cannot evaluate fmt's consteval format-string checks.
+  std::string message = fmt::format(fmt::runtime("[cuda] {} failed: {} ({}) at {}:{}"), call,
                                     cudaGetErrorName(code), cudaGetErrorString(code),
                                     where.file_name(), where.line());
-  if (!context.empty()) message += fmt::format("; {}", context);
+  if (!context.empty()) message += fmt::format(fmt::runtime("; {}"), context);
   throw CudaError(std::move(message), std::string(call), static_cast<int>(code));
 }
 
@@ -63,7 +64,8 @@ class DeviceGuard {
   explicit DeviceGuard(int device) {
     check_cuda(cudaGetDevice(&previous_), "cudaGetDevice(&previous)");
     if (previous_ != device) {
-      check_cuda(cudaSetDevice(device), "cudaSetDevice(device)", fmt::format("device {}", device));
+      check_cuda(cudaSetDevice(device), "cudaSetDevice(device)",
+                 fmt::format(fmt::runtime("device {}"), device));
       changed_ = true;
     }
   }

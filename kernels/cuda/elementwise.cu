@@ -193,19 +193,22 @@ struct AnyCompute {
   static constexpr bool supports = true;
 };
 
-struct UnaryFn : Arithmetic {
+struct UnaryFn {
+  using traits = Arithmetic;
   UnaryOp op;
   template <typename C>
   __device__ C operator()(const C (&v)[1]) const { return unary_value(op, v[0]); }
 };
 
-struct UnaryGradFn : FloatingOnly {  // (grad_out, saved)
+struct UnaryGradFn {  // (grad_out, saved)
+  using traits = FloatingOnly;
   UnaryOp op;
   template <typename C>
   __device__ C operator()(const C (&v)[2]) const { return unary_grad(op, v[0], v[1]); }
 };
 
-struct BinaryFn : Arithmetic {
+struct BinaryFn {
+  using traits = Arithmetic;
   BinaryOp op;
   double alpha;
   template <typename C>
@@ -214,7 +217,8 @@ struct BinaryFn : Arithmetic {
   }
 };
 
-struct ScalarFn : Arithmetic {  // `scalar` is already rounded as the CPU stores it
+struct ScalarFn {  // `scalar` is already rounded as the CPU stores it
+  using traits = Arithmetic;
   BinaryOp op;
   double scalar;
   bool scalar_first;
@@ -225,7 +229,8 @@ struct ScalarFn : Arithmetic {  // `scalar` is already rounded as the CPU stores
   }
 };
 
-struct PowGradFn : FloatingOnly {  // (grad_out, x)
+struct PowGradFn {  // (grad_out, x)
+  using traits = FloatingOnly;
   double exponent;
   template <typename C>
   __device__ C operator()(const C (&v)[2]) const {
@@ -234,7 +239,8 @@ struct PowGradFn : FloatingOnly {  // (grad_out, x)
   }
 };
 
-struct ClampFn : FloatingOnly {
+struct ClampFn {
+  using traits = FloatingOnly;
   double min, max;
   bool has_min, has_max;
   template <typename C>
@@ -247,7 +253,8 @@ struct ClampFn : FloatingOnly {
   }
 };
 
-struct ClampGradFn : FloatingOnly {  // (grad_out, x)
+struct ClampGradFn {  // (grad_out, x)
+  using traits = FloatingOnly;
   double min, max;
   bool has_min, has_max;
   template <typename C>
@@ -258,7 +265,8 @@ struct ClampGradFn : FloatingOnly {  // (grad_out, x)
   }
 };
 
-struct WhereFn : AnyCompute {  // (cond, a, b)
+struct WhereFn {  // (cond, a, b)
+  using traits = AnyCompute;
   template <typename C>
   __device__ C operator()(const C (&v)[3]) const { return v[0] != C(0) ? v[1] : v[2]; }
 };
@@ -394,7 +402,7 @@ void run(int device, const char* name, const std::array<const Operand*, N + 1>& 
     dispatch_storage(t, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
-      if constexpr (!std::is_same_v<T, bool> && F::template supports<C>) {
+      if constexpr (!std::is_same_v<T, bool> && F::traits::template supports<C>) {
         if (ops[0]->dtype == DType::Bool) {
           launch_map<N, T, bool, C>(device, name, ops, f);
         } else {
@@ -406,7 +414,7 @@ void run(int device, const char* name, const std::array<const Operand*, N + 1>& 
   }
   dispatch_compute(c, [&](auto tag) {
     using C = typename decltype(tag)::type;
-    if constexpr (F::template supports<C>) launch_strided<N, C>(device, name, ops, f);
+    if constexpr (F::traits::template supports<C>) launch_strided<N, C>(device, name, ops, f);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -227,6 +228,30 @@ TEST_CASE("DataLoader gives identical batches with and without prefetching") {
   }
 }
 
+TEST_CASE("DataLoader holds exactly `prefetch` batches ahead and frees them when destroyed") {
+  const data::TensorDataset ds = numbered(100);
+  // One batch of 10: inputs 10 x 2 floats and targets 10 int64, each rounded to 512 bytes.
+  const int64_t batch = rounded(10 * 2 * 4) + rounded(10 * 8);
+  StatsDelta d(allocator_for(kCPU));
+  std::optional<data::Example> held;
+  {
+    data::DataLoader loader(ds, {.batch_size = 10, .prefetch = 3});
+    loader.wait_until_prefetched();
+    CHECK_EQ(d.allocated(), 3 * batch);
+    held = loader.next();
+    loader.wait_until_prefetched();
+    CHECK_EQ(d.allocated(), 4 * batch);  // the one handed out, and three more ahead
+    data::DataLoader eager(ds, {.batch_size = 10, .prefetch = 0});
+    CHECK_EQ(d.allocated(), 4 * batch);  // prefetch 0 builds nothing ahead
+  }
+  // Destroying the loader mid-epoch stopped its thread and freed the batches it held.
+  CHECK_EQ(d.allocated(), batch);
+  REQUIRE(held.has_value());
+  CHECK_EQ(held->target.to_vector<int64_t>(), std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  held.reset();
+  CHECK_EQ(d.allocated(), 0);
+}
+
 TEST_CASE("DataLoader delivers batches on the requested device") {
   const data::TensorDataset ds = numbered(10);
   data::DataLoader loader(ds, {.batch_size = 4, .device = Device("sim:0")});
@@ -335,6 +360,8 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
     CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains(path.c_str()), CheckpointError);
     CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains(c.message), CheckpointError);
   }
+  CHECK_THROWS_WITH_AS(data::read_idx(dir.file("")), doctest::Contains(dir.file("").c_str()),
+                       CheckpointError);  // a directory
   const std::string missing = dir.file("does-not-exist");
   CHECK_THROWS_WITH_AS(data::read_idx(missing), doctest::Contains(("cannot open '" + missing + "'").c_str()),
                        CheckpointError);
