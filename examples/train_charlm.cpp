@@ -218,6 +218,10 @@ int main(int argc, char** argv) {
   app.add_option("--text", text_path, "A text file or a directory of text files")->capture_default_str();
   app.add_option("--sample-length", sample_length, "Characters to sample at the end")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (opt.describe) {
+    fmt::print("{}\n", "a small character-level transformer trained on a text, then sampling");
+    return 0;
+  }
 
   try {
     const auto start = std::chrono::steady_clock::now();

@@ -28,6 +28,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
   app.add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")->capture_default_str();
   app.add_option("--checkpoint-segments", o.checkpoint_segments, "Activation checkpointing: number of segments (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--amp", o.amp, "Mixed precision: float16 autocast with a GradScaler");
+  app.add_flag("--describe", o.describe, "Print a one-line description and exit");
 }
 
 Device configure_device(const TrainOptions& o) {

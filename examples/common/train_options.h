@@ -28,6 +28,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   int64_t checkpoint_segments = 0;  // activation checkpointing (0: off)
   bool amp = false;                 // float16 autocast + GradScaler
+  bool describe = false;            // print a one-line description and exit
 };
 
 // Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,

@@ -1,0 +1,54 @@
+// What every behaviour example shares: its identity, the standard flags, the printed header
+// and conclusion.
+//
+// Each behaviour bNN lives in examples/behaviours/bNN_<name>.cpp with a header bNN_<name>.h.
+// The .cpp holds the measurement as a function (returning its numbers) and a main() that prints
+// them; the test suite compiles the same .cpp with MEMGRAD_BEHAVIOUR_NO_MAIN and asserts the
+// claim on small sizes through the same function, so the program and its test cannot drift
+// apart.
+//
+// Output layout of every program:
+//   B5 -- views share storage; clone copies            (the id and title)
+//   source: seeds 001 §6 and FAQ                         (the articles, by file)
+//   claim: <what the articles say, paraphrased>
+//   <the expected vs measured table(s)>
+//   conclusion: <one line, computed from what was measured>
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/device.h"
+
+namespace memgrad::examples {
+
+struct BehaviourInfo {
+  const char* id;      // "B5"
+  const char* title;   // "views share storage; clone copies"
+  const char* source;  // "seeds 001 §6 and FAQ"
+  const char* claim;   // the articles' claim, paraphrased
+};
+
+// Standard flags: --size (a scale factor for the tensors, 1 = the documented small default),
+// --device, and --describe (prints "B5  views share storage; clone copies" and exits 0).
+struct BehaviourFlags {
+  int64_t size = 1;
+  std::string device = "cpu";
+  bool describe = false;
+};
+
+// Registers the standard flags on `app`.
+void add_behaviour_flags(CLI::App& app, BehaviourFlags& flags);
+
+// Handles --describe (returns true when the program should exit) and prints the header.
+bool start_behaviour(const BehaviourInfo& info, const BehaviourFlags& flags);
+
+// Prints "conclusion: <text>".
+void print_conclusion(const std::string& text);
+
+// Runs `body` and turns memgrad errors into a message and exit status 1 (for main()).
+int run_behaviour(int argc, char** argv, const BehaviourInfo& info,
+                  int (*body)(const BehaviourFlags& flags), CLI::App* extra = nullptr);
+
+}  // namespace memgrad::examples
