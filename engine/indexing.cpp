@@ -375,6 +375,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     positions.push_back(i);
   }
   if (parts.empty()) return new_tensor({0}, tensors[0].dtype(), tensors[0].device());
+  // Under autocast, mixed floating dtypes are cast to the widest (cat's "promote" policy).
+  if (autocast_enabled()) {
+    if (AutogradSeam* seam = autograd_seam()) seam->autocast_inputs(OpKind::Cat, parts);
+  }
   const Tensor& ref = parts[0];
   const int d = wrap_dim(dim, ref.dim(), "cat");
   int64_t total = 0;
