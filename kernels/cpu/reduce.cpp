@@ -374,7 +374,18 @@ ArgBest<compute_t<T>> arg_scan(const char* p, int64_t stride, int64_t begin, int
     const T* q = reinterpret_cast<const T*>(p);
     const C best = lane_extreme<kIsMax, C>(q + begin, end - begin, extreme_identity<kIsMax, C>());
     const bool nan = best != best;
-    for (int64_t i = begin; i < end; ++i) {
+    int64_t i = begin;
+    if (!nan) {
+      // Skip blocks without the value with a vectorised test, then find it one by one.
+      constexpr int64_t kBlock = 32;
+      for (; i + kBlock <= end; i += kBlock) {
+        bool found = false;
+        for (int64_t l = 0; l < kBlock; ++l)
+          found |= to_acc<C>(q[i + l]) == best;
+        if (found) break;
+      }
+    }
+    for (; i < end; ++i) {
       const C x = to_acc<C>(q[i]);
       if (x == best || (nan && x != x)) return {x, i};
     }
