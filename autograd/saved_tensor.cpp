@@ -5,6 +5,7 @@
 
 #include "autograd/autograd_meta.h"
 #include "autograd/error.h"
+#include "autograd/graph.h"
 #include "autograd/node.h"
 
 namespace memgrad::autograd {
@@ -14,6 +15,16 @@ namespace {
 Tensor without_history(const Tensor& t) {
   return Tensor(std::make_shared<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
                                              t.storage_offset(), t.dtype()));
+}
+
+// The saved data carrying the history it had when it was saved (output `output_nr` of `fn`).
+Tensor with_history(const Tensor& data, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
+  Tensor alias = without_history(data);
+  AutogradMeta& meta = meta_of(alias);
+  meta.grad_fn = fn;
+  meta.output_nr = output_nr;
+  alias.impl()->set_requires_grad_flag(true);
+  return alias;
 }
 
 }  // namespace
@@ -34,7 +45,14 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks
     unpack_ = hooks->unpack;
     return;
   }
-  data_ = is_output ? without_history(t) : t;
+  // Only a leaf that requires grad is kept as itself (its gradient accumulates through it; no
+  // in-place op can give it a history later). Anything else is kept without its metadata: the
+  // tensor's grad_fn may later be replaced by an in-place op whose node reaches this one (as in
+  // x.sub_(x.amax(...)), where amax saved x), and holding the tensor itself would then be a
+  // reference cycle that never frees the graph or its saved memory. A non-leaf's history is
+  // restored from grad_fn_ at unpack.
+  const bool keep_original = !is_output && is_leaf_ && t.requires_grad();
+  data_ = keep_original ? t : without_history(t);
   saved_version_ = t.version();
 }
 
@@ -65,6 +83,7 @@ Tensor SavedTensor::unpack(const Node& owner) const {
         dtype_name(data_.dtype()), to_string(data_.sizes()), producer, current, saved_version_,
         owner.name()));
   }
+  if (!is_output_ && grad_fn_) return with_history(data_, grad_fn_, output_nr_);
   return data_;
 }
 

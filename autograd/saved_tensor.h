@@ -44,7 +44,7 @@ class SavedTensor {
   bool defined() const { return defined_; }
 
  private:
-  Tensor data_;               // the tensor (without history if it was an output)
+  Tensor data_;               // a leaf requiring grad itself; else data without history
   std::any packed_;           // what the pack hook returned, when hooks were active
   UnpackHook unpack_;         // the unpack hook to call, when hooks were active
   std::shared_ptr<Node> grad_fn_;  // the input's producing node, for error messages

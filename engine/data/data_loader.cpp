@@ -27,6 +27,41 @@ Example Dataset::get_batch(const std::vector<size_t>& indices) const {
   return {stack(inputs), stack(targets)};
 }
 
+namespace {
+
+Tensor empty_like_batch(const Tensor& item, size_t n) {
+  std::vector<int64_t> sizes{static_cast<int64_t>(n)};
+  for (int64_t s : item.sizes()) sizes.push_back(s);
+  return empty(sizes, TensorOptions(item.dtype()).with_device(item.device()));
+}
+
+void check_batch_buffers(const Example& out, size_t n, const char* who) {
+  if (!out.input.defined() || !out.target.defined() || out.input.dim() == 0 ||
+      out.target.dim() == 0 || out.input.size(0) != static_cast<int64_t>(n) ||
+      out.target.size(0) != static_cast<int64_t>(n)) {
+    throw ShapeError(fmt::format("[{}] fill_batch needs tensors of {} items, got input {} and "
+                                 "target {}",
+                                 who, n, out.input.defined() ? to_string(out.input.sizes()) : "undefined",
+                                 out.target.defined() ? to_string(out.target.sizes()) : "undefined"));
+  }
+}
+
+}  // namespace
+
+Example Dataset::empty_batch(size_t n) const {
+  const Example item = get(0);
+  return {empty_like_batch(item.input, n), empty_like_batch(item.target, n)};
+}
+
+void Dataset::fill_batch(const std::vector<size_t>& indices, Example& out) const {
+  check_batch_buffers(out, indices.size(), "Dataset");
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const Example item = get(indices[k]);
+    out.input.select(0, static_cast<int64_t>(k)).copy_(item.input);
+    out.target.select(0, static_cast<int64_t>(k)).copy_(item.target);
+  }
+}
+
 TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
     : inputs_(std::move(inputs)), targets_(std::move(targets)) {
   if (inputs_.dim() == 0 || targets_.dim() == 0 || inputs_.size(0) != targets_.size(0)) {
@@ -75,19 +110,43 @@ void DataLoader::start_epoch(size_t epoch) {
     std::shuffle(order_.begin(), order_.end(), rng);
   }
   next_batch_ = 0;
-  produce_next_ = 0;
+  scheduled_ = 0;
+  pending_.clear();
   ready_.clear();
+  in_flight_ = false;
+  error_ = nullptr;
   stop_ = false;
-  if (options_.prefetch > 0 && num_batches() > 0) worker_ = std::thread([this] { worker_loop(); });
+  if (options_.prefetch > 0 && num_batches() > 0) {
+    for (size_t k = 0; k < options_.prefetch; ++k) schedule_next();
+    worker_ = std::thread([this] { worker_loop(); });
+  }
+}
+
+std::vector<size_t> DataLoader::batch_indices(size_t batch_index) const {
+  const size_t begin = batch_index * options_.batch_size;
+  const size_t end = std::min(begin + options_.batch_size, order_.size());
+  return {order_.begin() + static_cast<std::ptrdiff_t>(begin),
+          order_.begin() + static_cast<std::ptrdiff_t>(end)};
 }
 
 Example DataLoader::make_batch(size_t batch_index) {
-  const size_t begin = batch_index * options_.batch_size;
-  const size_t end = std::min(begin + options_.batch_size, order_.size());
-  const std::vector<size_t> indices(order_.begin() + static_cast<std::ptrdiff_t>(begin),
-                                    order_.begin() + static_cast<std::ptrdiff_t>(end));
   TraceLabelScope label("data loading");
-  return dataset_.get_batch(indices);
+  return dataset_.get_batch(batch_indices(batch_index));
+}
+
+void DataLoader::schedule_next() {
+  if (scheduled_ >= num_batches()) return;
+  Example buffers;
+  {
+    TraceLabelScope label("data loading");
+    buffers = dataset_.empty_batch(batch_indices(scheduled_).size());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.emplace_back(scheduled_, std::move(buffers));
+  }
+  ++scheduled_;
+  cv_.notify_all();
 }
 
 Example DataLoader::deliver(Example batch) {
@@ -114,21 +173,34 @@ Example DataLoader::deliver(Example batch) {
 }
 
 void DataLoader::worker_loop() {
-  const size_t total = num_batches();
   while (true) {
-    size_t index;
+    std::pair<size_t, Example> job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || (ready_.size() < options_.prefetch && produce_next_ < total); });
-      if (stop_ || produce_next_ >= total) return;
-      index = produce_next_++;
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (stop_) return;
+      job = std::move(pending_.front());
+      pending_.pop_front();
+      in_flight_ = true;
     }
-    Example batch = make_batch(index);
+    std::exception_ptr error;
+    try {
+      dataset_.fill_batch(batch_indices(job.first), job.second);
+    } catch (...) {
+      error = std::current_exception();  // an exception must not leave the thread
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ready_.emplace_back(index, std::move(batch));
+      in_flight_ = false;
+      if (error) {
+        error_ = error;  // next() rethrows it once the batches before this one are handed out
+        pending_.clear();
+      } else {
+        ready_.push_back(std::move(job));
+      }
     }
     cv_.notify_all();
+    if (error) return;
   }
 }
 
@@ -144,12 +216,7 @@ void DataLoader::stop_worker() {
 void DataLoader::wait_until_prefetched() {
   if (options_.prefetch == 0) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  const size_t total = num_batches();
-  // Produced batches are either handed out or waiting in ready_.
-  cv_.wait(lock, [&] {
-    return stop_ || ready_.size() >= options_.prefetch ||
-           (produce_next_ >= total && ready_.size() + next_batch_ >= total);
-  });
+  cv_.wait(lock, [&] { return stop_ || error_ || (pending_.empty() && !in_flight_); });
 }
 
 std::optional<Example> DataLoader::next() {
@@ -158,12 +225,16 @@ std::optional<Example> DataLoader::next() {
   if (options_.prefetch == 0) {
     batch = make_batch(next_batch_);
   } else {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return !ready_.empty(); });
-    batch = std::move(ready_.front().second);
-    ready_.pop_front();
-    lock.unlock();
-    cv_.notify_all();
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return !ready_.empty() || error_; });
+      if (ready_.empty()) std::rethrow_exception(error_);
+      batch = std::move(ready_.front().second);
+      ready_.pop_front();
+    }
+    // The buffers of the batch `prefetch` ahead are allocated here, on this thread, after the
+    // batch handed out: the same allocation order on every run.
+    schedule_next();
   }
   ++next_batch_;
   return deliver(std::move(batch));

@@ -1,7 +1,9 @@
 // DataLoader: batches from a Dataset, shuffled per epoch with a seed, built ahead of time on a
 // background thread.
 //
-// Memory: at most `prefetch` batches exist ahead of the one being used. With a CUDA target, each
+// Memory: at most `prefetch` batches exist ahead of the one being used. Their tensors are
+// allocated on the thread that calls next() (the background thread only fills them), so the
+// device allocator sees the same sequence of requests on every run. With a CUDA target, each
 // batch is collated into pinned host staging buffers that are reused from batch to batch (no
 // allocation per batch once warm) and copied to the device asynchronously; on other targets the
 // batch is moved with to(device).
@@ -9,6 +11,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,7 +46,9 @@ class DataLoader {
   // Starts epoch `epoch` (reshuffles with seed + epoch). Implicitly called by next() at the end
   // of an epoch's batches only when the user calls it again.
   void start_epoch(size_t epoch);
-  // The next batch of the current epoch, or nullopt at its end.
+  // The next batch of the current epoch, or nullopt at its end. Rethrows what building the batch
+  // threw (the dataset's error), also when the background thread built it; it is thrown again
+  // by every later call until start_epoch().
   std::optional<Example> next();
 
   // Blocks until the background thread has prepared every batch it may prepare ahead (the
@@ -57,7 +62,11 @@ class DataLoader {
   size_t staging_allocations() const { return staging_allocations_; }
 
  private:
+  std::vector<size_t> batch_indices(size_t batch_index) const;
   Example make_batch(size_t batch_index);
+  // Allocates the buffers of the next unscheduled batch (on the calling thread) and queues them
+  // for the worker to fill.
+  void schedule_next();
   Example deliver(Example host_batch);
   void worker_loop();
   void stop_worker();
@@ -69,12 +78,15 @@ class DataLoader {
   size_t staging_allocations_ = 0;
   std::vector<Tensor> staging_;  // pinned buffers reused across batches (CUDA targets)
 
-  // Background prefetch state.
+  // Background prefetch state. Batches move pending_ (allocated, to fill) -> worker -> ready_.
   std::mutex mutex_;
   std::condition_variable cv_;
+  size_t scheduled_ = 0;  // batches whose buffers were allocated (owned by the caller's thread)
+  std::deque<std::pair<size_t, Example>> pending_;
   std::deque<std::pair<size_t, Example>> ready_;
-  size_t produce_next_ = 0;
+  bool in_flight_ = false;
   bool stop_ = false;
+  std::exception_ptr error_;  // what stopped the worker; rethrown by next() after ready_ drains
   std::thread worker_;
 };
 

@@ -154,8 +154,8 @@ TensorDataset read_csv(const std::string& path, bool has_header, int label_colum
     const size_t label = label_column < 0 ? columns - static_cast<size_t>(-label_column)
                                           : static_cast<size_t>(label_column);
     if (label >= columns) {
-      throw CheckpointError(fmt::format("[read_csv] label column {} outside {} columns",
-                                        label_column, columns));
+      throw CheckpointError(fmt::format("[read_csv] '{}': label column {} outside {} columns",
+                                        path, label_column, columns));
     }
     for (size_t c = 0; c < columns; ++c) {
       if (c == label) {

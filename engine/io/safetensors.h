@@ -4,8 +4,9 @@
 // round-trip bit-exactly and open in Python's safetensors.
 //
 // Loading validates everything before trusting it: a truncated file, a header longer than the
-// file, malformed JSON, an unknown dtype, offsets outside the data or inconsistent with the
-// shape, and overlapping tensors each throw a CheckpointError naming the file and the problem.
+// file, malformed JSON, an unknown dtype, a shape with more than 8 dimensions or more elements
+// than the data holds, offsets outside the data or inconsistent with the shape, and overlapping
+// tensors each throw a CheckpointError naming the file and the problem.
 #pragma once
 
 #include <map>

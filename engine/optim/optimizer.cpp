@@ -61,6 +61,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
+  TracePhaseScope phase("zero_grad");
+  TraceOpScope op("zero_grad");
   NoGradScope no_grad;
   for (const Tensor& p : params_) {
     if (!p.grad().defined()) continue;

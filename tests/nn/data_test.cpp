@@ -62,14 +62,16 @@ void write_gzip(const std::string& path, const std::string& bytes) {
 }
 
 void append_u32_be(std::string& s, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    s.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 // An IDX file of unsigned bytes: magic 00 00 08 ndim, big-endian sizes, then the values.
 std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& values,
                       uint8_t type = 0x08) {
   std::string s{'\0', '\0', static_cast<char>(type), static_cast<char>(dims.size())};
-  for (uint32_t d : dims) append_u32_be(s, d);
+  for (uint32_t d : dims)
+    append_u32_be(s, d);
   s.append(values.begin(), values.end());
   return s;
 }
@@ -110,10 +112,23 @@ class Generated final : public data::Dataset {
   size_t n_;
 };
 
+// A dataset whose item `bad` cannot be produced.
+class Faulty final : public data::Dataset {
+ public:
+  Faulty(size_t n, size_t bad) : n_(n), bad_(bad) {}
+  size_t size() const override { return n_; }
+  data::Example get(size_t i) const override {
+    if (i == bad_) throw IndexError("[Faulty] item " + std::to_string(i) + " is unreadable");
+    return {full({2}, static_cast<double>(i)), scalar_tensor(static_cast<int64_t>(i), kInt64)};
+  }
+
+ private:
+  size_t n_, bad_;
+};
+
 }  // namespace
 
 TEST_SUITE("nn") {
-
 TEST_CASE("TensorDataset returns views for items and one gather per batch") {
   const data::TensorDataset ds = numbered(5);
   CHECK_EQ(ds.size(), 5);
@@ -127,7 +142,8 @@ TEST_CASE("TensorDataset returns views for items and one gather per batch") {
   CHECK_EQ(d.allocated(), rounded(3 * 2 * 4) + rounded(3 * 8));  // the batch; the index is freed
   check_values(b.input, {3, 2}, {4, 4, 0, 0, 2, 2});
   CHECK_EQ(b.target.to_vector<int64_t>(), std::vector<int64_t>{4, 0, 2});
-  CHECK_THROWS_WITH_AS(ds.get(5), doctest::Contains("index 5 out of range for 5 items"), IndexError);
+  CHECK_THROWS_WITH_AS(ds.get(5), doctest::Contains("index 5 out of range for 5 items"),
+                       IndexError);
   CHECK_THROWS_AS(ds.get_batch({1, 7}), IndexError);
   CHECK_THROWS_WITH_AS(data::TensorDataset(zeros({4, 2}), zeros({3})),
                        doctest::Contains("inputs [4, 2] and targets [3]"), ShapeError);
@@ -155,7 +171,8 @@ TEST_CASE("DataLoader covers every item once per epoch in a seeded shuffled orde
   CHECK_EQ(sizes.size(), 11);
   CHECK_EQ(sizes.back(), 3);
   CHECK_EQ(std::vector<size_t>(loader.order().begin(), loader.order().end()).size(), 103);
-  for (size_t i = 0; i < epoch0.size(); ++i) CHECK_EQ(static_cast<size_t>(epoch0[i]), loader.order()[i]);
+  for (size_t i = 0; i < epoch0.size(); ++i)
+    CHECK_EQ(static_cast<size_t>(epoch0[i]), loader.order()[i]);
   std::vector<int64_t> sorted = epoch0;
   std::sort(sorted.begin(), sorted.end());
   std::vector<int64_t> all(103);
@@ -212,10 +229,12 @@ TEST_CASE("DataLoader gives identical batches with and without prefetching") {
   const data::TensorDataset ds = numbered(57);
   std::vector<std::vector<data::Example>> runs;
   for (size_t prefetch : {0, 1, 3}) {
-    data::DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .seed = 9, .prefetch = prefetch});
+    data::DataLoader loader(ds,
+                            {.batch_size = 8, .shuffle = true, .seed = 9, .prefetch = prefetch});
     loader.start_epoch(2);
     std::vector<data::Example> batches;
-    while (auto batch = loader.next()) batches.push_back(*batch);
+    while (auto batch = loader.next())
+      batches.push_back(*batch);
     runs.push_back(std::move(batches));
   }
   for (size_t r = 1; r < runs.size(); ++r) {
@@ -250,6 +269,25 @@ TEST_CASE("DataLoader holds exactly `prefetch` batches ahead and frees them when
   CHECK_EQ(held->target.to_vector<int64_t>(), std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   held.reset();
   CHECK_EQ(d.allocated(), 0);
+}
+
+TEST_CASE("an error while building a batch reaches next(), with or without prefetching") {
+  // PyTorch re-raises a worker's exception in the main process; it must not end the process.
+  const Faulty ds(20, 13);
+  for (size_t prefetch : {0, 1, 3}) {
+    CAPTURE(prefetch);
+    data::DataLoader loader(ds, {.batch_size = 4, .prefetch = prefetch});
+    for (int64_t b = 0; b < 3; ++b) {  // items 0..11 are fine
+      auto batch = loader.next();
+      REQUIRE(batch.has_value());
+      CHECK_EQ(batch->target[0].item<int64_t>(), 4 * b);
+    }
+    loader.wait_until_prefetched();  // returns although the worker stopped at the bad batch
+    CHECK_THROWS_WITH_AS(loader.next(), doctest::Contains("item 13 is unreadable"), IndexError);
+    // A new epoch starts afresh (and meets the same item again).
+    loader.start_epoch(1);
+    CHECK(loader.next().has_value());
+  }
 }
 
 TEST_CASE("DataLoader delivers batches on the requested device") {
@@ -300,7 +338,8 @@ TEST_CASE("read_idx reads plain and gzip-compressed IDX files") {
   write_bytes(images, idx_bytes({2, 3, 4}, pixels));
   const Tensor t = data::read_idx(images);
   std::vector<double> expected;
-  for (uint8_t p : pixels) expected.push_back(static_cast<float>(p * (1.0 / 255.0)));
+  for (uint8_t p : pixels)
+    expected.push_back(static_cast<float>(p * (1.0 / 255.0)));
   check_values(t, {2, 3, 4}, expected, 0.0);
   CHECK_EQ(t.dtype(), kFloat32);
   check_values(data::read_idx(images, false, 1.0), {2, 3, 4},
@@ -345,12 +384,16 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
       {"empty", "", "is truncated: 0 bytes"},
       {"short-header", std::string("\0\0\x08", 3), "is truncated: 3 bytes"},
       {"bad-magic", "\x01\x02\x08\x01" + std::string(4, '\0'), "is not an IDX file"},
-      {"float-type", idx_bytes({2}, {0, 0, 0, 0, 0, 0, 0, 0}, 0x0D), "element type 0x0d is not supported"},
+      {"float-type", idx_bytes({2}, {0, 0, 0, 0, 0, 0, 0, 0}, 0x0D),
+       "element type 0x0d is not supported"},
       {"no-dims", idx_bytes({}, {}), "has a bad header (0 dimensions"},
       {"five-dims", idx_bytes({1, 1, 1, 1, 1}, {7}), "has a bad header (5 dimensions"},
-      {"cut-sizes", idx_bytes({2, 3}, {}).substr(0, 9), "has a bad header (2 dimensions, 9 bytes)"},
-      {"truncated", idx_bytes({10}, iota_bytes(7)), "header says 10 values of shape [10], the file holds 7"},
-      {"padded", idx_bytes({10}, iota_bytes(12)), "header says 10 values of shape [10], the file holds 12"},
+      {"cut-sizes", idx_bytes({2, 3}, {}).substr(0, 9),
+       "has a bad header (2 dimensions, 9 bytes)"},
+      {"truncated", idx_bytes({10}, iota_bytes(7)),
+       "header says 10 values of shape [10], the file holds 7"},
+      {"padded", idx_bytes({10}, iota_bytes(12)),
+       "header says 10 values of shape [10], the file holds 12"},
       {"overflowing-sizes", overflow, "the file holds 0"},
   };
   for (const Case& c : cases) {
@@ -363,7 +406,8 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
   CHECK_THROWS_WITH_AS(data::read_idx(dir.file("")), doctest::Contains(dir.file("").c_str()),
                        CheckpointError);  // a directory
   const std::string missing = dir.file("does-not-exist");
-  CHECK_THROWS_WITH_AS(data::read_idx(missing), doctest::Contains(("cannot open '" + missing + "'").c_str()),
+  CHECK_THROWS_WITH_AS(data::read_idx(missing),
+                       doctest::Contains(("cannot open '" + missing + "'").c_str()),
                        CheckpointError);
   // A gzip stream cut short.
   const std::string whole = dir.file("whole.gz");
@@ -412,13 +456,17 @@ TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and co
     const std::string path = dir.file(c.name);
     write_bytes(path, c.text);
     const bool header = c.name == "header-only.csv";
-    CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(path.c_str()), CheckpointError);
-    CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(c.message), CheckpointError);
+    CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(path.c_str()),
+                         CheckpointError);
+    CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(c.message),
+                         CheckpointError);
   }
   const std::string ok = dir.file("ok.csv");
   write_bytes(ok, "1,2,0\n");
-  CHECK_THROWS_WITH_AS(data::read_csv(ok, false, 3), doctest::Contains("label column 3 outside 3 columns"),
-                       CheckpointError);
+  CHECK_THROWS_WITH_AS(
+      data::read_csv(ok, false, 3),
+      doctest::Contains(("'" + ok + "': label column 3 outside 3 columns").c_str()),
+      CheckpointError);
   CHECK_THROWS_AS(data::read_csv(ok, false, -4), CheckpointError);
   CHECK_THROWS_WITH_AS(data::read_csv(dir.file("missing.csv")), doctest::Contains("cannot open"),
                        CheckpointError);

@@ -26,8 +26,10 @@ const std::vector<int64_t> kTargets{1, 3, 0};
 
 Tensor logits_tensor(const Rows& rows, DType dtype = kFloat32) {
   std::vector<double> flat;
-  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
-  return from_vector(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())})
+  for (const auto& r : rows)
+    flat.insert(flat.end(), r.begin(), r.end());
+  return from_vector(flat,
+                     {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())})
       .to(dtype);
 }
 
@@ -38,9 +40,11 @@ Tensor targets(const std::vector<int64_t>& t) {
 // log softmax of one row: x - log(sum(exp(x))).
 std::vector<double> log_softmax_row(const std::vector<double>& x) {
   double sum = 0.0;
-  for (double v : x) sum += std::exp(v);
+  for (double v : x)
+    sum += std::exp(v);
   std::vector<double> out;
-  for (double v : x) out.push_back(v - std::log(sum));
+  for (double v : x)
+    out.push_back(v - std::log(sum));
   return out;
 }
 
@@ -48,7 +52,8 @@ std::vector<double> log_softmax_row(const std::vector<double>& x) {
 double row_loss(const std::vector<double>& x, int64_t t, double eps = 0.0) {
   const std::vector<double> lp = log_softmax_row(x);
   double sum = 0.0;
-  for (double v : lp) sum += v;
+  for (double v : lp)
+    sum += v;
   return -(1.0 - eps) * lp[static_cast<size_t>(t)] - eps / static_cast<double>(x.size()) * sum;
 }
 
@@ -67,7 +72,6 @@ void check_gradcheck(const autograd::TestFunction& fn, const std::vector<Tensor>
 }  // namespace
 
 TEST_SUITE("nn") {
-
 TEST_CASE("cross_entropy equals log-softmax followed by NLL for every reduction") {
   const double l0 = row_loss(kLogits[0], 1), l1 = row_loss(kLogits[1], 3),
                l2 = row_loss(kLogits[2], 0);
@@ -82,16 +86,17 @@ TEST_CASE("cross_entropy equals log-softmax followed by NLL for every reduction"
   CHECK(loss64.item<double>() == doctest::Approx((l0 + l1 + l2) / 3).epsilon(1e-12));
   // One sample: logits (C) and a 0-d target.
   check_values(nn::cross_entropy(x[2], scalar_tensor(int64_t{0}, kInt64)), {}, {l2}, 1e-6);
-  check_values(nn::cross_entropy(x[2], scalar_tensor(int64_t{0}, kInt64), 0.0, -100,
-                                 Reduction::None),
-               {}, {l2}, 1e-6);
+  check_values(
+      nn::cross_entropy(x[2], scalar_tensor(int64_t{0}, kInt64), 0.0, -100, Reduction::None), {},
+      {l2}, 1e-6);
 }
 
 TEST_CASE("cross_entropy with label smoothing mixes in the mean log-probability") {
   const double eps = 0.1;
   const Tensor x = logits_tensor(kLogits), t = targets(kTargets);
-  const double expected =
-      (row_loss(kLogits[0], 1, eps) + row_loss(kLogits[1], 3, eps) + row_loss(kLogits[2], 0, eps)) / 3;
+  const double expected = (row_loss(kLogits[0], 1, eps) + row_loss(kLogits[1], 3, eps) +
+                           row_loss(kLogits[2], 0, eps)) /
+                          3;
   check_values(nn::cross_entropy(x, t, eps), {}, {expected}, 1e-6);
   // Smoothing 1: the target does not matter any more.
   const Tensor a = nn::cross_entropy(x, t, 1.0);
@@ -163,8 +168,9 @@ TEST_CASE("cross_entropy's gradient is (softmax - onehot) / N") {
     const std::vector<double> row(v.begin() + r * kC, v.begin() + (r + 1) * kC);
     const std::vector<double> lp = log_softmax_row(row);
     for (int64_t c = 0; c < kC; ++c) {
-      expected.push_back((std::exp(lp[static_cast<size_t>(c)]) - (c == t[static_cast<size_t>(r)] ? 1.0 : 0.0)) /
-                         kN);
+      expected.push_back(
+          (std::exp(lp[static_cast<size_t>(c)]) - (c == t[static_cast<size_t>(r)] ? 1.0 : 0.0)) /
+          kN);
     }
   }
   check_values(x.grad(), {kN, kC}, expected, 1e-7);
@@ -237,11 +243,13 @@ TEST_CASE("layer_norm normalises over several trailing dims with weight and bias
   const Tensor x = arange(1, 7, 1, kFloat32).view({1, 2, 3});
   const double s = 1.0 / std::sqrt(35.0 / 12.0 + 1e-5);
   std::vector<double> expected;
-  for (int i = 1; i <= 6; ++i) expected.push_back((i - 3.5) * s);
+  for (int i = 1; i <= 6; ++i)
+    expected.push_back((i - 3.5) * s);
   check_values(nn::layer_norm(x, {2, 3}), {1, 2, 3}, expected, 1e-5);
   const Tensor w = full({2, 3}, 2.0), b = full({2, 3}, -1.0);
   std::vector<double> affine;
-  for (double e : expected) affine.push_back(2 * e - 1);
+  for (double e : expected)
+    affine.push_back(2 * e - 1);
   check_values(nn::layer_norm(x, {2, 3}, w, b), {1, 2, 3}, affine, 1e-5);
   // A constant row normalises to zeros (eps keeps it finite).
   check_values(nn::layer_norm(full({2, 3}, 5.0), {3}), {2, 3}, std::vector<double>(6, 0.0));
@@ -265,7 +273,9 @@ TEST_CASE("layer_norm's gradients for input, weight and bias pass gradcheck") {
   const Tensor x3 = leaf64(randn({2, 2, 3}));
   const Tensor w2 = leaf64(randn({2, 3}));
   check_gradcheck(
-      [](const std::vector<Tensor>& in) { return nn::layer_norm(in[0], {2, 3}, in[1]); },
+      [](const std::vector<Tensor>& in) {
+        return nn::layer_norm(in[0], {2, 3}, in[1]);
+      },
       {x3, w2}, "layer_norm over two dims");
 }
 
@@ -298,8 +308,8 @@ TEST_CASE("mse_loss gives the mean, sum or elementwise squared error and its gra
   check_values(x.grad(), {3}, {2.0 / 3.0, 0.0, -4.0 / 3.0});  // 2 (x - t) / N
   const Tensor a = leaf64(tensor({{0.5, -1.0}, {2.0, 0.1}}));
   const Tensor b = leaf64(tensor({{0.0, 1.0}, {1.0, 1.0}}));
-  check_gradcheck([](const std::vector<Tensor>& in) { return nn::mse_loss(in[0], in[1]); }, {a, b},
-                  "mse_loss");
+  check_gradcheck([](const std::vector<Tensor>& in) { return nn::mse_loss(in[0], in[1]); },
+                  {a, b}, "mse_loss");
   CHECK_THROWS_WITH_AS(nn::mse_loss(x, tensor({1.0, 2.0})),
                        doctest::Contains("[mse_loss] input [3] and target [2] must have the same "
                                          "shape"),

@@ -61,7 +61,6 @@ std::shared_ptr<nn::Sequential> mlp(std::vector<int64_t> widths) {
 }  // namespace
 
 TEST_SUITE("nn") {
-
 TEST_CASE("SGD without momentum subtracts lr times the gradient") {
   Tensor p = param();
   optim::SGD opt({p}, {.lr = 0.1});
@@ -146,12 +145,28 @@ TEST_CASE("optimizer state is allocated lazily at the first step") {
     int64_t buffers;
   };
   const std::vector<Case> cases{
-      {"sgd", [&] { return std::make_unique<optim::SGD>(std::vector<Tensor>{a, b}, optim::SGDOptions{.lr = 0.1}); }, 0},
+      {"sgd",
+       [&] {
+         return std::make_unique<optim::SGD>(std::vector<Tensor>{a, b},
+                                             optim::SGDOptions{.lr = 0.1});
+       },
+       0},
       {"sgd momentum",
-       [&] { return std::make_unique<optim::SGD>(std::vector<Tensor>{a, b}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9}); },
+       [&] {
+         return std::make_unique<optim::SGD>(std::vector<Tensor>{a, b},
+                                             optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+       },
        1},
-      {"adam", [&] { return std::make_unique<optim::Adam>(std::vector<Tensor>{a, b}, optim::AdamOptions{}); }, 2},
-      {"adamw", [&] { return std::make_unique<optim::AdamW>(std::vector<Tensor>{a, b}); }, 2},
+      {"adam",
+       [&] {
+         return std::make_unique<optim::Adam>(std::vector<Tensor>{a, b}, optim::AdamOptions{});
+       },
+       2},
+      {"adamw",
+       [&] {
+         return std::make_unique<optim::AdamW>(std::vector<Tensor>{a, b});
+       },
+       2},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -195,22 +210,25 @@ TEST_CASE("parameters without a gradient are skipped and get no state") {
 
 TEST_CASE("invalid hyper-parameters throw ValueError") {
   Tensor p = param();
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = -0.1}), doctest::Contains("Invalid learning rate value: -0.1"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = -0.1}),
+                       doctest::Contains("Invalid learning rate value: -0.1"), ValueError);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.momentum = -0.5}), doctest::Contains("Invalid momentum"),
                        ValueError);
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.weight_decay = -1}), doctest::Contains("Invalid weight_decay"),
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.weight_decay = -1}),
+                       doctest::Contains("Invalid weight_decay"), ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.nesterov = true}), doctest::Contains("Nesterov"),
                        ValueError);
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.nesterov = true}), doctest::Contains("Nesterov"), ValueError);
-  CHECK_THROWS_AS(optim::SGD({p}, {.momentum = 0.9, .dampening = 0.1, .nesterov = true}), ValueError);
-  CHECK_THROWS_WITH_AS(optim::Adam({p}, {.beta1 = 1.0}), doctest::Contains("Invalid beta parameter: 1"),
-                       ValueError);
+  CHECK_THROWS_AS(optim::SGD({p}, {.momentum = 0.9, .dampening = 0.1, .nesterov = true}),
+                  ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adam({p}, {.beta1 = 1.0}),
+                       doctest::Contains("Invalid beta parameter: 1"), ValueError);
   CHECK_THROWS_AS(optim::Adam({p}, {.beta2 = -0.1}), ValueError);
-  CHECK_THROWS_WITH_AS(optim::Adam({p}, {.eps = -1e-8}), doctest::Contains("Invalid epsilon"), ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adam({p}, {.eps = -1e-8}), doctest::Contains("Invalid epsilon"),
+                       ValueError);
   CHECK_THROWS_AS(optim::Adam({p}, {.weight_decay = -0.01}), ValueError);
   CHECK_THROWS_AS(optim::Adam({p}, {.lr = std::nan("")}), ValueError);
-  CHECK_THROWS_WITH_AS(optim::SGD({tensor({1.0})}, {}), doctest::Contains("does not require grad"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({tensor({1.0})}, {}),
+                       doctest::Contains("does not require grad"), ValueError);
   optim::SGD ok({p}, {});
   CHECK_THROWS_AS(ok.set_lr(-1.0), ValueError);
   CHECK_EQ(ok.lr(), 0.01);
@@ -223,14 +241,21 @@ TEST_CASE("CosineWithWarmup warms up linearly, then decays along a cosine to min
   constexpr double kPi = std::numbers::pi;
   CHECK_EQ(opt.lr(), doctest::Approx(0.25));  // step 0: (0 + 1) / 4 of the base
   // warm-up: 0.25, 0.5, 0.75, 1.0; then 0.1 + 0.45 (1 + cos(pi (s - 4) / 8)).
-  const std::vector<double> expected{0.25, 0.5, 0.75, 1.0,
-                                     1.0,  0.1 + 0.45 * (1 + std::cos(kPi / 8)),
+  const std::vector<double> expected{0.25,
+                                     0.5,
+                                     0.75,
+                                     1.0,
+                                     1.0,
+                                     0.1 + 0.45 * (1 + std::cos(kPi / 8)),
                                      0.1 + 0.45 * (1 + std::cos(kPi / 4)),
                                      0.1 + 0.45 * (1 + std::cos(3 * kPi / 8)),
-                                     0.55, 0.1 + 0.45 * (1 + std::cos(5 * kPi / 8)),
+                                     0.55,
+                                     0.1 + 0.45 * (1 + std::cos(5 * kPi / 8)),
                                      0.1 + 0.45 * (1 + std::cos(3 * kPi / 4)),
                                      0.1 + 0.45 * (1 + std::cos(7 * kPi / 8)),
-                                     0.1, 0.1, 0.1};
+                                     0.1,
+                                     0.1,
+                                     0.1};
   for (size_t s = 0; s < expected.size(); ++s) {
     CAPTURE(s);
     CHECK_EQ(schedule.lr_at(static_cast<int64_t>(s)), doctest::Approx(expected[s]));
@@ -247,7 +272,9 @@ TEST_CASE("an optimizer restored from a state dict takes identical next steps") 
   for (bool adam : {false, true}) {
     CAPTURE(adam);
     auto make = [&](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {
-      if (adam) return std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.05});
+      if (adam)
+        return std::make_unique<optim::Adam>(std::vector<Tensor>{p},
+                                             optim::AdamOptions{.lr = 0.05});
       return std::make_unique<optim::SGD>(std::vector<Tensor>{p},
                                           optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
     };
@@ -306,9 +333,10 @@ TEST_CASE("a 2-16-2 MLP learns XOR with Adam") {
 TEST_CASE("accumulating four micro-batches equals one 4x batch, at a lower peak") {
   constexpr int64_t kMicro = 128, kIn = 64, kHidden = 256, kClasses = 10;
   manual_seed(8);
-  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-      std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(kHidden, kClasses)});
+  auto model =
+      std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+          std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Linear>(kHidden, kClasses)});
   const Tensor x = randn({4 * kMicro, kIn});
   const Tensor y = randint(0, kClasses, {4 * kMicro}, kInt64);
 
@@ -318,7 +346,8 @@ TEST_CASE("accumulating four micro-batches equals one 4x batch, at a lower peak"
   nn::cross_entropy(model->forward(x), y).backward();
   const int64_t big_peak = static_cast<int64_t>(max_memory_allocated(kCPU)) - start;
   std::vector<Tensor> big;
-  for (const Tensor& p : model->parameters()) big.push_back(p.grad().clone());
+  for (const Tensor& p : model->parameters())
+    big.push_back(p.grad().clone());
   model->zero_grad();
 
   // Four micro-batches of 128, each loss divided by 4 (the mean over 512 = mean of 4 means).

@@ -37,9 +37,16 @@ inline void check_values(const Tensor& t, const Shape& sizes, const std::vector<
                             first_bad < got.size() ? expected[first_bad] : 0.0, worst, got));
 }
 
-// The devices every engine test runs on: the CPU and a simulated bounded device (and CUDA
-// devices when present, in the CUDA suite).
-inline std::vector<Device> devices_under_test() { return {Device("cpu"), Device("sim:0")}; }
+// The devices every engine test runs on: the CPU and a simulated bounded device, plus cuda:0
+// in the CUDA suite (tests/cuda compiles the engine tests again with MEMGRAD_TEST_CUDA=1) when a
+// device is present.
+inline std::vector<Device> devices_under_test() {
+  std::vector<Device> devices = {Device("cpu"), Device("sim:0")};
+#if defined(MEMGRAD_TEST_CUDA) && MEMGRAD_TEST_CUDA
+  if (cuda::is_available()) devices.push_back(Device("cuda:0"));
+#endif
+  return devices;
+}
 
 // Bytes the allocator of `device` sets aside for a request of `nbytes` (the caching policy's
 // rounding: multiples of 512, at least 512; 0 for 0).
