@@ -31,6 +31,9 @@ class CudaMemory final : public MemorySource {
   // "cuda:N".
   std::string name() const override;
   bool host_accessible() const override { return false; }
+  // No expansion yet: cuMemAddressReserve / cuMemCreate / cuMemMap are not wired, so the
+  // expandable policy refuses a CUDA device (ConfigError) until they are.
+  bool supports_expansion() const override { return false; }
 
   int device() const { return device_; }
 

@@ -47,12 +47,10 @@ Block PinnedHostAllocator::allocate(size_t nbytes, StreamId stream) {
     record = list.back();  // most recently freed first: its pages are the warmest
     list.pop_back();
   } else {
-    const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
-    const auto allowed = static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
-    void* ptr = reserved + size <= allowed ? source_.allocate(size) : nullptr;
-    if (ptr == nullptr && reserved > static_cast<size_t>(stats_.active_bytes.all().current)) {
+    void* ptr = from_source(size);
+    if (ptr == nullptr && stats_.reserved_bytes.all().current > stats_.active_bytes.all().current) {
       release_cached();  // cached blocks of other sizes may make room
-      ptr = source_.allocate(size);
+      ptr = from_source(size);
     }
     if (ptr == nullptr) throw_oom(nbytes, size);
     record = &records_[ptr];
@@ -73,6 +71,12 @@ Block PinnedHostAllocator::allocate(size_t nbytes, StreamId stream) {
   add(stats_.requested_bytes, static_cast<int64_t>(nbytes));
   trace(TraceAction::Alloc, record->ptr, size, nbytes, stream);
   return Block{record->ptr, size, nbytes, stream, record};
+}
+
+void* PinnedHostAllocator::from_source(size_t size) {
+  const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
+  const auto allowed = static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
+  return reserved + size <= allowed ? source_.allocate(size) : nullptr;
 }
 
 void PinnedHostAllocator::free(const Block& block) {

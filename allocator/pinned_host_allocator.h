@@ -78,6 +78,7 @@ class PinnedHostAllocator final : public Allocator {
   static constexpr size_t kNumClasses = 64;  // one free list per power of two
 
   // All private members below require mutex_.
+  void* from_source(size_t size);  // nullptr when full or over the memory fraction
   void process_events();
   void make_free(Record* record);
   void release_cached();

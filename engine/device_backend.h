@@ -6,6 +6,8 @@
 
 #include "allocator/allocator.h"
 #include "allocator/memory_source.h"
+#include "allocator/stream.h"
+#include "engine/cuda.h"
 #include "engine/device.h"
 #include "engine/storage.h"
 #include "engine/tensor.h"
@@ -29,7 +31,25 @@ Tensor pin_memory_copy(const Tensor& x);
 bool storage_is_pinned(const Storage& storage);
 
 // Connects a freshly created allocator to its device (for CUDA: stream events for
-// record_stream). Nothing to do for cpu and sim devices.
+// record_stream, and the cuBLAS workspaces are taken from it). Nothing to do for cpu and sim.
 void attach_device_hooks(Device device, Allocator& allocator);
+
+// The stream a new allocation on `device` is tied to: the calling thread's current stream for
+// cuda:N, kDefaultStream for host devices.
+StreamId allocation_stream(Device device);
+
+// ---- the CUDA runtime behind engine/cuda.h (DeviceError without the backend) ----
+void cuda_synchronize(int index);
+cuda::DeviceProperties cuda_properties(int index);
+StreamId cuda_current_stream(int index);
+void cuda_set_current_stream(int index, StreamId stream);
+StreamId cuda_new_stream(int index);
+void cuda_synchronize_stream(int index, StreamId stream);
+MemoryStats cuda_host_memory_stats();
+void cuda_host_empty_cache();
+bool cuda_allow_tf32();
+void cuda_set_allow_tf32(bool allow);
+void cuda_clear_cublas_workspaces(int index);
+size_t cuda_cublas_workspace_size(int index);
 
 }  // namespace memgrad

@@ -5,6 +5,7 @@
 #include "allocator/error.h"
 #include "allocator/trace.h"
 #include "engine/copy.h"
+#include "engine/cuda.h"
 #include "engine/device.h"
 #include "engine/dtype.h"
 #include "engine/elementwise.h"

@@ -2,6 +2,7 @@
 #include "engine/storage.h"
 
 #include "allocator/trace.h"
+#include "engine/device_backend.h"
 #include "engine/memory.h"
 
 namespace memgrad {
@@ -9,8 +10,13 @@ namespace memgrad {
 Storage::Storage(size_t nbytes, Device device)
     : Storage(nbytes, device, allocator_for(device)) {}
 
+// A CUDA block belongs to the current stream: the caching allocator reuses it, once freed, only
+// on that stream (other streams must record_stream it).
 Storage::Storage(size_t nbytes, Device device, Allocator& allocator)
-    : allocator_(&allocator), block_(allocator.allocate(nbytes)), device_(device), nbytes_(nbytes) {}
+    : allocator_(&allocator),
+      block_(allocator.allocate(nbytes, allocation_stream(device))),
+      device_(device),
+      nbytes_(nbytes) {}
 
 Storage::~Storage() { allocator_->free(block_); }
 

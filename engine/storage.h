@@ -18,8 +18,8 @@ namespace memgrad {
 
 class Storage {
  public:
-  // Allocates: nbytes from `device`'s allocator (rounded as the allocator rounds). Throws
-  // OutOfMemoryError.
+  // Allocates: nbytes from `device`'s allocator (rounded as the allocator rounds), on the
+  // calling thread's current stream for a CUDA device. Throws OutOfMemoryError.
   Storage(size_t nbytes, Device device);
   // Allocates: nbytes from `allocator` (the pinned host allocator, for instance), for `device`.
   Storage(size_t nbytes, Device device, Allocator& allocator);

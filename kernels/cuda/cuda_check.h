@@ -14,8 +14,6 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
-
 #include "allocator/error.h"
 
 namespace memgrad {
@@ -30,6 +28,14 @@ class CudaError : public Error {
   int code;
 };
 
+// A GEMM operand whose strides cuBLAS cannot express: neither dim has unit stride, or the
+// leading dimension is shorter than a row (column). The engine makes such operands contiguous
+// before calling the kernel, so users see this only through the backend directly.
+class GemmLayoutError : public CudaError {
+ public:
+  using CudaError::CudaError;
+};
+
 }  // namespace memgrad
 
 namespace memgrad::kernels::cuda {
@@ -38,11 +44,12 @@ namespace memgrad::kernels::cuda {
 // shapes, sizes) is appended when not empty.
 [[noreturn]] inline void throw_cuda_error(cudaError_t code, std::string_view call,
                                           std::string_view context, std::source_location where) {
-  // fmt::runtime: nvcc cannot evaluate fmt's consteval format-string checks.
-  std::string message = fmt::format(fmt::runtime("[cuda] {} failed: {} ({}) at {}:{}"), call,
-                                    cudaGetErrorName(code), cudaGetErrorString(code),
-                                    where.file_name(), where.line());
-  if (!context.empty()) message += fmt::format(fmt::runtime("; {}"), context);
+  // Plain string building: this header is included by .cu files, and nvcc cannot compile fmt.
+  std::string message = "[cuda] ";
+  message.append(call).append(" failed: ").append(cudaGetErrorName(code)).append(" (");
+  message.append(cudaGetErrorString(code)).append(") at ").append(where.file_name());
+  message.append(":").append(std::to_string(where.line()));
+  if (!context.empty()) message.append("; ").append(context);
   throw CudaError(std::move(message), std::string(call), static_cast<int>(code));
 }
 
@@ -65,7 +72,7 @@ class DeviceGuard {
     check_cuda(cudaGetDevice(&previous_), "cudaGetDevice(&previous)");
     if (previous_ != device) {
       check_cuda(cudaSetDevice(device), "cudaSetDevice(device)",
-                 fmt::format(fmt::runtime("device {}"), device));
+                 "device " + std::to_string(device));
       changed_ = true;
     }
   }

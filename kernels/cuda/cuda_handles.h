@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "allocator/stream.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/device_context.h"
 
 namespace memgrad::kernels::cuda {
@@ -42,5 +43,10 @@ struct IndexCheckWord {
   unsigned long long* word = nullptr;  // device memory
 };
 IndexCheckWord index_check_word(int device);
+
+// The first value of the int64 `index` outside [0, limit) (other than *ignore when given), by
+// row-major position, or ok. Waits for the device's current stream (index.cu).
+IndexCheck check_index_range(int device, const Operand& index, int64_t limit,
+                             const int64_t* ignore = nullptr);
 
 }  // namespace memgrad::kernels::cuda

@@ -217,6 +217,30 @@ void synchronize_stream(int device, StreamId stream) {
   MEMGRAD_CUDA_CHECK(cudaStreamSynchronize(stream_handle(device, stream)));
 }
 
+void copy_bytes(int device, void* dst, const void* src, size_t nbytes, CopyKind kind,
+                bool async) {
+  if (nbytes == 0) return;
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_cuda_stream(device);
+  const cudaMemcpyKind direction =
+      kind == CopyKind::HostToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  check_cuda(cudaMemcpyAsync(dst, src, nbytes, direction, stream),
+             "cudaMemcpyAsync(dst, src, nbytes, kind, stream)",
+             fmt::format("cuda:{}, {} bytes", device, nbytes));
+  if (!async) MEMGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void copy_peer(int dst_device, void* dst, int src_device, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  synchronize_stream(src_device, current_stream(src_device));
+  DeviceGuard guard(dst_device);
+  cudaStream_t stream = current_cuda_stream(dst_device);
+  check_cuda(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, nbytes, stream),
+             "cudaMemcpyPeerAsync(dst, dst_device, src, src_device, nbytes, stream)",
+             fmt::format("cuda:{} -> cuda:{}, {} bytes", src_device, dst_device, nbytes));
+  MEMGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // ---- record_stream events ----
 
 StreamEvents& stream_events(int device) { return state(device).events; }
@@ -287,7 +311,9 @@ IndexCheckWord index_check_word(int device) {
   IndexCheckWord w{std::unique_lock<std::mutex>(s.index_mutex), nullptr};
   if (s.index_word == nullptr) {
     DeviceGuard guard(device);
-    MEMGRAD_CUDA_CHECK(cudaMalloc(&s.index_word, 2 * sizeof(unsigned long long)));
+    void* word = nullptr;
+    MEMGRAD_CUDA_CHECK(cudaMalloc(&word, 2 * sizeof(unsigned long long)));
+    s.index_word = static_cast<unsigned long long*>(word);
   }
   w.word = s.index_word;
   return w;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "allocator/allocator.h"
 #include "allocator/caching_allocator.h"
@@ -52,6 +53,19 @@ void clear_cublas_workspaces(int device);
 // when set, else PyTorch's default: 4096 KiB x 8 on Hopper and newer, 4096 KiB x 2 + 16 KiB x 8
 // before.
 size_t cublas_workspace_nbytes(int device);
+
+// Directions of copy_bytes.
+enum class CopyKind : uint8_t { HostToDevice, DeviceToHost };
+
+// Copies `nbytes` between host memory and cuda:`device` on the calling thread's current stream
+// of that device (cudaMemcpyAsync). Waits for the copy unless `async` (only safe when the host
+// memory is pinned and stays alive until the stream reaches the copy).
+void copy_bytes(int device, void* dst, const void* src, size_t nbytes, CopyKind kind, bool async);
+
+// Copies `nbytes` from cuda:`src_device` to cuda:`dst_device`: waits for the source device's
+// current stream, copies on the destination's current stream (cudaMemcpyPeerAsync), and waits
+// for the copy, so neither side can reuse the memory too early.
+void copy_peer(int dst_device, void* dst, int src_device, const void* src, size_t nbytes);
 
 // Whether float32 GEMMs may use TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32;
 // false by default: float32 products are computed in float32).

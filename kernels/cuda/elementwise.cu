@@ -32,20 +32,6 @@ constexpr int kVectorBytes = 16;
 
 // ---- kernels section: formulas ----
 
-template <typename C>
-__device__ __forceinline__ C mul_rn(C a, C b) {
-  if constexpr (std::is_same_v<C, float>) return __fmul_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dmul_rn(a, b);
-  else return static_cast<C>(a * b);
-}
-
-template <typename C>
-__device__ __forceinline__ C add_rn(C a, C b) {
-  if constexpr (std::is_same_v<C, float>) return __fadd_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dadd_rn(a, b);
-  else return static_cast<C>(a + b);
-}
-
 // Float overloads for float, the double functions for everything else (integer compute types
 // reach these only through unary_value's cast to double).
 template <typename C>
@@ -182,15 +168,21 @@ __device__ C binary_value(BinaryOp op, C a, C b, C alpha) {
 // Which compute types a functor is instantiated for (the CPU's dispatch for that family).
 struct FloatingOnly {
   template <typename C>
-  static constexpr bool supports = std::is_same_v<C, float> || std::is_same_v<C, double>;
+  static constexpr bool supports() {
+    return std::is_same_v<C, float> || std::is_same_v<C, double>;
+  }
 };
 struct Arithmetic {
   template <typename C>
-  static constexpr bool supports = FloatingOnly::supports<C> || std::is_same_v<C, int64_t>;
+  static constexpr bool supports() {
+    return FloatingOnly::supports<C>() || std::is_same_v<C, int64_t>;
+  }
 };
 struct AnyCompute {
   template <typename C>
-  static constexpr bool supports = true;
+  static constexpr bool supports() {
+    return true;
+  }
 };
 
 struct UnaryFn {
@@ -402,7 +394,7 @@ void run(int device, const char* name, const std::array<const Operand*, N + 1>& 
     dispatch_storage(t, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
-      if constexpr (!std::is_same_v<T, bool> && F::traits::template supports<C>) {
+      if constexpr (!std::is_same_v<T, bool> && F::traits::template supports<C>()) {
         if (ops[0]->dtype == DType::Bool) {
           launch_map<N, T, bool, C>(device, name, ops, f);
         } else {
@@ -414,7 +406,7 @@ void run(int device, const char* name, const std::array<const Operand*, N + 1>& 
   }
   dispatch_compute(c, [&](auto tag) {
     using C = typename decltype(tag)::type;
-    if constexpr (F::traits::template supports<C>) launch_strided<N, C>(device, name, ops, f);
+    if constexpr (F::traits::template supports<C>()) launch_strided<N, C>(device, name, ops, f);
   });
 }
 

@@ -92,6 +92,23 @@ __device__ __forceinline__ void store_as(char* p, DType dtype, C v) {
 
 // ---- math in the compute type ----
 
+// a * b and a + b rounded separately, never fused into an FMA by nvcc: where the CPU computes
+// a + alpha b as two roundings, so does the GPU.
+template <typename C>
+__device__ __forceinline__ C mul_rn(C a, C b) {
+  if constexpr (std::is_same_v<C, float>) return __fmul_rn(a, b);
+  else if constexpr (std::is_same_v<C, double>) return __dmul_rn(a, b);
+  else return static_cast<C>(a * b);
+}
+
+template <typename C>
+__device__ __forceinline__ C add_rn(C a, C b) {
+  if constexpr (std::is_same_v<C, float>) return __fadd_rn(a, b);
+  else if constexpr (std::is_same_v<C, double>) return __dadd_rn(a, b);
+  else return static_cast<C>(a + b);
+}
+
+
 template <typename C>
 __device__ __forceinline__ C exp_of(C x) {
   if constexpr (std::is_same_v<C, float>) {

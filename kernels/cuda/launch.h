@@ -105,6 +105,10 @@ std::string describe(const Operand& op);
 // "operands [2, 3] float32 strides (3, 1), ..." for a launch error.
 std::string describe(const Operand* const* ops, size_t count);
 
+// The bit pattern of `value` stored as one element of `dtype`, converted as the CPU's fill
+// does (float16 through float, bool as value != 0), in the low bytes.
+uint64_t element_bits(DType dtype, double value);
+
 // Throws CudaError when the last kernel launch failed, naming `kernel` and its `count`
 // operands (cudaGetLastError: also reports an earlier asynchronous failure on the device).
 void check_launch(const char* kernel, const Operand* const* ops, size_t count,

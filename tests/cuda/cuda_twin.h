@@ -1,0 +1,98 @@
+// Helpers for CUDA-against-CPU tests: the same kernel call on CPU tensors and on their copies on
+// cuda:0, then an element-by-element comparison with a stated tolerance that names the first
+// mismatch and the largest difference (the oracle of STYLE.md section 7: CUDA against CPU on
+// identical inputs). Kernels are called through the two KernelBackends directly, so every entry
+// point is covered, backward and optimizer ones included, without linking autograd.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/memgrad.h"
+#include "engine/op_support.h"
+
+namespace memgrad::testing {
+
+inline const Device kCuda0("cuda:0");
+
+inline kernels::KernelBackend& cpu_kernels() { return kernels::cpu_backend(); }
+inline kernels::KernelBackend& cuda_kernels() { return detail::kernels_for(kCuda0); }
+
+// A tensor on the CPU and its copy on cuda:0.
+struct Twin {
+  Tensor cpu;
+  Tensor gpu;
+};
+
+inline Twin twin(const Tensor& cpu) { return {cpu, cpu.to(kCuda0)}; }
+
+// An uninitialised twin for outputs (both filled with the same sentinel, so untouched elements
+// compare equal).
+inline Twin output_twin(const Shape& sizes, DType dtype, double sentinel = -7.0) {
+  return twin(full(sizes, sentinel, dtype));
+}
+
+// Uniform values in [lo, hi) of `dtype` (int64: integers in [lo, hi); bool: half true), seeded.
+inline Tensor random_tensor(const Shape& sizes, DType dtype, double lo = -2.0, double hi = 2.0,
+                            uint64_t seed = 1234) {
+  Generator g(seed);
+  if (dtype == kInt64) {
+    return randint(static_cast<int64_t>(lo), static_cast<int64_t>(hi), sizes, kInt64, &g);
+  }
+  const Tensor u = rand(sizes, kFloat64, &g);
+  if (dtype == kBool) return u.lt(0.5);
+  return (u * (hi - lo) + lo).to(dtype);
+}
+
+// The kernel operand of `t`.
+inline kernels::Operand arg(const Tensor& t) { return detail::operand(t); }
+
+// Checks |gpu - cpu| <= atol + rtol |cpu| for every element (NaNs must match NaNs).
+inline void check_close(const Tensor& cpu, const Tensor& gpu, double rtol, double atol,
+                        const std::string& what) {
+  CAPTURE(what);
+  REQUIRE(cpu.sizes() == gpu.sizes());
+  CHECK_EQ(gpu.device().str(), "cuda:0");
+  const std::vector<double> want = cpu.to_vector<double>();
+  const std::vector<double> got = gpu.to(kCPU).to_vector<double>();
+  size_t first_bad = want.size();
+  double worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool both_nan = std::isnan(want[i]) && std::isnan(got[i]);
+    const bool same_inf = std::isinf(want[i]) && want[i] == got[i];
+    const double diff = both_nan || same_inf ? 0.0 : std::abs(got[i] - want[i]);
+    if (!(diff <= atol + rtol * std::abs(want[i])) && first_bad == want.size()) first_bad = i;
+    if (diff > worst || std::isnan(diff)) worst = diff;
+  }
+  CHECK_MESSAGE(first_bad == want.size(),
+                fmt::format("{}: element {} of {}: cuda {} vs cpu {}; max |diff| {} (rtol {}, "
+                            "atol {})",
+                            what, first_bad, want.size(),
+                            first_bad < got.size() ? got[first_bad] : 0.0,
+                            first_bad < want.size() ? want[first_bad] : 0.0, worst, rtol, atol));
+}
+
+inline void check_close(const Twin& t, double rtol, double atol, const std::string& what) {
+  check_close(t.cpu, t.gpu, rtol, atol, what);
+}
+
+// Bit-for-bit equality (through float64, which holds every value of every dtype exactly, int64
+// below 2^53 included).
+inline void check_equal(const Twin& t, const std::string& what) {
+  check_close(t.cpu, t.gpu, 0.0, 0.0, what);
+}
+
+// Tolerances per dtype for results that go through transcendental functions or different
+// summation orders: float16 rounds at 2^-11, float32 at 2^-24, float64 at 2^-53.
+inline double rtol_for(DType dtype) {
+  if (dtype == kFloat16) return 2e-3;
+  if (dtype == kFloat32) return 2e-5;
+  return 1e-11;
+}
+
+}  // namespace memgrad::testing
