@@ -7,11 +7,17 @@
 // given back to the kernel when a range is freed. The range is larger than the capacity, so (as
 // with a real driver's virtual memory) only the byte count limits what fits, never the layout.
 // Addresses are deterministic relative to `base()`, which is what examples print.
+//
+// It supports expansion: reserve() takes an address range from the top of the same reserved
+// range (aligned to 2 MiB, inaccessible until mapped), map() commits pages of it (counted against
+// the capacity, made readable and writable) and unmap() gives them back to the kernel and makes
+// them inaccessible again, so a touch of an unmapped page faults, as on a GPU.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "allocator/memory_source.h"
 
@@ -37,10 +43,21 @@ class BoundedMemory final : public MemorySource {
   // Start of the reserved range; `ptr - address_base()` is a deterministic device address.
   uintptr_t address_base() const override { return reinterpret_cast<uintptr_t>(base_); }
 
-  // Bytes handed out right now (rounded to kGranularity).
+  // Bytes handed out right now: allocate()d ranges (rounded to kGranularity) plus mapped pages.
   size_t bytes_in_use() const;
 
+  bool supports_expansion() const override { return true; }
+  // The kernel's page size (4 KiB on x86-64).
+  size_t expansion_page_nbytes() const override;
+  // Allocates: nothing (address space only). Empty region when the range has no room left.
+  VirtualRegion reserve(size_t nbytes) override;
+  // Allocates: nbytes of the capacity. False when in-use bytes would exceed the capacity.
+  bool map(const VirtualRegion& region, size_t offset, size_t nbytes) override;
+  void unmap(const VirtualRegion& region, size_t offset, size_t nbytes) override;
+  void release(const VirtualRegion& region) override;
+
   static constexpr size_t kGranularity = 512;
+  static constexpr size_t kRegionAlignment = 2 * 1024 * 1024;  // reserve() alignment, bytes
 
  private:
   std::string name_;
@@ -51,6 +68,14 @@ class BoundedMemory final : public MemorySource {
   mutable std::mutex mutex_;
   size_t in_use_ = 0;                     // guarded by mutex_
   std::map<size_t, size_t> free_ranges_;  // offset -> nbytes, address-ordered, coalesced
+  std::map<size_t, size_t> regions_;      // reserved regions: offset -> nbytes
+  std::map<size_t, size_t> region_mapped_;  // reserved regions: offset -> mapped bytes
+
+  // Requires mutex_. The region starting at `region.base`; throws InternalError when unknown.
+  std::map<size_t, size_t>::iterator find_region(const VirtualRegion& region, size_t offset,
+                                                 size_t nbytes);
+  // Requires mutex_. Returns [start, start + nbytes) to the free list, merging neighbours.
+  std::pair<size_t, size_t> insert_free(size_t start, size_t nbytes);
 };
 
 }  // namespace memgrad

@@ -18,8 +18,8 @@ namespace {
 
 constexpr std::string_view kVar = "MEMGRAD_ALLOC_CONF";
 constexpr std::string_view kKnownKeys =
-    "policy, max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, "
-    "garbage_collection_threshold, per_process_memory_fraction";
+    "policy, expandable_segments, max_split_size_mb, max_non_split_rounding_mb, "
+    "roundup_power2_divisions, garbage_collection_threshold, per_process_memory_fraction";
 
 std::vector<std::string> tokenize(std::string_view text) {
   std::vector<std::string> tokens;
@@ -81,6 +81,7 @@ class Parser {
       expect(":", key);
       apply(config, key);
     }
+    resolve_expandable(config);
     config.validate();
     return config;
   }
@@ -109,6 +110,11 @@ class Parser {
   void apply(AllocatorConfig& config, const std::string& key) {
     if (key == "policy") {
       config.policy = value(key);
+      policy_written_ = true;
+    } else if (key == "expandable_segments") {
+      const std::string v = value(key);
+      if (v != "True" && v != "False") fail(key, v, "expected True or False");
+      expandable_ = v == "True" ? 1 : 0;
     } else if (key == "max_split_size_mb") {
       const std::string v = value(key);
       config.max_split_size = parse_mib(key, v);
@@ -177,13 +183,33 @@ class Parser {
     expect("]", key);
   }
 
+  // PyTorch's expandable_segments:True is policy:expandable here; False keeps the policy
+  // (caching unless one is written). Either in any order with a policy that disagrees is an
+  // error rather than a silent choice.
+  void resolve_expandable(AllocatorConfig& config) const {
+    if (expandable_ < 0) return;
+    const bool on = expandable_ == 1;
+    const bool agrees = on ? config.policy == "caching" || config.policy == "expandable"
+                           : config.policy != "expandable";
+    if (policy_written_ && !agrees) {
+      throw ConfigError(fmt::format("{}: expandable_segments:{} conflicts with policy:{}", kVar,
+                                    on ? "True" : "False", config.policy),
+                        "expandable_segments", on ? "True" : "False");
+    }
+    if (on) config.policy = "expandable";
+  }
+
   std::vector<std::string> tokens_;
   size_t pos_ = 0;
+  bool policy_written_ = false;
+  int expandable_ = -1;  // -1: not written, 0: False, 1: True
 };
 
 }  // namespace
 
-std::string_view known_policies() { return "caching, passthrough"; }
+std::string_view known_policies() {
+  return "caching, passthrough, first_fit, buddy, size_class, arena, expandable";
+}
 
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {
   return Parser(tokenize(text)).run();

@@ -4,6 +4,8 @@
 //   MEMGRAD_ALLOC_CONF="policy:caching,max_split_size_mb:64,roundup_power2_divisions:4"
 // Parsing is strict: an unknown key, a malformed value or a value out of range throws a
 // ConfigError naming the key and the value, so a typo fails at start instead of being ignored.
+// PyTorch's `expandable_segments:True` is accepted as another spelling of `policy:expandable`
+// (`False` keeps the default); written together with a different policy it is an error.
 #pragma once
 
 #include <array>
@@ -23,7 +25,7 @@ inline constexpr size_t kGiB = 1024 * kMiB;
 inline constexpr size_t kRoundupIntervals = 16;
 
 struct AllocatorConfig {
-  // Which policy hands out the bytes: "caching" (default) or "passthrough" (and the policy lab's).
+  // Which policy hands out the bytes: one of known_policies(); "caching" by default.
   std::string policy = "caching";
   // Blocks of this size or more are never split (bytes). SIZE_MAX: no limit (PyTorch's default).
   size_t max_split_size = SIZE_MAX;

@@ -1,6 +1,7 @@
-// Host memory source: aligned_alloc with page alignment.
+// Host memory source: aligned_alloc with page alignment; mmap/mprotect regions for expansion.
 #include "allocator/host_memory.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -47,5 +48,31 @@ size_t HostMemory::capacity() const {
 }
 
 size_t HostMemory::free_bytes() const { return available_host_bytes(); }
+
+size_t HostMemory::expansion_page_nbytes() const {
+  return static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+VirtualRegion HostMemory::reserve(size_t nbytes) {
+  void* p = mmap(nullptr, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return VirtualRegion{};
+  return VirtualRegion{static_cast<char*>(p), nbytes};
+}
+
+bool HostMemory::map(const VirtualRegion& region, size_t offset, size_t nbytes) {
+  if (mprotect(region.base + offset, nbytes, PROT_READ | PROT_WRITE) != 0) return false;
+  in_use_.fetch_add(nbytes, std::memory_order_relaxed);
+  return true;
+}
+
+void HostMemory::unmap(const VirtualRegion& region, size_t offset, size_t nbytes) {
+  madvise(region.base + offset, nbytes, MADV_DONTNEED);
+  mprotect(region.base + offset, nbytes, PROT_NONE);
+  in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
+}
+
+void HostMemory::release(const VirtualRegion& region) {
+  if (region.base != nullptr) munmap(region.base, region.nbytes);
+}
 
 }  // namespace memgrad

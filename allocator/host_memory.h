@@ -3,6 +3,10 @@
 // Freed ranges go straight back to the C library (and so, for large ones, to the kernel). The
 // caching allocator above keeps its segments, so pages are faulted in once per segment rather
 // than once per tensor.
+//
+// Expansion: reserve() maps address space with no access (mmap PROT_NONE, MAP_NORESERVE), map()
+// makes pages of it readable and writable (the kernel backs them on first touch), unmap() gives
+// the pages back (madvise MADV_DONTNEED) and makes them inaccessible again.
 #pragma once
 
 #include <atomic>
@@ -27,8 +31,18 @@ class HostMemory final : public MemorySource {
   std::string name() const override { return "cpu"; }
   bool host_accessible() const override { return true; }
 
-  // Bytes currently handed out by this source.
+  // Bytes currently handed out by this source (allocated ranges and mapped pages).
   size_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
+
+  bool supports_expansion() const override { return true; }
+  // The kernel's page size (4 KiB on x86-64).
+  size_t expansion_page_nbytes() const override;
+  // Allocates: nothing (address space only). Empty region when mmap refuses.
+  VirtualRegion reserve(size_t nbytes) override;
+  // Allocates: nbytes (backed on first touch). False when the kernel refuses (mprotect ENOMEM).
+  bool map(const VirtualRegion& region, size_t offset, size_t nbytes) override;
+  void unmap(const VirtualRegion& region, size_t offset, size_t nbytes) override;
+  void release(const VirtualRegion& region) override;
 
   static constexpr size_t kAlignment = 4096;
 

@@ -4,6 +4,12 @@
 // them back. It knows its capacity and how much of it is still free. Running out is a normal
 // answer (nullptr), not an exception, because the allocator above may release its cache and ask
 // again; anything else that goes wrong throws.
+//
+// A source may also support expansion (the expandable policy needs it): a virtual region is
+// reserved once, without memory behind it, and pages are mapped into it and unmapped again, so
+// one segment grows and shrinks in place. Only mapped bytes count against the capacity. Sources
+// without it (CudaMemory for now: cuMemCreate/cuMemMap are not wired yet) keep the defaults,
+// which report no support and throw.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +17,12 @@
 #include <string>
 
 namespace memgrad {
+
+// A range of reserved address space (MemorySource::reserve). Empty (base == nullptr) when none.
+struct VirtualRegion {
+  char* base = nullptr;
+  size_t nbytes = 0;
+};
 
 class MemorySource {
  public:
@@ -44,6 +56,31 @@ class MemorySource {
   // Subtracted from pointers when addresses are shown (traces, snapshots). Simulated devices
   // return the start of their range so their addresses are the same on every run.
   virtual uintptr_t address_base() const { return 0; }
+
+  // ---- expansion (optional) ----
+
+  // Whether reserve/map/unmap/release work. Default: no.
+  virtual bool supports_expansion() const { return false; }
+
+  // The page size of map/unmap, in bytes: offsets and sizes passed to them are multiples of it.
+  virtual size_t expansion_page_nbytes() const;
+
+  // Reserves `nbytes` (a multiple of the page size) of address space with no memory behind it.
+  // Allocates: nothing counted against the capacity. Returns an empty region when no address
+  // space is left. Throws Error when the source does not support expansion.
+  virtual VirtualRegion reserve(size_t nbytes);
+
+  // Maps memory into [offset, offset + nbytes) of `region` (page multiples, currently unmapped).
+  // Allocates: nbytes, counted against the capacity. Returns false (mapping nothing) when the
+  // capacity would be exceeded.
+  virtual bool map(const VirtualRegion& region, size_t offset, size_t nbytes);
+
+  // Unmaps [offset, offset + nbytes) of `region` (page multiples, currently mapped) and gives the
+  // memory back: the capacity counts nbytes less.
+  virtual void unmap(const VirtualRegion& region, size_t offset, size_t nbytes);
+
+  // Gives the address space of `region` back. Every page must be unmapped first.
+  virtual void release(const VirtualRegion& region);
 };
 
 }  // namespace memgrad

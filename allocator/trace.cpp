@@ -138,8 +138,12 @@ std::vector<TraceContextRecord> TraceRecorder::contexts() const {
 
 std::string TraceRecorder::to_json(std::string_view device, std::string_view policy,
                                    size_t capacity) const {
-  const std::vector<TraceEvent> evs = events();
-  const std::vector<TraceContextRecord> ctxs = contexts();
+  return trace_to_json(events(), contexts(), device, policy, capacity);
+}
+
+std::string trace_to_json(const std::vector<TraceEvent>& evs,
+                          const std::vector<TraceContextRecord>& ctxs, std::string_view device,
+                          std::string_view policy, size_t capacity) {
   nlohmann::json contexts = nlohmann::json::array();
   for (const TraceContextRecord& c : ctxs) {
     contexts.push_back({{"phase", c.phase}, {"op", c.op}, {"label", c.label}});

@@ -5,7 +5,8 @@
 // and the context it happened in: the phase (forward, backward, optimizer, ...), the op, and a
 // free-form user label, all set by scoped guards on the calling thread. The recorder dumps JSON
 // that Perfetto / chrome://tracing open directly (counter tracks for allocated and reserved) and
-// that the policy lab replays against other policies.
+// that the policy lab replays against other policies; trace_to_svg (trace_svg.cpp) draws the same
+// events as an SVG timeline.
 #pragma once
 
 #include <atomic>
@@ -138,5 +139,24 @@ class TraceRecorder {
   std::vector<TraceEvent> events_;
   std::vector<TraceContextRecord> contexts_;
 };
+
+// The JSON of TraceRecorder::to_json for any events and contexts (a replayed or re-read trace):
+// "memgrad_events" and "contexts" as recorded, and Chrome trace "traceEvents" (allocated and
+// reserved counters, OOM and segment markers, phase slices) that Perfetto opens.
+std::string trace_to_json(const std::vector<TraceEvent>& events,
+                          const std::vector<TraceContextRecord>& contexts, std::string_view device,
+                          std::string_view policy, size_t capacity);
+
+// A self-contained SVG timeline of `events` (as TraceRecorder::events() returns them, with the
+// contexts they index): allocated and reserved bytes over time as two step lines, each run of
+// events in one phase as a shaded, labelled background band, byte and time axes, the peak
+// marked, and a legend listing the largest blocks alive at the peak of allocated bytes with the
+// op, phase and label that allocated them (blocks allocated before the trace started, or lost
+// when the ring wrapped, are not known). `capacity` (bytes, 0: unknown) is drawn as a line when
+// it is on the scale of the trace. Times are relative to the first event. Allocates host memory
+// only (the returned string).
+std::string trace_to_svg(const std::vector<TraceEvent>& events,
+                         const std::vector<TraceContextRecord>& contexts, std::string_view title,
+                         size_t capacity);
 
 }  // namespace memgrad

@@ -3,14 +3,21 @@
 // The registry is never destroyed: tensors with static lifetime may free their blocks after
 // main returns, so allocators (and their sources) must outlive everything. For the same reason a
 // replaced allocator is kept: blocks allocated from it are still freed into it.
+//
+// With MEMGRAD_TRACE set, every allocator the registry creates records its trace from the start,
+// and an atexit handler writes each device's current allocator's trace as JSON when the program
+// exits (what `./memgrad lab record` runs programs with).
 #include "engine/memory.h"
 
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -40,6 +47,9 @@ struct Registry {
   size_t cpu_limit = 0;  // 0: host memory
   bool cpu_limit_read = false;
   std::array<size_t, kMaxDeviceIndex> sim_capacity{};
+  std::optional<std::string> trace_path;  // MEMGRAD_TRACE, read once
+  bool trace_path_read = false;
+  bool trace_writer_registered = false;
 };
 
 Registry& registry() {
@@ -83,6 +93,60 @@ std::unique_ptr<MemorySource> make_source(Registry& r, Device d) {
   return nullptr;
 }
 
+// "t.json" -> "t.sim0.json": the trace file of one device when several are written.
+std::string trace_file_for(const std::string& path, const std::string& device) {
+  std::string tag;
+  for (char c : device) {
+    if (c != ':') tag.push_back(c);
+  }
+  const size_t slash = path.find_last_of('/');
+  const size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
+    return path + "." + tag;
+  }
+  return path.substr(0, dot) + "." + tag + path.substr(dot);
+}
+
+// At exit: each device's current allocator's trace, as JSON. Errors cannot be thrown from here,
+// so they are reported on stderr.
+void write_traces() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<Allocator*> traced;
+  for (const std::atomic<Allocator*>& slot : r.slots) {
+    Allocator* a = slot.load(std::memory_order_acquire);
+    if (a != nullptr && a->trace().enabled() && !a->trace().events().empty()) traced.push_back(a);
+  }
+  for (Allocator* a : traced) {
+    const MemorySource& source = a->source();
+    const std::string path =
+        traced.size() == 1 ? *r.trace_path : trace_file_for(*r.trace_path, source.name());
+    std::ofstream out(path, std::ios::binary);
+    out << a->trace().to_json(source.name(), a->policy_name(), source.capacity());
+    if (!out) {
+      std::fprintf(stderr, "[memgrad] MEMGRAD_TRACE: cannot write '%s'\n", path.c_str());
+      continue;
+    }
+    std::fprintf(stderr, "[memgrad] allocator trace of %s (%zu events) written to %s\n",
+                 source.name().c_str(), a->trace().events().size(), path.c_str());
+  }
+}
+
+// Requires r.mutex. Switches tracing on for a new allocator when MEMGRAD_TRACE asks for it.
+void maybe_trace(Registry& r, Allocator& allocator) {
+  if (!r.trace_path_read) {
+    const char* path = std::getenv("MEMGRAD_TRACE");
+    if (path != nullptr && *path != '\0') r.trace_path = path;
+    r.trace_path_read = true;
+  }
+  if (!r.trace_path) return;
+  allocator.trace().enable();
+  if (!r.trace_writer_registered) {
+    std::atexit(write_traces);
+    r.trace_writer_registered = true;
+  }
+}
+
 // Requires r.mutex. Builds a fresh source + allocator for `d` and publishes it.
 Allocator& install(Registry& r, Device d) {
   const int slot = slot_of(d);
@@ -93,6 +157,7 @@ Allocator& install(Registry& r, Device d) {
   r.sources.push_back(make_source(r, d));
   r.allocators.push_back(make_allocator(r.configs[static_cast<size_t>(slot)], *r.sources.back()));
   Allocator* allocator = r.allocators.back().get();
+  maybe_trace(r, *allocator);
   attach_device_hooks(d, *allocator);
   r.slots[static_cast<size_t>(slot)].store(allocator, std::memory_order_release);
   return *allocator;

@@ -12,6 +12,12 @@
 //   MEMGRAD_ALLOC_CONF        allocator options for every device ("policy:caching,...")
 //   MEMGRAD_CPU_MEMORY_LIMIT  e.g. "256MiB": the CPU becomes a bounded device of that capacity
 //   MEMGRAD_SIM_MEMORY        capacity of each simulated device sim:N (default "1GiB")
+//   MEMGRAD_TRACE             a file path: every allocator records its trace (allocator/trace.h)
+//                             from its creation, and at exit each device's current allocator
+//                             writes it there as JSON; with several devices traced, each file is
+//                             the path with the device before the extension ("t.json" ->
+//                             "t.cpu.json", "t.sim0.json"). Recording costs host memory per
+//                             event; a replaced allocator's trace is not written.
 #pragma once
 
 #include <cstddef>

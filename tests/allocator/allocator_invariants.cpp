@@ -3,18 +3,24 @@
 
 #include <fmt/format.h>
 
+#include "allocator/config.h"
+
 namespace memgrad::testing {
 namespace {
 
 constexpr size_t kGranule = 512;
 
-std::string check_segment(const SegmentSnapshot& seg, SnapshotTotals& totals) {
+std::string check_segment(const SegmentSnapshot& seg, SnapshotTotals& totals,
+                          const LayoutRules& rules) {
   if (seg.blocks.empty()) return fmt::format("segment at {} has no blocks", seg.address);
   if (seg.blocks.front().address != seg.address) {
     return fmt::format("segment at {} starts with a block at {}", seg.address,
                        seg.blocks.front().address);
   }
-  const bool split = seg.blocks.size() > 1;
+  // Free blocks count as inactive split blocks while the segment also holds an allocated one
+  // (a segment with nothing allocated can be released whole).
+  bool in_use = false;
+  for (const BlockSnapshot& b : seg.blocks) in_use = in_use || b.allocated;
   size_t tiled = 0;
   for (size_t i = 0; i < seg.blocks.size(); ++i) {
     const BlockSnapshot& b = seg.blocks[i];
@@ -27,7 +33,8 @@ std::string check_segment(const SegmentSnapshot& seg, SnapshotTotals& totals) {
                          b.address, seg.address, seg.address + tiled);
     }
     tiled += b.nbytes;
-    if (i + 1 < seg.blocks.size() && !b.allocated && !seg.blocks[i + 1].allocated) {
+    if (rules.coalesced && i + 1 < seg.blocks.size() && !b.allocated &&
+        !seg.blocks[i + 1].allocated) {
       return fmt::format("free blocks at {} and {} are neighbours (not coalesced)", b.address,
                          seg.blocks[i + 1].address);
     }
@@ -39,7 +46,7 @@ std::string check_segment(const SegmentSnapshot& seg, SnapshotTotals& totals) {
       ++totals.allocated_blocks;
       totals.allocated += b.nbytes;
       totals.requested += b.requested;
-    } else if (split) {
+    } else if (in_use) {
       ++totals.inactive_split;
       totals.inactive_split_bytes += b.nbytes;
     }
@@ -61,20 +68,31 @@ std::string compare(const char* what, size_t from_snapshot, int64_t from_stats) 
 
 }  // namespace
 
+LayoutRules layout_rules_for(std::string_view policy) {
+  if (policy == "buddy" || policy == "size_class" || policy == "arena") {
+    return {.coalesced = false, .split_stats = true};
+  }
+  if (policy == "expandable") return {.coalesced = true, .split_stats = false};
+  return {};
+}
+
 std::string check_snapshot_layout(const std::vector<SegmentSnapshot>& segments,
-                                  SnapshotTotals& totals) {
+                                  SnapshotTotals& totals, const LayoutRules& rules) {
   for (size_t i = 0; i < segments.size(); ++i) {
     if (i > 0 && segments[i - 1].address + segments[i - 1].nbytes > segments[i].address) {
       return fmt::format("segments at {} ({} bytes) and {} overlap or are out of order",
                          segments[i - 1].address, segments[i - 1].nbytes, segments[i].address);
     }
-    std::string problem = check_segment(segments[i], totals);
+    std::string problem = check_segment(segments[i], totals, rules);
     if (!problem.empty()) return problem;
   }
   return {};
 }
 
-std::string check_totals_match_stats(const SnapshotTotals& t, const MemoryStats& s) {
+std::string check_totals_match_stats(const SnapshotTotals& t, const MemoryStats& s,
+                                     const LayoutRules& rules) {
+  const size_t split_blocks = rules.split_stats ? t.inactive_split : 0;
+  const size_t split_bytes = rules.split_stats ? t.inactive_split_bytes : 0;
   const std::string problems[] = {
       compare("reserved bytes", t.reserved, s.reserved_bytes.all().current),
       compare("small-pool reserved bytes", t.reserved_small, s.reserved_bytes.small_pool().current),
@@ -83,8 +101,8 @@ std::string check_totals_match_stats(const SnapshotTotals& t, const MemoryStats&
       compare("allocated bytes", t.allocated, s.allocated_bytes.all().current),
       compare("allocations", t.allocated_blocks, s.allocation.all().current),
       compare("requested bytes", t.requested, s.requested_bytes.all().current),
-      compare("inactive split blocks", t.inactive_split, s.inactive_split.all().current),
-      compare("inactive split bytes", t.inactive_split_bytes, s.inactive_split_bytes.all().current),
+      compare("inactive split blocks", split_blocks, s.inactive_split.all().current),
+      compare("inactive split bytes", split_bytes, s.inactive_split_bytes.all().current),
   };
   for (const std::string& p : problems) {
     if (!p.empty()) return p;
@@ -92,12 +110,25 @@ std::string check_totals_match_stats(const SnapshotTotals& t, const MemoryStats&
   return {};
 }
 
+std::vector<std::string> known_policy_names() {
+  std::vector<std::string> names;
+  const std::string_view all = known_policies();
+  for (size_t start = 0; start <= all.size();) {
+    size_t end = all.find(", ", start);
+    if (end == std::string_view::npos) end = all.size();
+    names.emplace_back(all.substr(start, end - start));
+    start = end + 2;
+  }
+  return names;
+}
+
 std::string check_allocator(const Allocator& allocator, SnapshotTotals* totals) {
   SnapshotTotals local;
   SnapshotTotals& t = totals != nullptr ? *totals : local;
-  std::string problem = check_snapshot_layout(allocator.snapshot(), t);
+  const LayoutRules rules = layout_rules_for(allocator.policy_name());
+  std::string problem = check_snapshot_layout(allocator.snapshot(), t, rules);
   if (!problem.empty()) return problem;
-  return check_totals_match_stats(t, allocator.stats());
+  return check_totals_match_stats(t, allocator.stats(), rules);
 }
 
 }  // namespace memgrad::testing

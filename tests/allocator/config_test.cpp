@@ -216,11 +216,11 @@ TEST_CASE("per_process_memory_fraction must be in (0, 1]") {
 }
 
 TEST_CASE("an unknown policy is a ConfigError listing the known ones") {
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:buddy"),
-                       doctest::Contains("unknown policy 'buddy'"), ConfigError);
-  const ConfigError e = parse_error("policy:buddy");
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:tlsf"),
+                       doctest::Contains("unknown policy 'tlsf'"), ConfigError);
+  const ConfigError e = parse_error("policy:tlsf");
   CHECK_EQ(e.key, "policy");
-  CHECK_EQ(e.value, "buddy");
+  CHECK_EQ(e.value, "tlsf");
   CHECK(std::string(e.what()).find(std::string(known_policies())) != std::string::npos);
 }
 

@@ -1,15 +1,17 @@
-// Four threads allocating and freeing on one CachingAllocator at once.
+// Four threads allocating and freeing on one allocator at once, for every policy.
 //
 // Each thread keeps its own live blocks and stamps the first and last 8 bytes of each with a tag
 // unique to that allocation; a tag found changed at free time means two threads were handed
 // overlapping memory. While they run, one thread empties the cache now and then and another
 // checks snapshot invariants (a snapshot is taken under the allocator's lock, so it must be
-// consistent at any moment). After the join the totals must balance exactly.
+// consistent at any moment). After the join the totals must balance exactly. Each policy of
+// known_policies() runs as its own SUBCASE.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,12 +20,14 @@
 #include <fmt/format.h>
 
 #include "allocator/bounded_memory.h"
-#include "allocator/caching_allocator.h"
 #include "allocator/error.h"
+#include "allocator/policy_registry.h"
 #include "tests/allocator/allocator_invariants.h"
 
 using namespace memgrad;
 using memgrad::testing::check_snapshot_layout;
+using memgrad::testing::known_policy_names;
+using memgrad::testing::layout_rules_for;
 using memgrad::testing::SnapshotTotals;
 
 namespace {
@@ -73,7 +77,8 @@ struct Live {
   uint64_t tag;
 };
 
-void worker(CachingAllocator& alloc, int id, ThreadResult& result) {
+void worker(Allocator& alloc, int id, ThreadResult& result) {
+  const testing::LayoutRules rules = layout_rules_for(alloc.policy_name());
   std::mt19937_64 rng(1000 + static_cast<uint64_t>(id));
   std::vector<Live> live;
   uint64_t serial = 0;
@@ -107,7 +112,7 @@ void worker(CachingAllocator& alloc, int id, ThreadResult& result) {
     if (id == 0 && step % 1000 == 999) alloc.empty_cache();
     if (id == 1 && step % 500 == 499 && result.problem.empty()) {
       SnapshotTotals totals;
-      const std::string problem = check_snapshot_layout(alloc.snapshot(), totals);
+      const std::string problem = check_snapshot_layout(alloc.snapshot(), totals, rules);
       if (!problem.empty()) result.problem = fmt::format("thread 1, step {}: {}", step, problem);
     }
   }
@@ -118,9 +123,17 @@ void worker(CachingAllocator& alloc, int id, ThreadResult& result) {
 
 TEST_SUITE("allocator") {
 
-TEST_CASE("four threads sharing one caching allocator never overlap and leave exact totals") {
+TEST_CASE("four threads sharing one allocator never overlap and leave exact totals") {
+  std::string policy;
+  for (const std::string& name : known_policy_names()) {
+    SUBCASE(name.c_str()) { policy = name; }
+  }
+  CAPTURE(policy);
   BoundedMemory memory(kCapacity, "sim:0");
-  CachingAllocator alloc(memory);
+  AllocatorConfig config;
+  config.policy = policy;
+  std::unique_ptr<Allocator> owner = make_allocator(config, memory);
+  Allocator& alloc = *owner;
   std::vector<ThreadResult> results(kThreads);
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
@@ -151,7 +164,8 @@ TEST_CASE("four threads sharing one caching allocator never overlap and leave ex
   CHECK_EQ(s.inactive_split_bytes.all().current, 0);
 
   SnapshotTotals totals;
-  const std::string problem = check_snapshot_layout(alloc.snapshot(), totals);
+  const std::string problem =
+      check_snapshot_layout(alloc.snapshot(), totals, layout_rules_for(policy));
   CHECK_MESSAGE(problem.empty(), problem);
   CHECK_EQ(static_cast<int64_t>(totals.reserved), s.reserved_bytes.all().current);
   CHECK_EQ(static_cast<int64_t>(totals.segments), s.segment.all().current);

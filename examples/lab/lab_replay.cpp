@@ -1,0 +1,293 @@
+// lab_replay: the allocator policy lab's tool (run by `./memgrad lab`, tools/lab.py).
+//
+//   lab_replay replay TRACE [--policy A,B,...] [--capacity SIZE] [--timed-passes N]
+//       serves the trace's requests with each policy on a fresh simulated device and prints
+//       one row per policy: peak reserved and allocated, fragmentation (1 - allocated/reserved
+//       at the peak of reserved, and averaged over requests), source calls, the first OOM (with
+//       its trace event) and the time per request, then a conclusion computed from the rows.
+//   lab_replay plot TRACE [--out-dir DIR] [--policy P --capacity SIZE]
+//       writes an SVG timeline (trace_to_svg) and a Chrome-trace JSON for Perfetto, of the
+//       recorded trace or of its replay under policy P; prints the file names.
+//   lab_replay layout [--out-dir DIR] [--summary-only]
+//       serves a fixed request sequence with each policy and draws its segments and blocks
+//       (docs/images/allocator-lab-<policy>.svg).
+//
+// Everything but the times is deterministic: the simulated device's addresses are relative to
+// its base, so the same trace gives the same table on every machine.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "allocator/bounded_memory.h"
+#include "allocator/error.h"
+#include "allocator/policy_registry.h"
+#include "allocator/trace_replay.h"
+#include "examples/lab/lab_layout.h"
+
+namespace {
+
+using namespace memgrad;
+
+constexpr size_t kLayoutCapacity = 64 * kMiB;
+
+std::string mib(size_t nbytes) {
+  return fmt::format("{:.2f} MiB", static_cast<double>(nbytes) / static_cast<double>(kMiB));
+}
+
+std::vector<std::string> split_policies(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string name = text.substr(start, end - start);
+    name.erase(std::remove(name.begin(), name.end(), ' '), name.end());
+    if (!name.empty()) out.push_back(name);
+    start = end + 1;
+  }
+  return out;
+}
+
+// "256MiB", "1.5GiB", "64M", "4096": binary units.
+size_t parse_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  double scale = 0.0;
+  if (unit.empty() || unit == "B") scale = 1.0;
+  if (unit == "K" || unit == "KiB") scale = static_cast<double>(kKiB);
+  if (unit == "M" || unit == "MiB") scale = static_cast<double>(kMiB);
+  if (unit == "G" || unit == "GiB") scale = static_cast<double>(kGiB);
+  if (used == 0 || scale == 0.0 || !(value > 0.0)) {
+    throw ConfigError(fmt::format("--capacity: cannot read '{}' as a size (e.g. 256MiB, 1GiB)",
+                                  text),
+                      "capacity", text);
+  }
+  return static_cast<size_t>(value * scale);
+}
+
+// The capacity to replay on: the one asked for, else 4x the ideal peak (at least 64 MiB),
+// rounded up to a MiB.
+size_t choose_capacity(const std::string& flag, const ReplayPlan& plan) {
+  if (!flag.empty()) return parse_size(flag);
+  const size_t wanted = std::max<size_t>(4 * plan.ideal_peak, 64 * kMiB);
+  return (wanted + kMiB - 1) / kMiB * kMiB;
+}
+
+std::vector<std::string> policies_or_all(const std::string& flag) {
+  return split_policies(flag.empty() ? std::string(known_policies()) : flag);
+}
+
+// ---- replay ----
+
+void print_row(const ReplayResult& r) {
+  const std::string result =
+      r.oom ? fmt::format("OOM at event {}", r.oom_event) : std::string("ok");
+  fmt::print("{:<12} {:>14} {:>15} {:>10.1f}% {:>9.1f}% {:>13} {:<18} {:.0f} ns\n", r.policy,
+             mib(r.peak_reserved), mib(r.peak_allocated), 100.0 * r.fragmentation_at_peak,
+             100.0 * r.fragmentation_mean, r.source_calls, result, r.ns_per_op);
+}
+
+// One sentence from the rows: who reserved least and most at the peak (against the ideal), who
+// called the source least and most, and who ran out of memory.
+void print_conclusion(const std::vector<ReplayResult>& rows, const ReplayPlan& plan) {
+  std::vector<const ReplayResult*> served;
+  std::vector<std::string> ooms;
+  for (const ReplayResult& r : rows) {
+    if (r.oom) {
+      ooms.push_back(fmt::format("{} (event {})", r.policy, r.oom_event));
+    } else {
+      served.push_back(&r);
+    }
+  }
+  std::string text;
+  if (!served.empty()) {
+    const auto by_peak = [](const ReplayResult* a, const ReplayResult* b) {
+      return a->peak_reserved < b->peak_reserved;
+    };
+    const auto by_calls = [](const ReplayResult* a, const ReplayResult* b) {
+      return a->source_calls < b->source_calls;
+    };
+    const ReplayResult* least = *std::min_element(served.begin(), served.end(), by_peak);
+    const ReplayResult* most = *std::max_element(served.begin(), served.end(), by_peak);
+    const ReplayResult* fewest = *std::min_element(served.begin(), served.end(), by_calls);
+    const ReplayResult* most_calls = *std::max_element(served.begin(), served.end(), by_calls);
+    const double ideal = static_cast<double>(std::max<size_t>(plan.ideal_peak, 1));
+    text = fmt::format(
+        "{} reserved the least at its peak ({}, {:.2f}x the ideal), {} the most ({}, {:.2f}x); "
+        "{} called the source least ({} calls), {} most ({})",
+        least->policy, mib(least->peak_reserved),
+        static_cast<double>(least->peak_reserved) / ideal, most->policy,
+        mib(most->peak_reserved), static_cast<double>(most->peak_reserved) / ideal,
+        fewest->policy, fewest->source_calls, most_calls->policy, most_calls->source_calls);
+  }
+  if (ooms.empty()) {
+    text += served.empty() ? "no policy served the trace" : "; none ran out of memory";
+  } else {
+    std::string list;
+    for (const std::string& o : ooms) list += (list.empty() ? "" : ", ") + o;
+    text += fmt::format("{}out of memory: {}", text.empty() ? "" : "; ", list);
+  }
+  fmt::print("conclusion: {}.\n", text);
+}
+
+int cmd_replay(const std::string& path, const std::string& policy_flag,
+               const std::string& capacity_flag, int timed_passes) {
+  const RecordedTrace trace = read_trace_file(path);
+  const ReplayPlan plan = plan_replay(trace.events);
+  const size_t capacity = choose_capacity(capacity_flag, plan);
+  fmt::print("trace {} (device {}, recorded with {}): {} events, {} allocs, {} frees", path,
+             trace.device, trace.policy, trace.events.size(), plan.allocs, plan.frees);
+  if (plan.live_at_end > 0) fmt::print(" ({} blocks live at the end)", plan.live_at_end);
+  if (plan.unmatched_frees > 0) {
+    fmt::print(" ({} frees of blocks from before the trace skipped)", plan.unmatched_frees);
+  }
+  fmt::print("\nideal peak (most requested bytes live at once): {}\n", mib(plan.ideal_peak));
+  fmt::print("each policy serves the same requests on a fresh simulated device of {}\n\n",
+             mib(capacity));
+  fmt::print("{:<12} {:>14} {:>15} {:>11} {:>10} {:>13} {:<18} {}\n", "policy",
+             "peak reserved", "peak allocated", "frag@peak", "frag mean", "source calls",
+             "result", "time per request");
+  std::vector<ReplayResult> rows;
+  for (const std::string& policy : policies_or_all(policy_flag)) {
+    AllocatorConfig config = AllocatorConfig::parse("policy:" + policy);
+    rows.push_back(replay(plan, config, capacity, {.timed_passes = timed_passes}));
+    print_row(rows.back());
+  }
+  fmt::print("\n");
+  print_conclusion(rows, plan);
+  return 0;
+}
+
+// ---- plot ----
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error(fmt::format("cannot write '{}'", path.string()));
+}
+
+int cmd_plot(const std::string& path, const std::string& out_dir, const std::string& policy,
+             const std::string& capacity_flag) {
+  const RecordedTrace trace = read_trace_file(path);
+  std::vector<TraceEvent> events = trace.events;
+  std::vector<TraceContextRecord> contexts = trace.contexts;
+  std::string stem = std::filesystem::path(path).stem().string();
+  std::string title = fmt::format("{}: {} on {} ({} events)", stem, trace.policy, trace.device,
+                                  trace.events.size());
+  std::string shown_policy = trace.policy;
+  size_t capacity = trace.capacity;
+  if (!policy.empty()) {
+    const ReplayPlan plan = plan_replay(trace.events);
+    capacity = choose_capacity(capacity_flag, plan);
+    const ReplayResult r = replay(plan, AllocatorConfig::parse("policy:" + policy), capacity,
+                                  {.record_trace = true, .contexts = &trace.contexts});
+    events = r.events;
+    contexts = r.event_contexts;
+    stem += "." + policy;
+    shown_policy = policy;
+    title = fmt::format("{}: replayed with {} on a simulated {}{}", std::filesystem::path(path).stem().string(),
+                        policy, mib(capacity),
+                        r.oom ? fmt::format(" (OOM at event {})", r.oom_event) : std::string());
+  }
+  std::filesystem::create_directories(out_dir);
+  const std::filesystem::path svg = std::filesystem::path(out_dir) / (stem + ".svg");
+  const std::filesystem::path json = std::filesystem::path(out_dir) / (stem + ".perfetto.json");
+  write_file(svg, trace_to_svg(events, contexts, title, capacity));
+  write_file(json, trace_to_json(events, contexts, trace.device, shown_policy, capacity));
+  fmt::print("timeline (SVG): {}\nChrome trace (open in https://ui.perfetto.dev): {}\n",
+             svg.string(), json.string());
+  return 0;
+}
+
+// ---- layout ----
+
+int cmd_layout(const std::string& out_dir, bool summary_only) {
+  fmt::print("the fixed sequence: {}\n\n", lab::layout_sequence_text());
+  fmt::print("{:<12} {:>8} {:>14} {:>14} {:>14}\n", "policy", "segments", "reserved",
+             "allocated", "requested");
+  for (const std::string& policy : policies_or_all("")) {
+    BoundedMemory memory(kLayoutCapacity, "sim:0");
+    std::unique_ptr<Allocator> alloc =
+        make_allocator(AllocatorConfig::parse("policy:" + policy), memory);
+    const std::vector<SegmentSnapshot> snap = lab::run_layout_sequence(*alloc);
+    size_t reserved = 0, allocated = 0, requested = 0;
+    for (const SegmentSnapshot& seg : snap) {
+      reserved += seg.nbytes;
+      for (const BlockSnapshot& b : seg.blocks) {
+        allocated += b.allocated ? b.nbytes : 0;
+        requested += b.allocated ? b.requested : 0;
+      }
+    }
+    fmt::print("{:<12} {:>8} {:>14} {:>14} {:>14}\n", policy, snap.size(), mib(reserved),
+               mib(allocated), mib(requested));
+    if (summary_only) continue;
+    std::filesystem::create_directories(out_dir);
+    const std::filesystem::path file =
+        std::filesystem::path(out_dir) / fmt::format("allocator-lab-{}.svg", policy);
+    write_file(file, lab::snapshot_to_svg(snap, fmt::format("policy:{} after the fixed sequence",
+                                                            policy)));
+  }
+  if (!summary_only) fmt::print("\npictures written to {}/allocator-lab-<policy>.svg\n", out_dir);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The allocator policy lab: replay a recorded trace through the policies, plot "
+               "it, draw each policy's layout."};
+  bool describe = false;
+  app.add_flag("--describe", describe, "Print a one-line description and exit");
+  std::string trace, policy, capacity, out_dir;
+  int timed_passes = 3;
+  bool summary_only = false;
+  CLI::App* replay_cmd = app.add_subcommand("replay", "Replay a trace through each policy");
+  replay_cmd->add_option("trace", trace, "A trace JSON (MEMGRAD_TRACE, ./memgrad lab record)")->required();
+  replay_cmd->add_option("--policy", policy, "Comma-separated policies (default: all)");
+  replay_cmd->add_option("--capacity", capacity, "Simulated device capacity, e.g. 256MiB (default: 4x the ideal peak)");
+  replay_cmd->add_option("--timed-passes", timed_passes, "Timed passes per policy (best is shown)")->capture_default_str();
+  CLI::App* plot_cmd = app.add_subcommand("plot", "Write an SVG timeline and a Perfetto JSON");
+  plot_cmd->add_option("trace", trace, "A trace JSON")->required();
+  plot_cmd->add_option("--out-dir", out_dir, "Where to write the files (default: next to the trace)");
+  plot_cmd->add_option("--policy", policy, "Plot the trace replayed with this policy");
+  plot_cmd->add_option("--capacity", capacity, "Capacity for --policy (default: 4x the ideal peak)");
+  CLI::App* layout_cmd = app.add_subcommand("layout", "Draw each policy's layout after a fixed sequence");
+  out_dir = "docs/images";
+  layout_cmd->add_option("--out-dir", out_dir, "Where to write the pictures")->capture_default_str();
+  layout_cmd->add_flag("--summary-only", summary_only, "Print the table, write no pictures");
+  CLI11_PARSE(app, argc, argv);
+  if (describe) {
+    fmt::print("the allocator policy lab: replay a trace through every policy, plot it, draw "
+               "layouts (./memgrad lab)\n");
+    return 0;
+  }
+  try {
+    if (*replay_cmd) return cmd_replay(trace, policy, capacity, timed_passes);
+    if (*plot_cmd) {
+      const std::string dir = plot_cmd->count("--out-dir") > 0
+                                  ? out_dir
+                                  : std::filesystem::path(trace).parent_path().string();
+      return cmd_plot(trace, dir.empty() ? "." : dir, policy, capacity);
+    }
+    if (*layout_cmd) return cmd_layout(out_dir, summary_only);
+    fmt::print("{}", app.help());
+    return 2;
+  } catch (const memgrad::Error& e) {
+    std::fprintf(stderr, "lab_replay: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The allocator policy lab: `./memgrad lab COMMAND ...` (docs/allocator-lab.md).
+
+  record [--out PATH] -- PROGRAM [ARGS]   run an example program (train_mlp, fragmenter, b20,
+                                          ...) or any executable with MEMGRAD_TRACE=PATH, so
+                                          every device allocator records its trace and writes it
+                                          at exit; prints the trace file(s). Default PATH:
+                                          memgrad-traces/PROGRAM.json
+  replay TRACE [--policy A,B,C] [--capacity SIZE] [--timed-passes N]
+                                          serve the trace's requests with each policy on a fresh
+                                          simulated device and print the comparison table
+  plot TRACE [--out-dir DIR] [--policy P] [--capacity SIZE]
+                                          write an SVG timeline and a Perfetto JSON of the trace
+                                          (or of its replay under P); prints the file names
+  layout [--out-dir DIR] [--summary-only] draw each policy's blocks after a fixed sequence
+                                          (docs/images/allocator-lab-<policy>.svg)
+  policies                                list the policies (MEMGRAD_ALLOC_CONF=policy:NAME)
+
+replay, plot and layout run <build>/examples/lab_replay.
+"""
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_example import find_examples  # noqa: E402
+
+
+def lab_tool(build_dir):
+    path = os.path.join(build_dir, "examples", "lab_replay")
+    if not os.access(path, os.X_OK):
+        sys.exit(f"lab: {path} is not built (./memgrad build)")
+    return path
+
+
+def resolve_program(build_dir, name):
+    """An example name (train_mlp, fragmenter, b20 / B20 / b20_memory_timeline) or a path."""
+    examples = find_examples(build_dir)
+    if name in examples:
+        return examples[name]
+    short = name.lower().lstrip("b").zfill(2)
+    matches = [p for n, p in sorted(examples.items()) if n[0] == "b" and n[1:3] == short]
+    if len(matches) == 1:
+        return matches[0]
+    if os.access(name, os.X_OK) and os.path.isfile(name):
+        return name
+    sys.exit(f"lab: unknown program '{name}' (`./memgrad example list` shows the examples)")
+
+
+def written_traces(path, since):
+    """The trace files MEMGRAD_TRACE=path produced: path itself (one device) or one per device
+    (path with the device before the extension)."""
+    stem, ext = os.path.splitext(path)
+    candidates = [path] + sorted(glob.glob(f"{glob.escape(stem)}.*{ext}"))
+    return [p for p in candidates if os.path.isfile(p) and os.path.getmtime(p) >= since]
+
+
+def cmd_record(opts):
+    command = opts.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        sys.exit("lab record: nothing to run (usage: ./memgrad lab record -- PROGRAM [ARGS])")
+    program = resolve_program(opts.build_dir, command[0])
+    out = opts.out or os.path.join("memgrad-traces", os.path.basename(program) + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    env = dict(os.environ, MEMGRAD_TRACE=os.path.abspath(out))
+    start = time.time() - 1
+    status = subprocess.run([program] + command[1:], env=env).returncode
+    files = written_traces(os.path.abspath(out), start)
+    if not files:
+        print(f"lab record: {os.path.basename(program)} wrote no trace (status {status}; no "
+              f"allocation on any device?)", file=sys.stderr)
+        return status or 1
+    for f in files:
+        print(f"trace: {os.path.relpath(f)} ({os.path.getsize(f)} bytes)")
+    print("next: ./memgrad lab replay TRACE   and   ./memgrad lab plot TRACE")
+    return status
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="./memgrad lab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-dir", default="build")
+    sub = parser.add_subparsers(dest="cmd")
+    rec = sub.add_parser("record", help="run a program with allocator tracing on")
+    rec.add_argument("--out", help="trace file (default memgrad-traces/PROGRAM.json)")
+    rec.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
+    rep = sub.add_parser("replay", help="compare the policies on a trace")
+    rep.add_argument("trace")
+    rep.add_argument("--policy", help="comma-separated policies (default: all)")
+    rep.add_argument("--capacity", help="simulated device capacity, e.g. 512MiB")
+    rep.add_argument("--timed-passes", help="timed passes per policy (default 3)")
+    plot = sub.add_parser("plot", help="SVG timeline and Perfetto JSON of a trace")
+    plot.add_argument("trace")
+    plot.add_argument("--out-dir")
+    plot.add_argument("--policy")
+    plot.add_argument("--capacity")
+    lay = sub.add_parser("layout", help="draw each policy's layout after a fixed sequence")
+    lay.add_argument("--out-dir")
+    lay.add_argument("--summary-only", action="store_true")
+    sub.add_parser("policies", help="list the policies")
+    opts = parser.parse_args()
+    if opts.cmd == "record":
+        return cmd_record(opts)
+    if opts.cmd in ("replay", "plot", "layout"):
+        args = [lab_tool(opts.build_dir), opts.cmd]
+        if opts.cmd != "layout":
+            args.append(opts.trace)
+        for flag in ("policy", "capacity", "timed_passes", "out_dir"):
+            value = getattr(opts, flag, None)
+            if value:
+                args += ["--" + flag.replace("_", "-"), value]
+        if getattr(opts, "summary_only", False):
+            args.append("--summary-only")
+        return subprocess.run(args).returncode
+    if opts.cmd == "policies":
+        return subprocess.run([lab_tool(opts.build_dir), "layout", "--summary-only"]).returncode
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
