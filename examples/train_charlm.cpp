@@ -5,6 +5,10 @@
 //
 //   ./memgrad example train_charlm --steps 300 --context 64 --width 128 --layers 2
 //   ./memgrad example train_charlm --text my_book.txt --device sim:0 --memory-limit 512MiB
+//   ./memgrad lab record -- train_charlm --device sim:0 --steps 2 --sample-length 0
+//
+// Trace phases: "forward" (set here), "backward", "optimizer", "zero_grad" (autograd and the
+// optimizer), "eval" and "sample".
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -156,6 +160,7 @@ Tensor loss_of(CharLM& model, const data::Example& batch, bool amp = false) {
 }
 
 double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t batch) {
+  TracePhaseScope phase("eval");
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(val, {.batch_size = static_cast<size_t>(batch), .device = device});
@@ -172,6 +177,7 @@ double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t 
 // Samples `length` characters after `prompt` at temperature `temperature`.
 std::string sample(CharLM& model, const Corpus& corpus, const std::string& prompt, int64_t length,
                    double temperature, Device device) {
+  TracePhaseScope phase("sample");
   NoGradGuard no_grad;
   model.eval();
   std::vector<int64_t> ids;
@@ -266,7 +272,11 @@ int main(int argc, char** argv) {
       const bool first = step == 0;
       if (first) loader.wait_until_prefetched();
       const int64_t before = static_cast<int64_t>(memory_allocated(device));
-      Tensor loss = loss_of(model, *batch, opt.amp);
+      Tensor loss;
+      {
+        TracePhaseScope phase("forward");  // autograd and the optimizer label the other phases
+        loss = loss_of(model, *batch, opt.amp);
+      }
       const int64_t forward = static_cast<int64_t>(memory_allocated(device)) - before;
       scaler.scale(loss).backward();
       const int64_t backward = static_cast<int64_t>(memory_allocated(device)) - before - forward;

@@ -5,6 +5,11 @@
 //
 //   ./memgrad example train_mlp --epochs 3 --optimizer sgd --lr 0.1
 //   ./memgrad example train_mlp --device sim:0 --memory-limit 64MiB --accumulate 4
+//   ./memgrad lab record -- train_mlp --device sim:0 --epochs 1 --max-steps 2   (a short trace)
+//
+// The forward (and the loss) runs in TracePhaseScope("forward") and evaluation in "eval"; autograd
+// and the optimizer label backward, optimizer and zero_grad themselves, so a recorded trace says
+// which phase every allocation belongs to.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -73,6 +78,7 @@ double accuracy_of(const Tensor& logits, const Tensor& target) {
 }
 
 double evaluate(Mlp& model, const data::Dataset& test, Device device) {
+  TracePhaseScope phase("eval");
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(test, {.batch_size = 1000, .device = device});
@@ -100,6 +106,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Train an MLP (784-512-512-10) on Fashion-MNIST and report where memory goes."};
   examples::add_train_flags(app, opt, /*default_epochs=*/10, /*default_batch=*/128);
   app.add_option("--data", opt.data_dir, "Directory with MNIST-format IDX files (.gz or not)");
+  int64_t max_steps = 0;
+  app.add_option("--max-steps", max_steps, "Stop training after this many optimizer steps (0: no limit)")->capture_default_str()->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   if (opt.describe) {
     fmt::print("{}\n", "MLP 784-512-512-10 on Fashion-MNIST with a per-phase memory report (the demo)");
@@ -167,6 +175,7 @@ int main(int argc, char** argv) {
           }
           Tensor logits, loss;
           {
+            TracePhaseScope phase("forward");
             autograd::AutocastGuard autocast(opt.amp);
             logits = model.forward(x);
             loss = nn::cross_entropy(logits, y);
@@ -225,6 +234,7 @@ int main(int argc, char** argv) {
         loss_sum += step_loss;
         acc_sum += step_acc;
         bar.update(seen, loss_sum / static_cast<double>(seen), acc_sum / static_cast<double>(seen));
+        if (max_steps > 0 && state.step >= max_steps) break;
       }
       const double test_acc = evaluate(model, mnist.test, device);
       bar.finish(fmt::format(" | test acc {:.2f}%", 100.0 * test_acc));

@@ -28,7 +28,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"<!-- output: (?P<cmd>[^>]*?) -->\n.*?<!-- end output -->", re.S)
-DURATION = re.compile(r"\d+(\.\d+)?\s?(s|ms|us|µs|min)\b")
+DURATION = re.compile(r"\d+(\.\d+)?\s?(s|ms|us|µs|ns|min)\b")
 
 
 def find_program(build_dir, name):

@@ -1,0 +1,85 @@
+// errors_catalogue: triggers one error of each type memgrad throws and prints its type and
+// message. docs/errors.md quotes this program's output, so the catalogue shows real messages.
+//
+//   ./memgrad example errors_catalogue
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "allocator/bounded_memory.h"
+#include "allocator/caching_allocator.h"
+#include "autograd/autograd.h"
+#include "engine/io/safetensors.h"
+
+using namespace memgrad;
+
+namespace {
+
+// Runs `trigger`, which must throw, and prints the exception's type and message.
+void show(const char* type, const char* what, const std::function<void()>& trigger) {
+  try {
+    trigger();
+    fmt::print("{}: {}\n  (no error was raised)\n\n", type, what);
+  } catch (const Error& e) {
+    fmt::print("{} -- {}\n  {}\n\n", type, what, e.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Print one real message of each memgrad error type."};
+  bool describe = false;
+  app.add_flag("--describe", describe, "Print a one-line description and exit");
+  CLI11_PARSE(app, argc, argv);
+  if (describe) {
+    fmt::print("one real message of each error type (quoted by docs/errors.md)\n");
+    return 0;
+  }
+  show("ShapeError", "shapes that do not broadcast",
+       [] { (void)(ones({2, 3}) + ones({4})); });
+  show("ShapeError", "a view the strides cannot express", [] { (void)ones({4, 6}).t().view({24}); });
+  show("ShapeError", "matrix product of mismatched shapes", [] { (void)mm(ones({2, 3}), ones({4, 5})); });
+  show("IndexError", "a dimension out of range", [] { (void)ones({2, 3}).sum({2}); });
+  show("IndexError", "an index out of range", [] { (void)ones({5, 2}).index_select(0, tensor({7})); });
+  show("DTypeError", "a float result written into an int64 tensor",
+       [] { Tensor i = tensor({1, 2}); i.add_(0.5); });
+  show("DeviceError", "tensors on different devices", [] { (void)(ones({2}) + ones({2}, Device("sim:0"))); });
+  show("DeviceError", "a CUDA tensor in a build or machine without one", [] { (void)ones({2}, Device("cuda:0")); });
+  show("ValueError", "an invalid argument value", [] { (void)arange(0, 10, 0); });
+  show("ConfigError", "a typo in MEMGRAD_ALLOC_CONF",
+       [] { (void)AllocatorConfig::parse("max_split_size:128"); });
+  show("OutOfMemoryError", "a request the device cannot hold", [] {
+    BoundedMemory device(64 * kMiB, "sim:7");
+    CachingAllocator allocator(device);
+    Block a = allocator.allocate(40 * kMiB);
+    try {
+      (void)allocator.allocate(30 * kMiB);
+    } catch (...) {
+      allocator.free(a);
+      throw;
+    }
+  });
+  show("AutogradError", "a saved tensor modified in place", [] {
+    Tensor x = ones({3}, TensorOptions().with_requires_grad());
+    Tensor y = x.exp();
+    y.add_(1.0);
+    y.sum().backward();
+  });
+  show("AutogradError", "in-place on a leaf that requires grad", [] {
+    Tensor x = ones({3}, TensorOptions().with_requires_grad());
+    x.mul_(2.0);
+  });
+  show("AutogradError", "backward through freed buffers", [] {
+    Tensor x = ones({3}, TensorOptions().with_requires_grad());
+    Tensor y = x.exp().sum();
+    y.backward();
+    y.backward();
+  });
+  show("CheckpointError", "a truncated safetensors file",
+       [] { (void)io::decode_safetensors(std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13), "model.safetensors"); });
+  return 0;
+}
