@@ -1,19 +1,50 @@
 #!/usr/bin/env python3
-"""Runs memgrad's benchmark programs (`./memgrad bench [NAME...]`).
+"""Runs memgrad's benchmark programs (`./memgrad bench [NAME...]`), next to their libtorch peers.
 
-Each benchmark is a program in the build directory that prints `name: value unit` lines and
-PASS/FAIL target lines; this runner only selects, runs and streams them. To add one, append a
-Benchmark to BENCHMARKS: its name (what users type), its path under the build directory, what it
-measures (shown by --list), and the arguments that make it quick (--quick).
+Each benchmark is a program in the build directory that prints `name: value unit` lines
+(bench/bench_util.h). A benchmark with a peer (a libtorch program printing the same names) is run
+`--repeats` times in alternating order (memgrad, peer, peer, memgrad, ...), each run in its own
+process; the runner reports, per figure, the median over runs of each side, the ratio
+memgrad/libtorch and one PASS/FAIL line per target. A benchmark without a peer (alloc) is run
+once and its output streamed.
 
-usage: run_bench.py [--build-dir DIR] [--list] [--quick] [NAME...]
-Exits non-zero when a selected program is not built or fails.
+The peer runs in its best configuration on the development machines (docs/performance.md):
+  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp   OpenMP OpenBLAS, sharing libgomp
+  GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=134217728
+  OPENBLAS_CORETYPE=SkylakeX   only when OpenBLAS does not pick an AVX-512 kernel on an AVX-512 CPU
+and sets 2 threads itself. memgrad runs in the runner's own environment (./memgrad sets
+OPENBLAS_CORETYPE on AMD AVX-512 CPUs only).
+
+To add a benchmark, append a Benchmark to BENCHMARKS: its name (what users type), its program
+under the build directory, what it measures (--list), the arguments that make it quick, and
+optionally its peer program and its targets.
+
+usage: run_bench.py [--build-dir DIR] [--list] [--quick] [--repeats N] [NAME...]
+Exits non-zero when a selected memgrad program is not built or fails; a missing peer only skips
+the comparison.
 """
 import argparse
 import os
+import re
+import statistics
 import subprocess
 import sys
-from typing import NamedTuple
+from typing import NamedTuple, Optional
+
+OPENBLAS_OPENMP_DIR = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+PEER_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=134217728"
+AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")  # OpenBLAS core names
+
+METRIC_LINE = re.compile(r"^([A-Za-z0-9_]+): (n/a|[-+0-9.eE]+|inf|nan)(?: (.*))?$")
+
+
+class Target(NamedTuple):
+    """A check on one figure: the ratio memgrad/libtorch ("<=" or ">=" a bound), or, with
+    `relative_to`, memgrad's own figure against bound x another of its figures."""
+    metric: str
+    op: str  # "<=" or ">="
+    bound: float
+    relative_to: Optional[str] = None
 
 
 class Benchmark(NamedTuple):
@@ -21,12 +52,31 @@ class Benchmark(NamedTuple):
     program: str  # relative to the build directory
     description: str
     quick_args: tuple = ()
+    peer: Optional[str] = None  # the libtorch peer program, relative to the build directory
+    targets: tuple = ()
 
 
 BENCHMARKS = [
     Benchmark("alloc", "bench/alloc_bench",
               "allocate+free pairs: caching and passthrough allocators vs malloc",
               ("--quick",)),
+    Benchmark("ops", "bench/ops_bench",
+              "per-op overhead (with and without autograd), 16M elementwise, SGEMM, softmax, "
+              "backward of a 1000-op chain; vs libtorch",
+              ("--quick",), peer="bench/ops_peer",
+              targets=(Target("add_1elem_overhead", "<=", 0.5),
+                       Target("add_inplace_1elem_overhead", "<=", 0.5),
+                       Target("autograd_mul_add_1elem_overhead", "<=", 0.5),
+                       Target("backward_chain_1000", "<=", 0.5),
+                       Target("sgemm_1024x1024x1024", ">=", 0.9),
+                       Target("sgemm_4096x512x512", ">=", 0.9))),
+    Benchmark("train", "bench/train_bench",
+              "MLP 784-512-512-10 training step (SGD, batch 128): step time, peak memory; "
+              "vs libtorch",
+              ("--quick",), peer="bench/train_peer",
+              targets=(Target("train_step_median", "<=", 1.0),
+                       Target("train_step_p90", "<=", 1.25, relative_to="train_step_median"),
+                       Target("train_peak_rss", "<=", 0.3))),
 ]
 
 
@@ -37,7 +87,10 @@ def parse_args(argv):
                         help="the Meson build directory (default: build)")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--quick", action="store_true",
-                        help="fewer iterations, for a demo (noisier numbers)")
+                        help="fewer iterations and one run per side, for a demo (noisier)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each side of a compared benchmark, alternating "
+                             "(default: 3; the median over runs is reported)")
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="benchmarks to run (default: all)")
     return parser.parse_args(argv)
@@ -55,16 +108,192 @@ def select(names):
     return [by_name[n] for n in names]
 
 
-def run(bench, build_dir, quick):
-    """Runs one benchmark with its output streamed; returns its exit status."""
+def load_average():
+    try:
+        return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:
+        return "load average unknown"
+
+
+def cpu_has_avx512():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
+def run_capture(cmd, env):
+    """Runs cmd; returns (status, stdout lines). stderr passes through."""
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    return proc.returncode, proc.stdout.splitlines()
+
+
+def blas_core(config_lines):
+    """The OpenBLAS core name from a program's "config: BLAS ..., core NAME, ..." line."""
+    for line in config_lines:
+        m = re.search(r"core (\w+)", line)
+        if line.startswith("config: BLAS") and m:
+            return m.group(1)
+    return None
+
+
+def peer_environment(peer_path):
+    """The peer's best-configuration environment and a line saying what it is."""
+    env = dict(os.environ)
+    if os.path.isdir(OPENBLAS_OPENMP_DIR):
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (OPENBLAS_OPENMP_DIR, env.get("LD_LIBRARY_PATH")) if p)
+    env["GLIBC_TUNABLES"] = PEER_TUNABLES
+    note = "OpenBLAS core as detected"
+    if "OPENBLAS_CORETYPE" in env:
+        note = f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} from the caller"
+    elif cpu_has_avx512():
+        _, lines = run_capture([peer_path, "--config"], env)
+        core = blas_core(lines)
+        if core is not None and core.lower() not in AVX512_CORES:
+            env["OPENBLAS_CORETYPE"] = "SkylakeX"
+            note = f"OpenBLAS detected {core} on an AVX-512 CPU: OPENBLAS_CORETYPE=SkylakeX"
+        else:
+            note = f"OpenBLAS detected {core}, an AVX-512 kernel: no override"
+    return env, note
+
+
+def parse_metrics(lines):
+    """{name: (value or None for n/a, unit)} and the config lines, from a program's output."""
+    metrics, config = {}, []
+    for line in lines:
+        if line.startswith("config:"):
+            config.append(line)
+            continue
+        m = METRIC_LINE.match(line.strip())
+        if m:
+            value = None if m.group(2) == "n/a" else float(m.group(2))
+            metrics[m.group(1)] = (value, (m.group(3) or "").strip())
+    return metrics, config
+
+
+class Side:
+    """One implementation of a compared benchmark: its command, environment and runs."""
+
+    def __init__(self, label, cmd, env):
+        self.label, self.cmd, self.env = label, cmd, env
+        self.runs = []  # one {name: (value, unit)} per run
+        self.config = []
+        self.loads = []
+
+    def run_once(self):
+        self.loads.append(load_average())
+        status, lines = run_capture(self.cmd, self.env)
+        if status != 0:
+            print("\n".join(lines), flush=True)
+            return status
+        metrics, config = parse_metrics(lines)
+        self.runs.append(metrics)
+        if not self.config:
+            self.config = config
+        return 0
+
+    def names(self):
+        return list(self.runs[0]) if self.runs else []
+
+    def values(self, name):
+        return [r[name][0] for r in self.runs if name in r and r[name][0] is not None]
+
+    def median(self, name):
+        vals = self.values(name)
+        return statistics.median(vals) if vals else None
+
+    def unit(self, name):
+        return self.runs[0][name][1] if self.runs and name in self.runs[0] else ""
+
+
+def fmt(x):
+    if x is None:
+        return "n/a"
+    return f"{x:.4g}"
+
+
+def print_figures(ours, peer):
+    for name in ours.names():
+        for side in (ours, peer) if peer else (ours,):
+            vals = side.values(name)
+            runs = " ".join(fmt(v) for v in vals)
+            print(f"{name} {side.label}: {fmt(side.median(name))} {side.unit(name)} "
+                  f"({len(side.runs)} runs: {runs or 'n/a'})")
+        if peer:
+            a, b = ours.median(name), peer.median(name)
+            ratio = fmt(a / b) if a is not None and b else "n/a"
+            print(f"{name} ratio memgrad/libtorch: {ratio}")
+
+
+def check_targets(bench, ours, peer):
+    for t in bench.targets:
+        a = ours.median(t.metric)
+        if t.relative_to:
+            ref = ours.median(t.relative_to)
+            what = f"memgrad {t.metric} {t.op} {t.bound} x memgrad {t.relative_to}"
+            value = a / ref if a is not None and ref else None
+        else:
+            what = f"{t.metric} ratio memgrad/libtorch {t.op} {t.bound}"
+            b = peer.median(t.metric) if peer else None
+            value = a / b if a is not None and b else None
+        if value is None:
+            print(f"target {what}: SKIP ({'no peer' if peer is None else 'no figure'})")
+            continue
+        ok = value <= t.bound if t.op == "<=" else value >= t.bound
+        print(f"target {what}: {'PASS' if ok else 'FAIL'} ({value:.3g})")
+
+
+def run_compared(bench, build_dir, quick, repeats):
+    """Runs a benchmark and its peer alternately; prints figures, ratios and targets."""
+    path = os.path.join(build_dir, bench.program)
+    args = list(bench.quick_args if quick else ())
+    ours = Side("memgrad", [path, *args], dict(os.environ))
+    peer = None
+    peer_path = os.path.join(build_dir, bench.peer)
+    if os.access(peer_path, os.X_OK):
+        env, note = peer_environment(peer_path)
+        peer = Side("libtorch", [peer_path, *args], env)
+        print(f"peer configuration: LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')} "
+              f"GLIBC_TUNABLES={env['GLIBC_TUNABLES']}; {note}; 2 threads "
+              f"(torch::set_num_threads)", flush=True)
+    else:
+        print(f"peer libtorch missing: {peer_path} is not built (install libtorch-dev, e.g. "
+              f"with `./memgrad bench`, and rebuild); running memgrad's side only", flush=True)
+    order = [ours, peer] if peer else [ours]
+    for r in range(1 if quick else max(1, repeats)):
+        for side in order if r % 2 == 0 else order[::-1]:
+            status = side.run_once()
+            if status != 0:
+                print(f"run_bench: error: {' '.join(side.cmd)} exited with status {status}",
+                      file=sys.stderr, flush=True)
+                return status
+    for side in order:
+        for line in side.config:
+            print(f"{side.label} {line}")
+        print(f"{side.label} runs started at: {'; '.join(side.loads)}")
+    if peer and blas_core(ours.config) != blas_core(peer.config):
+        print(f"warning: the OpenBLAS cores differ (memgrad {blas_core(ours.config)}, libtorch "
+              f"{blas_core(peer.config)}): GEMM figures compare kernels, not libraries")
+    print_figures(ours, peer)
+    check_targets(bench, ours, peer)
+    sys.stdout.flush()
+    return 0
+
+
+def run(bench, build_dir, quick, repeats):
+    """Runs one benchmark (and its peer, if it has one); returns the exit status."""
     path = os.path.join(build_dir, bench.program)
     if not os.access(path, os.X_OK):
         print(f"run_bench: error: benchmark '{bench.name}' is not built: {path} does not exist. "
               f"Build it with `./memgrad build` (or `ninja -C {build_dir}`; Meson option "
               f"-Dbench=true).", file=sys.stderr, flush=True)
         return 1
+    print(f"== {bench.name}: {path} ({load_average()})", flush=True)
+    if bench.peer:
+        return run_compared(bench, build_dir, quick, repeats)
     cmd = [path, *(bench.quick_args if quick else ())]
-    print(f"== {bench.name}: {' '.join(cmd)}", flush=True)
     status = subprocess.run(cmd, check=False).returncode
     if status != 0:
         print(f"run_bench: error: benchmark '{bench.name}' exited with status {status}",
@@ -77,9 +306,11 @@ def main(argv):
     if args.list:
         width = max(len(b.name) for b in BENCHMARKS)
         for b in BENCHMARKS:
-            print(f"{b.name:<{width}}  {b.description}  ({b.program})")
+            peer = f", peer {b.peer}" if b.peer else ""
+            print(f"{b.name:<{width}}  {b.description}  ({b.program}{peer})")
         return 0
-    failed = [b.name for b in select(args.names) if run(b, args.build_dir, args.quick) != 0]
+    failed = [b.name for b in select(args.names)
+              if run(b, args.build_dir, args.quick, args.repeats) != 0]
     if failed:
         print(f"run_bench: {len(failed)} benchmark(s) failed: {', '.join(failed)}",
               file=sys.stderr)

@@ -1,0 +1,140 @@
+// bench_util: timing, reporting and environment helpers shared by the benchmark programs and
+// their libtorch peers (bench/peer/). Header-only and free of memgrad and libtorch headers, so a
+// memgrad benchmark and its peer time, count and print in exactly the same way.
+//
+// Output contract (parsed by tools/run_bench.py): one measurement per line,
+//   name: value unit        e.g. "add_1elem_overhead: 412.3 ns/op", "train_peak_allocated: n/a MiB"
+// with the same names in a benchmark and its peer; lines starting with "config:" describe the
+// run (BLAS core, threads, malloc tunables) and are shown, not compared.
+#pragma once
+
+#include <dlfcn.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+// Threads for every benchmark and peer (the development machines have 2 cores).
+inline constexpr int kThreads = 2;
+
+// Seconds since `start`.
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The median of `values` (the upper one of the middle pair for an even count); 0 when empty.
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// The q-quantile (0..1) of `values`, nearest rank; 0 when empty.
+inline double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const auto last = static_cast<double>(values.size() - 1);
+  return values[static_cast<size_t>(std::lround(q * last))];
+}
+
+// Median over `loops` runs of the mean seconds per call of `op`, called `calls` times per run,
+// after one untimed run of the same length (the warm-up).
+template <typename Op>
+double median_seconds_per_call(Op&& op, int loops, int calls) {
+  std::vector<double> runs;
+  for (int r = 0; r <= loops; ++r) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < calls; ++i) op();
+    const double per_call = seconds_since(start) / calls;
+    if (r > 0) runs.push_back(per_call);
+  }
+  return median(runs);
+}
+
+// Prints one measurement line: "name: value unit".
+inline void report(const char* name, double value, const char* unit) {
+  std::printf("%s: %.4g %s\n", name, value, unit);
+  std::fflush(stdout);
+}
+
+// Prints a measurement this implementation cannot make: "name: n/a unit".
+inline void report_missing(const char* name, const char* unit) {
+  std::printf("%s: n/a %s\n", name, unit);
+  std::fflush(stdout);
+}
+
+// Peak resident set size of this process so far, in MiB (getrusage ru_maxrss is in KiB).
+inline double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// The OpenBLAS this process loaded, as "OpenBLAS <config>, core <name>, <threading>", looked up
+// at run time (dlsym) so the caller needs no OpenBLAS headers; "no OpenBLAS loaded" otherwise.
+inline std::string openblas_description() {
+  using StringFn = char* (*)();
+  using IntFn = int (*)();
+  const auto config = reinterpret_cast<StringFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  const auto core = reinterpret_cast<StringFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const auto parallel = reinterpret_cast<IntFn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  if (config == nullptr || core == nullptr) return "no OpenBLAS loaded";
+  const int mode = parallel != nullptr ? parallel() : -1;
+  const char* threading = mode == 0 ? "sequential" : mode == 1 ? "pthreads" : mode == 2 ? "openmp" : "?";
+  return std::string(config()) + ", core " + core() + ", " + threading;
+}
+
+// The value of environment variable `name`, or "(unset)".
+inline std::string env_or_unset(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "(unset)";
+}
+
+// Prints the "config:" lines every benchmark starts with: who runs, BLAS, threads, tunables.
+inline void print_config(const char* implementation, int threads) {
+  std::printf("config: %s, %d threads\n", implementation, threads);
+  std::printf("config: BLAS %s\n", openblas_description().c_str());
+  std::printf("config: OPENBLAS_CORETYPE=%s GLIBC_TUNABLES=%s\n",
+              env_or_unset("OPENBLAS_CORETYPE").c_str(), env_or_unset("GLIBC_TUNABLES").c_str());
+  std::fflush(stdout);
+}
+
+// Command-line flags common to every benchmark and peer.
+struct Flags {
+  bool quick = false;        // --quick: fewer iterations (a demo; noisier)
+  bool config_only = false;  // --config: print the "config:" lines and exit
+};
+
+// Parses [--quick] [--config] [--help]. Returns the exit status when the program should stop
+// here (help: 0, a bad flag: 2, after printing usage), or -1 to go on.
+inline int parse_flags(int argc, char** argv, const char* program, Flags& flags) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--quick") {
+      flags.quick = true;
+    } else if (arg == "--config") {
+      flags.config_only = true;
+    } else {
+      const bool help = arg == "--help" || arg == "-h";
+      std::fprintf(help ? stdout : stderr,
+                   "usage: %s [--quick] [--config]\n"
+                   "  --quick   fewer iterations (a demo; noisier)\n"
+                   "  --config  print the configuration (BLAS core, threads, tunables) and exit\n",
+                   program);
+      return help ? 0 : 2;
+    }
+  }
+  return -1;
+}
+
+}  // namespace bench

@@ -1,0 +1,90 @@
+// train_peer: bench/train_bench.cpp in libtorch (PyTorch 1.13's C++ API), the same model, data
+// recipe, optimizer, step and output names; see train_bench.cpp for the definitions. libtorch's
+// CPU allocator keeps no statistics, so the peak of allocated bytes is printed as n/a.
+//
+//   train_peer [--quick] [--config]
+//
+// Run it in the peer's best configuration (tools/run_bench.py sets it; docs/performance.md says
+// why): OpenMP OpenBLAS through LD_LIBRARY_PATH, glibc malloc tunables, OPENBLAS_CORETYPE where
+// OpenBLAS misdetects the CPU; 2 threads are set here.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "bench/bench_util.h"
+
+namespace {
+
+constexpr int64_t kBatch = 128;
+constexpr int64_t kInputs = 784;
+constexpr int64_t kHidden = 512;
+constexpr int64_t kClasses = 10;
+constexpr int kPoolBatches = 16;
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(kInputs, kHidden))),
+        fc2(register_module("fc2", torch::nn::Linear(kHidden, kHidden))),
+        fc3(register_module("fc3", torch::nn::Linear(kHidden, kClasses))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fc3(torch::relu(fc2(torch::relu(fc1(x)))));
+  }
+  torch::nn::Linear fc1, fc2, fc3;
+};
+TORCH_MODULE(Mlp);
+
+struct Batch {
+  torch::Tensor input;
+  torch::Tensor target;
+};
+
+int run(const bench::Flags& flags) {
+  const int warmup = flags.quick ? 5 : 20;
+  const int timed = flags.quick ? 30 : 200;
+  const double startup_rss = bench::peak_rss_mib();
+  torch::set_num_threads(bench::kThreads);
+  bench::print_config("libtorch " TORCH_VERSION, torch::get_num_threads());
+  if (flags.config_only) return 0;
+  torch::manual_seed(0);
+  std::vector<Batch> pool;
+  for (int i = 0; i < kPoolBatches; ++i) {
+    pool.push_back({torch::randn({kBatch, kInputs}), torch::randint(0, kClasses, {kBatch})});
+  }
+  Mlp model;
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  std::vector<double> step_ms;
+  torch::Tensor loss;
+  for (int s = 0; s < warmup + timed; ++s) {
+    const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
+    const bench::Clock::time_point start = bench::Clock::now();
+    model->zero_grad(/*set_to_none=*/true);
+    loss = torch::nn::functional::cross_entropy(model->forward(batch.input), batch.target);
+    loss.backward();
+    optimizer.step();
+    if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
+  }
+  bench::report("train_step_median", bench::median(step_ms), "ms");
+  bench::report("train_step_p90", bench::quantile(step_ms, 0.9), "ms");
+  bench::report_missing("train_peak_allocated", "MiB");
+  bench::report_missing("train_peak_reserved", "MiB");
+  bench::report("train_peak_rss", bench::peak_rss_mib(), "MiB");
+  bench::report("train_startup_rss", startup_rss, "MiB");
+  bench::report("train_final_loss", loss.item<double>(), "nats");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Flags flags;
+  if (const int status = bench::parse_flags(argc, argv, "train_peer", flags); status >= 0) {
+    return status;
+  }
+  try {
+    return run(flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_peer: %s\n", e.what());
+    return 1;
+  }
+}

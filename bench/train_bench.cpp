@@ -1,0 +1,108 @@
+// train_bench: one training step of an MLP in memgrad, next to the same step in libtorch
+// (bench/peer/train_peer.cpp; tools/run_bench.py runs both, alternating, and prints the ratios).
+//
+// The step (the reference benchmark of docs/performance.md): MLP 784-512-512-10, ReLU,
+// cross-entropy, SGD (lr 0.1, momentum 0.9), batch 128, float32, 2 threads; synthetic data from
+// seed 0: a pool of 16 batches (randn inputs, randint(0, 10) labels), cycled. A step is
+// zero_grad (set_to_none, as in both libraries' current default) + forward + backward + step.
+// 20 warm-up steps, then 200 timed steps, each timed on its own.
+//
+//   train_bench [--quick] [--config]
+//
+// prints (bench/bench_util.h format): the median and p90 step (ms), the peak of allocated
+// bytes (max_memory_allocated, MiB) and reserved bytes, the peak RSS of the process (MiB; RSS
+// at startup too, before any tensor) and the loss after the last step (a sanity check: the
+// random labels are memorised, so it falls from about 2.3). Timing lives here, never in tests.
+#include <omp.h>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "bench/bench_util.h"
+#include "engine/nn/functional.h"
+#include "engine/nn/linear.h"
+#include "engine/optim/optimizer.h"
+
+namespace {
+
+using namespace memgrad;
+
+constexpr int64_t kBatch = 128;
+constexpr int64_t kInputs = 784;
+constexpr int64_t kHidden = 512;
+constexpr int64_t kClasses = 10;
+constexpr int kPoolBatches = 16;
+
+class Mlp : public nn::UnaryModule {
+ public:
+  Mlp()
+      : fc1_(register_module("fc1", std::make_shared<nn::Linear>(kInputs, kHidden))),
+        fc2_(register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden))),
+        fc3_(register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses))) {}
+  Tensor forward(const Tensor& x) override {
+    return fc3_->forward(fc2_->forward(fc1_->forward(x).relu()).relu());
+  }
+  std::string name() const override { return "Mlp"; }
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
+};
+
+struct Batch {
+  Tensor input;   // kBatch x kInputs float32
+  Tensor target;  // kBatch int64
+};
+
+int run(const bench::Flags& flags) {
+  const int warmup = flags.quick ? 5 : 20;
+  const int timed = flags.quick ? 30 : 200;
+  const double startup_rss = bench::peak_rss_mib();
+  omp_set_num_threads(bench::kThreads);
+  bench::print_config("memgrad", bench::kThreads);
+  if (flags.config_only) return 0;
+  manual_seed(0);
+  std::vector<Batch> pool;
+  for (int i = 0; i < kPoolBatches; ++i) {
+    pool.push_back({randn({kBatch, kInputs}), randint(0, kClasses, {kBatch})});
+  }
+  Mlp model;
+  optim::SGD optimizer(model.parameters(), {.lr = 0.1, .momentum = 0.9});
+  std::vector<double> step_ms;
+  Tensor loss;
+  for (int s = 0; s < warmup + timed; ++s) {
+    const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
+    const bench::Clock::time_point start = bench::Clock::now();
+    optimizer.zero_grad();
+    loss = nn::cross_entropy(model.forward(batch.input), batch.target);
+    loss.backward();
+    optimizer.step();
+    if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
+  }
+  bench::report("train_step_median", bench::median(step_ms), "ms");
+  bench::report("train_step_p90", bench::quantile(step_ms, 0.9), "ms");
+  bench::report("train_peak_allocated", static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
+                "MiB");
+  bench::report("train_peak_reserved", static_cast<double>(max_memory_reserved(kCPU)) / kMiB,
+                "MiB");
+  bench::report("train_peak_rss", bench::peak_rss_mib(), "MiB");
+  bench::report("train_startup_rss", startup_rss, "MiB");
+  bench::report("train_final_loss", loss.item<double>(), "nats");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Flags flags;
+  if (const int status = bench::parse_flags(argc, argv, "train_bench", flags); status >= 0) {
+    return status;
+  }
+  try {
+    return run(flags);
+  } catch (const memgrad::Error& e) {
+    std::fprintf(stderr, "train_bench: %s\n", e.what());
+    return 1;
+  }
+}
