@@ -5,7 +5,7 @@ Each benchmark is a program in the build directory that prints `name: value unit
 (bench/bench_util.h). A benchmark with a peer (a libtorch program printing the same names) is run
 `--repeats` times in alternating order (memgrad, peer, peer, memgrad, ...), each run in its own
 process; the runner reports, per figure, the median over runs of each side, the ratio
-memgrad/libtorch and one PASS/FAIL line per target. A benchmark without a peer (alloc) is run
+memgrad/libtorch and one PASS/FAIL line per target. A benchmark without a peer (alloc, lab) is run
 once and its output streamed.
 
 The peer runs in its best configuration on the development machines (docs/performance.md):
@@ -59,6 +59,10 @@ class Benchmark(NamedTuple):
 BENCHMARKS = [
     Benchmark("alloc", "bench/alloc_bench",
               "allocate+free pairs: caching and passthrough allocators vs malloc",
+              ("--quick",)),
+    Benchmark("lab", "bench/lab_bench",
+              "allocate or free, ns per request, for every allocator policy on the replayed "
+              "MLP training-step trace (traces/mlp_step.json)",
               ("--quick",)),
     Benchmark("ops", "bench/ops_bench",
               "per-op overhead (with and without autograd), 16M elementwise, SGEMM, softmax, "

@@ -114,7 +114,15 @@ void print_conclusion(const std::vector<ReplayResult>& rows, const ReplayPlan& p
     }
   }
   std::string text;
-  if (!served.empty()) {
+  const double ideal = static_cast<double>(std::max<size_t>(plan.ideal_peak, 1));
+  const auto peak_of = [&](const ReplayResult* r) {  // "8.18 MiB, 1.00x the ideal"
+    return fmt::format("{}, {:.2f}x the ideal", mib(r->peak_reserved),
+                       static_cast<double>(r->peak_reserved) / ideal);
+  };
+  if (served.size() == 1) {
+    text = fmt::format("only {} served the whole trace (peak reserved {})", served[0]->policy,
+                       peak_of(served[0]));
+  } else if (!served.empty()) {
     const auto by_peak = [](const ReplayResult* a, const ReplayResult* b) {
       return a->peak_reserved < b->peak_reserved;
     };
@@ -125,14 +133,12 @@ void print_conclusion(const std::vector<ReplayResult>& rows, const ReplayPlan& p
     const ReplayResult* most = *std::max_element(served.begin(), served.end(), by_peak);
     const ReplayResult* fewest = *std::min_element(served.begin(), served.end(), by_calls);
     const ReplayResult* most_calls = *std::max_element(served.begin(), served.end(), by_calls);
-    const double ideal = static_cast<double>(std::max<size_t>(plan.ideal_peak, 1));
     text = fmt::format(
-        "{} reserved the least at its peak ({}, {:.2f}x the ideal), {} the most ({}, {:.2f}x); "
-        "{} called the source least ({} calls), {} most ({})",
-        least->policy, mib(least->peak_reserved),
-        static_cast<double>(least->peak_reserved) / ideal, most->policy,
-        mib(most->peak_reserved), static_cast<double>(most->peak_reserved) / ideal,
-        fewest->policy, fewest->source_calls, most_calls->policy, most_calls->source_calls);
+        "{}{} reserved the least at its peak ({}), {} the most ({}); {} called the source "
+        "least ({} call{}), {} most ({})",
+        ooms.empty() ? "" : "of the policies that served the whole trace, ", least->policy,
+        peak_of(least), most->policy, peak_of(most), fewest->policy, fewest->source_calls,
+        fewest->source_calls == 1 ? "" : "s", most_calls->policy, most_calls->source_calls);
   }
   if (ooms.empty()) {
     text += served.empty() ? "no policy served the trace" : "; none ran out of memory";
