@@ -28,7 +28,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"<!-- output: (?P<cmd>[^>]*?) -->\n.*?<!-- end output -->", re.S)
-DURATION = re.compile(r"\d+(\.\d+)?\s?(s|ms|us|µs|ns|min)\b")
+# A duration with the spaces before it (right-aligned columns change width with the number).
+DURATION = re.compile(r"[ \t]*\b\d+(\.\d+)?\s?(s|ms|us|µs|ns|min)\b")
 
 
 def find_program(build_dir, name):
@@ -76,7 +77,7 @@ def assemble_guide(texts):
 
 
 def normalised(text):
-    return DURATION.sub("<duration>", text)
+    return DURATION.sub(" <duration>", text)
 
 
 def targets():

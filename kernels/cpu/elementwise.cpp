@@ -226,6 +226,25 @@ void unary_row(UnaryOp op, char* o, const char* a, int64_t so, int64_t sa, int64
   }
 }
 
+// grad_in = unary_grad(op, grad_out, saved) over one row, all three of type T.
+template <typename T>
+void unary_grad_row(UnaryOp op, char* o, const char* g, const char* sv, int64_t so, int64_t sg,
+                    int64_t ss, int64_t n) {
+  using C = compute_t<T>;
+  switch (op) {  // hoist the switch out of the loop for the ops of a training step
+    case UnaryOp::Relu:
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return y > C(0) ? x : C(0); });
+    case UnaryOp::Tanh:
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return C(x * (C(1) - y * y)); });
+    case UnaryOp::Sigmoid:
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return C(x * y * (C(1) - y)); });
+    case UnaryOp::Exp:
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return C(x * y); });
+    default:
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [op](C x, C y) { return unary_grad(op, x, y); });
+  }
+}
+
 template <typename T, typename R>
 void binary_row(BinaryOp op, char* o, const char* a, const char* b, int64_t so, int64_t sa,
                 int64_t sb, int64_t n, double alpha) {
@@ -301,6 +320,16 @@ void CpuBackend::unary(UnaryOp op, const Operand& out, const Operand& in) {
 void CpuBackend::unary_backward(UnaryOp op, const Operand& grad_in, const Operand& grad_out,
                                 const Operand& saved) {
   const std::array<const Operand*, 3> ops = {&grad_in, &grad_out, &saved};
+  if (same_dtype({&grad_in, &grad_out, &saved})) {
+    const LoopNest<3> nest = LoopNest<3>::make(ops);
+    dispatch_floating(grad_in.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      parallel_run(nest, base_pointers(ops), [&](auto p, auto s, int64_t n) {
+        unary_grad_row<T>(op, p[0], p[1], p[2], s[0], s[1], s[2], n);
+      });
+    });
+    return;
+  }
   const DType c = compute_dtype(grad_in.dtype);
   dispatch_floating(c, [&](auto tag) {
     using C = compute_t<decltype(tag)>;

@@ -20,6 +20,16 @@ void sgd(const Operand& param, const Operand& grad, const Operand& buf, double l
   const int64_t n = param.numel();
   const C lr_c = static_cast<C>(lr), mom = static_cast<C>(momentum);
   const C damp = static_cast<C>(1.0 - dampening), wd_c = static_cast<C>(wd);
+  if (wd == 0.0 && momentum != 0.0 && !nesterov && !first) {
+    // The step of plain momentum SGD after the first, branch-free so it vectorises.
+#pragma omp parallel for simd if (n > kParallelAbove) schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const C b = mom * static_cast<C>(m[i]) + damp * static_cast<C>(g[i]);
+      m[i] = static_cast<T>(b);
+      p[i] = static_cast<T>(static_cast<C>(p[i]) - lr_c * b);
+    }
+    return;
+  }
 #pragma omp parallel for simd if (n > kParallelAbove) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     C d = static_cast<C>(g[i]);
