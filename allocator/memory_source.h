@@ -7,9 +7,10 @@
 //
 // A source may also support expansion (the expandable policy needs it): a virtual region is
 // reserved once, without memory behind it, and pages are mapped into it and unmapped again, so
-// one segment grows and shrinks in place. Only mapped bytes count against the capacity. Sources
-// without it (CudaMemory for now: cuMemCreate/cuMemMap are not wired yet) keep the defaults,
-// which report no support and throw.
+// one segment grows and shrinks in place. Only mapped bytes count against the capacity.
+// BoundedMemory and HostMemory support it with reserved address space and madvise, CudaMemory
+// with CUDA's virtual memory management where the device has it; sources without it keep the
+// defaults, which report no support and throw.
 #pragma once
 
 #include <cstddef>

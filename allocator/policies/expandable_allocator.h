@@ -14,7 +14,8 @@
 // num_device_alloc/free follow mapped pages; each contiguous mapped range is one segment in
 // snapshots and in the segment stat; inactive_split stats stay 0, as in PyTorch.
 //
-// The source must support expansion (BoundedMemory and HostMemory do; CudaMemory does not yet).
+// The source must support expansion (BoundedMemory and HostMemory do; CudaMemory does through
+// cuMemAddressReserve/cuMemCreate/cuMemMap where the device supports virtual memory management).
 #pragma once
 
 #include <map>

@@ -14,6 +14,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "allocator/cuda_memory.h"
+#include "allocator/policies/expandable_allocator.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "tests/cuda/cuda_twin.h"
 #include "tests/support/stats_delta.h"
@@ -244,6 +246,35 @@ TEST_CASE("the cuBLAS workspace comes from the device allocator and shows in its
   CHECK_EQ(d.allocated(), -rounded(ws));
   (void)matmul(ones({2, 2}, kCuda0), ones({2, 2}, kCuda0));  // restore the default stream's
   CHECK_EQ(d.allocated(), 0);
+}
+
+TEST_CASE("the expandable policy grows one CUDA segment in place with virtual memory mapping") {
+  CudaMemory source(0);
+  if (!source.supports_expansion()) {
+    MESSAGE("cuda:0 has no virtual memory management: the expandable policy refuses it");
+    CHECK_THROWS_AS(ExpandableAllocator{source}, ConfigError);
+    return;
+  }
+  CHECK_EQ(kSmallBuffer % source.expansion_page_nbytes(), size_t{0});
+  ExpandableAllocator alloc(source);
+  // Three 8 MiB requests: the first maps one 20 MiB page, the third grows the same range.
+  const Block a = alloc.allocate(8 * kMiB), b = alloc.allocate(8 * kMiB);
+  const Block c = alloc.allocate(8 * kMiB);
+  CHECK_EQ(alloc.memory_reserved(), 2 * ExpandableAllocator::kLargePage);
+  CHECK_EQ(static_cast<char*>(b.ptr) - static_cast<char*>(a.ptr), 8 * static_cast<int64_t>(kMiB));
+  CHECK_EQ(static_cast<char*>(c.ptr) - static_cast<char*>(b.ptr), 8 * static_cast<int64_t>(kMiB));
+  CHECK_EQ(alloc.snapshot().size(), size_t{1});  // one contiguous mapped range
+  // The mapped pages are real device memory: write and read them back.
+  REQUIRE_EQ(cudaMemset(c.ptr, 0x5a, 8 * kMiB), cudaSuccess);
+  unsigned char last = 0;
+  REQUIRE_EQ(cudaMemcpy(&last, static_cast<char*>(c.ptr) + 8 * kMiB - 1, 1, cudaMemcpyDeviceToHost),
+             cudaSuccess);
+  CHECK_EQ(last, 0x5a);
+  alloc.free(a);
+  alloc.free(b);
+  alloc.free(c);
+  alloc.empty_cache();
+  CHECK_EQ(alloc.memory_reserved(), size_t{0});
 }
 
 }  // TEST_SUITE
