@@ -96,6 +96,17 @@ class Allocator {
   const TraceRecorder& trace() const { return trace_; }
 
  protected:
+  // Counts the OOM in `stats`, records it in the trace (when on) and throws OutOfMemoryError
+  // with the figures of the moment. `alloc_size`: what the policy last tried to obtain from the
+  // source; `allowed`: its limit (capacity x memory fraction), below capacity when
+  // `fraction_set`.
+  [[noreturn]] void throw_out_of_memory(MemoryStats& stats, size_t requested, size_t alloc_size,
+                                        StreamId stream, size_t allowed, bool fraction_set);
+  // A pointer as traces and snapshots show it: relative to the source's base.
+  uint64_t trace_address(const void* ptr) const {
+    return reinterpret_cast<uintptr_t>(ptr) - source_.address_base();
+  }
+
   MemorySource& source_;
   TraceRecorder trace_;
 };

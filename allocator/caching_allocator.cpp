@@ -406,28 +406,13 @@ void CachingAllocator::garbage_collect() {
 // ---- errors, stats, snapshots ----
 
 void CachingAllocator::throw_oom(size_t requested, size_t segment_size) {
-  ++stats_.num_ooms;
-  OutOfMemoryInfo info;
-  info.device = source_.name();
-  info.requested = requested;
-  info.alloc_size = segment_size;
-  info.capacity = source_.capacity();
-  info.free = source_.free_bytes();
-  info.fraction_set = fraction_set_;
-  info.allowed = fraction_set_ ? allowed_bytes() : info.capacity;
-  info.allocated = static_cast<size_t>(stats_.allocated_bytes.all().current);
-  info.reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
-  if (trace_.enabled()) {
-    trace_.record(TraceAction::Oom, info.free, segment_size, requested, kDefaultStream,
-                  stats_.allocated_bytes.all().current, stats_.reserved_bytes.all().current);
-  }
-  throw OutOfMemoryError(std::move(info));
+  throw_out_of_memory(stats_, requested, segment_size, kDefaultStream,
+                      fraction_set_ ? allowed_bytes() : source_.capacity(), fraction_set_);
 }
 
 void CachingAllocator::record_trace(TraceAction action, const char* ptr, size_t nbytes,
                                     size_t requested, StreamId stream) {
-  const uint64_t address = reinterpret_cast<uintptr_t>(ptr) - source_.address_base();
-  trace_.record(action, address, nbytes, requested, stream, stats_.allocated_bytes.all().current,
+  trace_.record(action, trace_address(ptr), nbytes, requested, stream, stats_.allocated_bytes.all().current,
                 stats_.reserved_bytes.all().current);
 }
 

@@ -26,22 +26,7 @@ Block PassthroughAllocator::allocate(size_t nbytes, StreamId stream) {
   const auto allowed = static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
   void* ptr = reserved + size <= allowed ? source_.allocate(size) : nullptr;
   if (ptr == nullptr) {
-    ++stats_.num_ooms;
-    OutOfMemoryInfo info;
-    info.device = source_.name();
-    info.requested = nbytes;
-    info.alloc_size = size;
-    info.capacity = source_.capacity();
-    info.free = source_.free_bytes();
-    info.fraction_set = fraction_ != 1.0;
-    info.allowed = allowed;
-    info.allocated = reserved;
-    info.reserved = reserved;
-    if (trace_.enabled()) {
-      trace_.record(TraceAction::Oom, info.free, size, nbytes, stream,
-                    static_cast<int64_t>(reserved), static_cast<int64_t>(reserved));
-    }
-    throw OutOfMemoryError(std::move(info));
+    throw_out_of_memory(stats_, nbytes, size, stream, allowed, fraction_ != 1.0);
   }
   const StatPool sp = pool_of(size);
   const auto n = static_cast<int64_t>(size);
@@ -56,7 +41,7 @@ Block PassthroughAllocator::allocate(size_t nbytes, StreamId stream) {
   Block block{ptr, size, nbytes, stream, ptr};
   live_.emplace(ptr, block);
   if (trace_.enabled()) {
-    const uint64_t address = reinterpret_cast<uintptr_t>(ptr) - source_.address_base();
+    const uint64_t address = trace_address(ptr);
     const int64_t now = stats_.allocated_bytes.all().current;
     trace_.record(TraceAction::SegmentAlloc, address, size, 0, stream, now - n, now);
     trace_.record(TraceAction::Alloc, address, size, nbytes, stream, now, now);
@@ -82,7 +67,7 @@ void PassthroughAllocator::free(const Block& block) {
   stats_.requested_bytes.decrease(sp, static_cast<int64_t>(block.requested));
   ++stats_.num_device_free;
   if (trace_.enabled()) {
-    const uint64_t address = reinterpret_cast<uintptr_t>(block.ptr) - source_.address_base();
+    const uint64_t address = trace_address(block.ptr);
     const int64_t now = stats_.allocated_bytes.all().current;
     trace_.record(TraceAction::FreeRequested, address, block.nbytes, block.requested,
                   block.stream, now, now + n);

@@ -168,23 +168,14 @@ void PinnedHostAllocator::empty_cache() {
 void PinnedHostAllocator::trace(TraceAction action, const void* ptr, size_t nbytes,
                                 size_t requested, StreamId stream) {
   if (!trace_.enabled()) return;
-  trace_.record(action, reinterpret_cast<uintptr_t>(ptr), nbytes, requested, stream,
+  trace_.record(action, trace_address(ptr), nbytes, requested, stream,
                 stats_.allocated_bytes.all().current, stats_.reserved_bytes.all().current);
 }
 
 void PinnedHostAllocator::throw_oom(size_t requested, size_t size) {
-  ++stats_.num_ooms;
-  OutOfMemoryInfo info;
-  info.device = source_.name();
-  info.requested = requested;
-  info.alloc_size = size;
-  info.capacity = source_.capacity();
-  info.free = source_.free_bytes();
-  info.fraction_set = fraction_ != 1.0;
-  info.allowed = static_cast<size_t>(fraction_ * static_cast<double>(info.capacity));
-  info.allocated = static_cast<size_t>(stats_.allocated_bytes.all().current);
-  info.reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
-  throw OutOfMemoryError(std::move(info));
+  throw_out_of_memory(stats_, requested, size, kDefaultStream,
+                      static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity())),
+                      fraction_ != 1.0);
 }
 
 MemoryStats PinnedHostAllocator::stats() const {
