@@ -27,17 +27,19 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from run_example import find_examples  # noqa: E402
+
 MARKER = re.compile(r"<!-- output: (?P<cmd>[^>]*?) -->\n.*?<!-- end output -->", re.S)
 # A duration with the spaces before it (right-aligned columns change width with the number).
 DURATION = re.compile(r"[ \t]*\b\d+(\.\d+)?\s?(s|ms|us|µs|ns|min)\b")
 
 
 def find_program(build_dir, name):
-    for sub in ("examples", os.path.join("examples", "behaviours")):
-        path = os.path.join(build_dir, sub, name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    raise SystemExit(f"gen_docs: program '{name}' is not built in {build_dir}/examples")
+    path = find_examples(build_dir).get(name)
+    if path is None:
+        raise SystemExit(f"gen_docs: program '{name}' is not built in {build_dir}/examples")
+    return path
 
 
 def run(build_dir, command, cache):

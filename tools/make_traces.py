@@ -23,6 +23,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from run_example import find_examples  # noqa: E402
 
 PROGRAMS = {
     "mlp_step.json": (["train_mlp", "--epochs", "1", "--max-steps", "3", "--batch-size", "64"],
@@ -36,9 +38,9 @@ STEP_PHASES = ("forward", "backward", "optimizer")
 
 
 def record(build_dir, argv):
-    program = os.path.join(build_dir, "examples", argv[0])
-    if not os.access(program, os.X_OK):
-        sys.exit(f"make_traces: {program} is not built (./memgrad build)")
+    program = find_examples(build_dir).get(argv[0])
+    if program is None:
+        sys.exit(f"make_traces: {argv[0]} is not built in {build_dir} (./memgrad build)")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
         env = dict(os.environ, MEMGRAD_TRACE=path)
