@@ -271,6 +271,33 @@ TEST_CASE("DataLoader holds exactly `prefetch` batches ahead and frees them when
   CHECK_EQ(d.allocated(), 0);
 }
 
+TEST_CASE("DataLoader allocates prefetched batches on the calling thread, in a fixed order") {
+  // The background thread only fills batches, so the allocator sees every request at once and
+  // in the same order on every run: no waiting is needed before reading the bytes.
+  const data::TensorDataset ds = numbered(100);
+  const int64_t batch = rounded(10 * 2 * 4) + rounded(10 * 8);
+  const auto requests = [] { return allocator_for(kCPU).stats().allocation.all().allocated; };
+  const int64_t requests_before = requests();
+  StatsDelta d(allocator_for(kCPU));
+  data::DataLoader loader(ds, {.batch_size = 10, .prefetch = 2});
+  CHECK_EQ(d.allocated(), 2 * batch);  // allocated by the constructor, before it returned
+  const std::optional<data::Example> first = loader.next();
+  CHECK_EQ(d.allocated(), 3 * batch);  // the batch handed out, and the next one's buffers
+  // An input and a target per batch: no per-batch index tensor, no item copies.
+  CHECK_EQ(requests() - requests_before, 3 * 2);
+}
+
+TEST_CASE("fill_batch rejects buffers of the wrong size, naming the sizes") {
+  const data::TensorDataset ds = numbered(10);
+  data::Example out = ds.empty_batch(3);
+  CHECK_EQ(out.input.sizes(), Shape{3, 2});
+  CHECK_THROWS_WITH_AS(ds.fill_batch({0, 1}, out),
+                       doctest::Contains("fill_batch needs tensors of 2 items, got input [3, 2]"),
+                       ShapeError);
+  ds.fill_batch({4, 0, 2}, out);
+  CHECK_EQ(out.target.to_vector<int64_t>(), std::vector<int64_t>{4, 0, 2});
+}
+
 TEST_CASE("an error while building a batch reaches next(), with or without prefetching") {
   // PyTorch re-raises a worker's exception in the main process; it must not end the process.
   const Faulty ds(20, 13);
