@@ -11,9 +11,21 @@ Markdown files under docs/ (and README.md) quote program output between markers:
 
 The first word after "output:" names an executable in <build>/examples or
 <build>/examples/behaviours; the rest are its arguments. `gen_docs.py` runs each program and
-rewrites the block; `gen_docs.py --check` regenerates in memory and fails (exit 1, with a diff)
-when any quoted block differs from a fresh run. Durations ("7.6 s", "12 ms") are compared as
-placeholders, since they differ from run to run; every byte count must match exactly.
+rewrites the block; `gen_docs.py --check` runs them again and fails (exit 1, with a diff and the
+numbers that disagree) when a quoted block differs from the fresh run.
+
+What the check compares (docs/README.md, "Same output on every machine", says it for readers):
+- durations ("7.6 s", "12 ms", "1.6s") are masked: they differ from run to run;
+- every byte count (a number followed by B, KiB, MiB or GiB), every integer and all text must
+  match exactly;
+- other decimal numbers (losses, accuracies, float differences) must match exactly too, unless
+  the block's marker states a tolerance, because they depend on the CPU's BLAS kernel:
+
+    <!-- output: b14_mixed_precision | tolerance: rel 10% -->
+    <!-- output: b10_gradient_accumulation | tolerance: abs 1e-7 -->
+
+  A decimal number a then matches b when |a - b| <= abs + rel * max(|a|, |b|). The generated
+  block says so under its output, so the tolerance is stated next to the numbers it covers.
 
 docs/memory-guide.md is assembled from docs/memory-guide/intro.md and the per-behaviour
 sections docs/memory-guide/bNN-*.md, in order, after their outputs are regenerated.
@@ -25,14 +37,109 @@ import os
 import re
 import subprocess
 import sys
+from typing import NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from run_example import find_examples  # noqa: E402
 
-MARKER = re.compile(r"<!-- output: (?P<cmd>[^>]*?) -->\n.*?<!-- end output -->", re.S)
+MARKER = re.compile(r"<!-- output: (?P<spec>[^>]*?) -->\n(?P<body>.*?)<!-- end output -->", re.S)
 # A duration with the spaces before it (right-aligned columns change width with the number).
 DURATION = re.compile(r"[ \t]*\b\d+(\.\d+)?\s?(s|ms|us|µs|ns|min)\b")
+# A number as the programs print them: "1,179,648", "-2.56", "6.52e-09", "85.31".
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+BYTE_UNIT = re.compile(r"\s?(?:B|KiB|MiB|GiB|TiB)\b")
+TOLERANCE_TERM = re.compile(r"^(rel|abs)\s+([0-9.eE+-]+)(%?)$")
+
+
+class Tolerance(NamedTuple):
+    """How far a decimal number of a block may move between machines (0, 0: not at all)."""
+    rel: float = 0.0
+    abs: float = 0.0
+
+    def allows(self, a, b):
+        return abs(a - b) <= self.abs + self.rel * max(abs(a), abs(b))
+
+    def describe(self):
+        terms = []
+        if self.rel:
+            terms.append(f"{self.rel * 100:g}% (relative)")
+        if self.abs:
+            terms.append(f"{self.abs:g} (absolute)")
+        return " or ".join(terms)
+
+
+def parse_spec(spec):
+    """(command, Tolerance) from a marker's text "CMD [| tolerance: rel 10%, abs 1e-7]"."""
+    command, _, rest = spec.partition("|")
+    command = command.strip()
+    if not rest.strip():
+        return command, Tolerance()
+    key, _, terms = rest.partition(":")
+    if key.strip() != "tolerance" or not terms.strip():
+        raise ValueError(f"marker '{spec}': expected '| tolerance: rel N%, abs X' after the command")
+    values = {}
+    for term in terms.split(","):
+        m = TOLERANCE_TERM.match(term.strip())
+        if not m or m.group(1) in values:
+            raise ValueError(f"marker '{spec}': bad tolerance term '{term.strip()}' "
+                             f"(use 'rel 10%' or 'abs 1e-7', each at most once)")
+        try:
+            value = float(m.group(2)) / (100 if m.group(3) else 1)
+        except ValueError:
+            raise ValueError(f"marker '{spec}': '{m.group(2)}' is not a number") from None
+        if not 0 < value < float("inf"):
+            raise ValueError(f"marker '{spec}': a tolerance must be a positive number")
+        if m.group(1) == "rel" and not m.group(3):
+            raise ValueError(f"marker '{spec}': write a relative tolerance as a percentage")
+        values[m.group(1)] = value
+    return command, Tolerance(**values)
+
+
+def normalised(text):
+    return DURATION.sub(" <duration>", text)
+
+
+def tokens(text):
+    """The text as a list of ("text", words), ("exact", number) and ("float", number) items.
+
+    Runs of whitespace count as one space (a column may widen with its numbers). Byte counts and
+    integers are "exact"; other decimal numbers are "float"."""
+    items, pos = [], 0
+    for m in NUMBER.finditer(text):
+        items.append(("text", " ".join(text[pos:m.start()].split())))
+        s = m.group()
+        decimal = any(c in s for c in ".eE") and not BYTE_UNIT.match(text, m.end())
+        items.append(("float", s) if decimal else ("exact", s))
+        pos = m.end()
+    items.append(("text", " ".join(text[pos:].split())))
+    return items
+
+
+def differences(old, new, tolerance):
+    """Why the quoted output `old` does not stand for the fresh output `new` (empty: it does)."""
+    old_lines, new_lines = normalised(old).splitlines(), normalised(new).splitlines()
+    if len(old_lines) != len(new_lines):
+        return [f"{len(old_lines)} lines quoted, {len(new_lines)} in the fresh run"]
+    found = []
+    for number, (a, b) in enumerate(zip(old_lines, new_lines), 1):
+        ta, tb = tokens(a), tokens(b)
+        kinds_match = [k for k, _ in ta] == [k for k, _ in tb]
+        if not kinds_match or any(ka != "float" and va != vb for (ka, va), (_, vb) in zip(ta, tb)):
+            found.append(f"line {number}: text, a byte count or an integer differs")
+            continue
+        for (kind, va), (_, vb) in zip(ta, tb):
+            if kind == "float" and not tolerance.allows(float(va), float(vb)):
+                allowed = tolerance.describe() or "none: the block states no tolerance"
+                found.append(f"line {number}: {va} quoted, {vb} now (tolerance {allowed})")
+    return found
+
+
+def tolerance_note(tolerance):
+    """The sentence a generated block carries under its output when it has a tolerance."""
+    return (f"*Checked on every machine: the byte counts, integers and text above exactly; the "
+            f"other numbers, which depend on the CPU's BLAS kernel and thread count, within "
+            f"{tolerance.describe()}; durations not at all.*\n")
 
 
 def find_program(build_dir, name):
@@ -60,9 +167,35 @@ def run(build_dir, command, cache):
 
 def regenerate(text, build_dir, cache):
     def block(m):
-        cmd = m.group("cmd").strip()
-        return f"<!-- output: {cmd} -->\n```text\n{run(build_dir, cmd, cache)}\n```\n<!-- end output -->"
+        spec = m.group("spec").strip()
+        command, tolerance = parse_spec(spec)
+        note = tolerance_note(tolerance) if tolerance != Tolerance() else ""
+        return (f"<!-- output: {spec} -->\n```text\n{run(build_dir, command, cache)}\n```\n"
+                f"{note}<!-- end output -->")
     return MARKER.sub(block, text)
+
+
+def split_blocks(text):
+    """([text between blocks], [(spec, body)]) of a markdown file."""
+    between, blocks, pos = [], [], 0
+    for m in MARKER.finditer(text):
+        between.append(text[pos:m.start()])
+        blocks.append((m.group("spec").strip(), m.group("body")))
+        pos = m.end()
+    between.append(text[pos:])
+    return between, blocks
+
+
+def stale_reasons(old, new):
+    """Why the file text `old` is not current against the regenerated `new` (empty: current)."""
+    old_between, old_blocks = split_blocks(old)
+    new_between, new_blocks = split_blocks(new)
+    if old_between != new_between or [s for s, _ in old_blocks] != [s for s, _ in new_blocks]:
+        return ["the text around the output blocks differs"]
+    reasons = []
+    for (spec, old_body), (_, new_body) in zip(old_blocks, new_blocks):
+        reasons += [f"[{spec}] {why}" for why in differences(old_body, new_body, parse_spec(spec)[1])]
+    return reasons
 
 
 def assemble_guide(texts):
@@ -76,10 +209,6 @@ def assemble_guide(texts):
     for path in sorted(glob.glob(os.path.join(ROOT, "docs", "memory-guide", "b[0-9][0-9]-*.md"))):
         parts.append(read(path).rstrip() + "\n")
     return "\n".join(parts)
-
-
-def normalised(text):
-    return DURATION.sub(" <duration>", text)
 
 
 def targets():
@@ -97,21 +226,27 @@ def main():
     cache = {}
     stale = []
     new_texts = {}
-    for path in targets():
-        old = open(path, encoding="utf-8").read()
-        if "<!-- output:" not in old:
-            continue
-        new_texts[path] = regenerate(old, opts.build_dir, cache)
+    try:
+        for path in targets():
+            old = open(path, encoding="utf-8").read()
+            if "<!-- output:" not in old:
+                continue
+            new_texts[path] = regenerate(old, opts.build_dir, cache)
+    except ValueError as e:
+        print(f"gen_docs: {os.path.relpath(path, ROOT)}: {e}", file=sys.stderr)
+        return 2
     if os.path.isdir(os.path.join(ROOT, "docs", "memory-guide")):
         new_texts[os.path.join(ROOT, "docs", "memory-guide.md")] = assemble_guide(new_texts)
     for path, text in new_texts.items():
         old = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
         if opts.check:
-            if normalised(old) != normalised(text):
+            reasons = stale_reasons(old, text)
+            if reasons:
                 stale.append(path)
                 diff = difflib.unified_diff(old.splitlines(), text.splitlines(), path, "fresh run",
                                             lineterm="", n=1)
                 print("\n".join(list(diff)[:60]))
+                print("\n".join(f"  {os.path.relpath(path, ROOT)}: {r}" for r in reasons[:20]))
         elif old != text:
             open(path, "w", encoding="utf-8").write(text)
             print(f"updated {os.path.relpath(path, ROOT)}")

@@ -19,9 +19,10 @@ To add a benchmark, append a Benchmark to BENCHMARKS: its name (what users type)
 under the build directory, what it measures (--list), the arguments that make it quick, and
 optionally its peer program and its targets.
 
-usage: run_bench.py [--build-dir DIR] [--list] [--quick] [--repeats N] [NAME...]
-Exits non-zero when a selected memgrad program is not built or fails; a missing peer only skips
-the comparison.
+usage: run_bench.py [--build-dir DIR] [--list] [--quick] [--repeats N] [--no-peer] [NAME...]
+Exits non-zero when a selected memgrad program is not built or fails, when a compared
+benchmark's peer is missing (it says why; --no-peer runs memgrad's side alone, on purpose), and
+when a target fails or has no figure to check.
 """
 import argparse
 import os
@@ -95,6 +96,8 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs of each side of a compared benchmark, alternating "
                              "(default: 3; the median over runs is reported)")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="run memgrad's side of compared benchmarks alone (no ratios)")
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="benchmarks to run (default: all)")
     return parser.parse_args(argv)
@@ -232,6 +235,8 @@ def print_figures(ours, peer):
 
 
 def check_targets(bench, ours, peer):
+    """Prints one PASS/FAIL line per target; returns the number that did not pass."""
+    failed = 0
     for t in bench.targets:
         a = ours.median(t.metric)
         if t.relative_to:
@@ -243,28 +248,37 @@ def check_targets(bench, ours, peer):
             b = peer.median(t.metric) if peer else None
             value = a / b if a is not None and b else None
         if value is None:
-            print(f"target {what}: SKIP ({'no peer' if peer is None else 'no figure'})")
+            print(f"target {what}: FAIL (no figure)")
+            failed += 1
             continue
         ok = value <= t.bound if t.op == "<=" else value >= t.bound
         print(f"target {what}: {'PASS' if ok else 'FAIL'} ({value:.3g})")
+        failed += 0 if ok else 1
+    return failed
 
 
-def run_compared(bench, build_dir, quick, repeats):
-    """Runs a benchmark and its peer alternately; prints figures, ratios and targets."""
+def run_compared(bench, build_dir, quick, repeats, no_peer):
+    """Runs a benchmark and its peer alternately; prints figures, ratios and targets. Returns
+    non-zero when a run fails, the peer is missing (unless no_peer) or a target fails."""
     path = os.path.join(build_dir, bench.program)
     args = list(bench.quick_args if quick else ())
     ours = Side("memgrad", [path, *args], dict(os.environ))
     peer = None
     peer_path = os.path.join(build_dir, bench.peer)
-    if os.access(peer_path, os.X_OK):
+    if no_peer:
+        print("--no-peer: running memgrad's side only, no ratios and no targets", flush=True)
+    elif os.access(peer_path, os.X_OK):
         env, note = peer_environment(peer_path)
         peer = Side("libtorch", [peer_path, *args], env)
         print(f"peer configuration: LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')} "
               f"GLIBC_TUNABLES={env['GLIBC_TUNABLES']}; {note}; 2 threads "
               f"(torch::set_num_threads)", flush=True)
     else:
-        print(f"peer libtorch missing: {peer_path} is not built (install libtorch-dev, e.g. "
-              f"with `./memgrad bench`, and rebuild); running memgrad's side only", flush=True)
+        print(f"run_bench: error: peer libtorch missing: {peer_path} is not built, so no ratio "
+              f"can be measured. `./memgrad bench` installs libtorch-dev and configures the "
+              f"build again so that the peers are built; `--no-peer` runs memgrad's side alone.",
+              file=sys.stderr, flush=True)
+        return 1
     order = [ours, peer] if peer else [ours]
     for r in range(1 if quick else max(1, repeats)):
         for side in order if r % 2 == 0 else order[::-1]:
@@ -281,12 +295,12 @@ def run_compared(bench, build_dir, quick, repeats):
         print(f"warning: the OpenBLAS cores differ (memgrad {blas_core(ours.config)}, libtorch "
               f"{blas_core(peer.config)}): GEMM figures compare kernels, not libraries")
     print_figures(ours, peer)
-    check_targets(bench, ours, peer)
+    failed = check_targets(bench, ours, peer) if peer else 0
     sys.stdout.flush()
-    return 0
+    return 1 if failed else 0
 
 
-def run(bench, build_dir, quick, repeats):
+def run(bench, build_dir, quick, repeats, no_peer):
     """Runs one benchmark (and its peer, if it has one); returns the exit status."""
     path = os.path.join(build_dir, bench.program)
     if not os.access(path, os.X_OK):
@@ -296,7 +310,7 @@ def run(bench, build_dir, quick, repeats):
         return 1
     print(f"== {bench.name}: {path} ({load_average()})", flush=True)
     if bench.peer:
-        return run_compared(bench, build_dir, quick, repeats)
+        return run_compared(bench, build_dir, quick, repeats, no_peer)
     cmd = [path, *(bench.quick_args if quick else ())]
     status = subprocess.run(cmd, check=False).returncode
     if status != 0:
@@ -314,7 +328,7 @@ def main(argv):
             print(f"{b.name:<{width}}  {b.description}  ({b.program}{peer})")
         return 0
     failed = [b.name for b in select(args.names)
-              if run(b, args.build_dir, args.quick, args.repeats) != 0]
+              if run(b, args.build_dir, args.quick, args.repeats, args.no_peer) != 0]
     if failed:
         print(f"run_bench: {len(failed)} benchmark(s) failed: {', '.join(failed)}",
               file=sys.stderr)

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The ninja targets one `./memgrad` command needs, so each command builds only those.
+
+usage: build_targets.py BUILD_DIR COMMAND [ARGS...]
+
+  demo              the library and the demo program (examples/train_mlp)
+  test              what the test suites run (Meson's meson-test-prereq: the test programs and
+                    the example programs the docs check runs)
+  bench [ARGS]      the benchmark programs selected by ARGS (as `./memgrad bench` takes them)
+                    and their libtorch peers where those are configured
+  example [ARGS]    the example named by ARGS (`b05`, `train_mlp`, ...); every example for
+                    `list`, `all` or no name
+  lab [ARGS]        the lab's replay tool, and for `record -- PROGRAM` that program
+
+Prints one target per line (paths relative to BUILD_DIR, as ninja names them). The targets
+come from Meson's introspection file (meson-info/intro-targets.json), so a target that this
+configuration does not define (a peer without libtorch) is never named.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_bench  # noqa: E402
+
+EXAMPLE_DIRS = ("examples", os.path.join("examples", "behaviours"))
+
+
+def executables(build_dir):
+    """{relative output path: target name} of every executable this configuration defines."""
+    path = os.path.join(build_dir, "meson-info", "intro-targets.json")
+    with open(path, encoding="utf-8") as f:
+        targets = json.load(f)
+    found = {}
+    for t in targets:
+        if t["type"] != "executable":
+            continue
+        for filename in t["filename"]:
+            found[os.path.relpath(filename, os.path.abspath(build_dir))] = t["name"]
+    return found
+
+
+def examples(build_dir):
+    """{example name: target} for the programs `./memgrad example` runs."""
+    return {name: rel for rel, name in executables(build_dir).items()
+            if os.path.dirname(rel) in EXAMPLE_DIRS}
+
+
+def resolve_example(found, name):
+    """The target of an example named in full or as a behaviour id (b05, B5), or None."""
+    if name in found:
+        return found[name]
+    short = name.lower().lstrip("b").zfill(2)
+    matches = [t for n, t in sorted(found.items()) if n[0] == "b" and n[1:3] == short]
+    return matches[0] if len(matches) == 1 else None
+
+
+def example_targets(build_dir, args):
+    found = examples(build_dir)
+    words = [a for a in args if not a.startswith("-")]
+    if not words or words[0] in ("list", "all"):
+        return sorted(found.values())
+    target = resolve_example(found, words[0])
+    return [target] if target else []
+
+
+def lab_targets(build_dir, args):
+    found = examples(build_dir)
+    targets = [found["lab_replay"]] if "lab_replay" in found else []
+    if args and args[0] == "record":
+        program = record_program(args[1:])
+        target = resolve_example(found, program) if program else None
+        targets += [target] if target else []
+    return targets
+
+
+def record_program(args):
+    """The program of `lab record [--out FILE] [--] PROGRAM ARGS`."""
+    i = 0
+    while i < len(args):
+        if args[i] == "--out":
+            i += 2
+        elif args[i].startswith("--out=") or (args[i] == "--" and i + 1 < len(args)):
+            i += 1
+        else:
+            return args[i]
+    return None
+
+
+def bench_targets(build_dir, args):
+    if any(a in ("-h", "--help", "--list") for a in args):
+        return []
+    try:
+        opts = run_bench.parse_args(args)
+        selected = run_bench.select(opts.names)
+    except SystemExit:  # bad arguments: run_bench says what is wrong when it runs
+        return []
+    defined = executables(build_dir)
+    targets = []
+    for bench in selected:
+        targets += [p for p in (bench.program, bench.peer) if p and p in defined]
+    return targets
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    build_dir, command, args = argv[0], argv[1], argv[2:]
+    if command == "demo":
+        targets = ["examples/train_mlp"]
+    elif command == "test":
+        targets = ["meson-test-prereq"]
+    elif command == "bench":
+        targets = bench_targets(build_dir, args)
+    elif command == "example":
+        targets = example_targets(build_dir, args)
+    elif command == "lab":
+        targets = lab_targets(build_dir, args)
+    else:
+        print(f"build_targets: unknown command '{command}'", file=sys.stderr)
+        return 2
+    print("\n".join(targets))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
