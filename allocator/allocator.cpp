@@ -9,6 +9,24 @@ namespace memgrad {
 
 Allocator::Allocator(MemorySource& source) : source_(source) {}
 
+Block Allocator::allocate(size_t nbytes, StreamId stream) {
+  if (nbytes == 0) return Block{nullptr, 0, 0, stream, nullptr};
+  if (nbytes > kMaxAllocationBytes) [[unlikely]] {
+    OutOfMemoryInfo info;
+    info.device = source_.name();
+    info.requested = nbytes;
+    info.alloc_size = nbytes;
+    info.capacity = source_.capacity();
+    info.free = source_.free_bytes();
+    info.allowed = info.capacity;
+    info.allocated = memory_allocated();
+    info.reserved = memory_reserved();
+    info.too_large = true;
+    throw OutOfMemoryError(std::move(info));
+  }
+  return allocate_block(nbytes, stream);
+}
+
 void Allocator::record_stream(const Block&, StreamId) {}
 
 void Allocator::throw_out_of_memory(MemoryStats& stats, size_t requested, size_t alloc_size,

@@ -54,11 +54,16 @@ class Allocator {
   Allocator& operator=(const Allocator&) = delete;
   virtual ~Allocator() = default;
 
+  // Requests above this fail at once, before any policy rounds them (PyTorch's 1 EiB guard): no
+  // device holds that much, and every policy's rounding stays far from overflow below it.
+  static constexpr size_t kMaxAllocationBytes = size_t{1} << 60;
+
   // Hands out at least `nbytes` on `stream`. Allocates: the policy's rounded size (Block::nbytes).
   // A zero-byte request returns an empty Block without touching the source or the stats.
-  // Throws OutOfMemoryError when the source cannot provide the memory even after the policy
-  // returned what it caches.
-  virtual Block allocate(size_t nbytes, StreamId stream = kDefaultStream) = 0;
+  // Throws OutOfMemoryError when `nbytes` exceeds kMaxAllocationBytes (counted nowhere, as in
+  // PyTorch), and when the source cannot provide the memory even after the policy returned what
+  // it caches (counted in num_ooms). Every request passes here, so no policy sees either case.
+  Block allocate(size_t nbytes, StreamId stream = kDefaultStream);
 
   // Returns a Block obtained from allocate(). Freeing an empty Block does nothing.
   virtual void free(const Block& block) = 0;
@@ -96,6 +101,9 @@ class Allocator {
   const TraceRecorder& trace() const { return trace_; }
 
  protected:
+  // The policy's placement of a request of 1 to kMaxAllocationBytes bytes.
+  virtual Block allocate_block(size_t nbytes, StreamId stream) = 0;
+
   // Counts the OOM in `stats`, records it in the trace (when on) and throws OutOfMemoryError
   // with the figures of the moment. `alloc_size`: what the policy last tried to obtain from the
   // source; `allowed`: its limit (capacity x memory fraction), below capacity when

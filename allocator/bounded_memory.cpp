@@ -25,6 +25,11 @@ size_t round_down(size_t n, size_t multiple) { return n / multiple * multiple; }
 BoundedMemory::BoundedMemory(size_t capacity, std::string name)
     : name_(std::move(name)), capacity_(capacity) {
   if (capacity == 0) throw ConfigError(fmt::format("{}: capacity must be > 0 bytes", name_));
+  if (capacity > kMaxCapacity) {
+    throw ConfigError(fmt::format("{}: a capacity of {} bytes is more than a simulated device can "
+                                  "have (at most {}: it reserves 6x its capacity in addresses)",
+                                  name_, capacity, format_size(kMaxCapacity)));
+  }
   // Twice the capacity plus slack: a first-fit layout can never run out of addresses before it
   // runs out of bytes in practice, so the capacity is the only limit users see. Four times more
   // for expansion regions (the expandable policy reserves one per pool of twice the capacity).

@@ -25,8 +25,13 @@ namespace memgrad {
 
 class BoundedMemory final : public MemorySource {
  public:
+  // The largest capacity: the device reserves 6x its capacity in address space (x86-64 gives a
+  // process 128 TiB), so 4 TiB, far above any GPU's memory.
+  static constexpr size_t kMaxCapacity = size_t{4} << 40;
+
   // A device called `name` (e.g. "sim:0") that can hand out at most `capacity` bytes. Throws
-  // ConfigError for a zero capacity and Error when the address range cannot be reserved.
+  // ConfigError for a capacity of 0 or above kMaxCapacity, and Error when the address range
+  // cannot be reserved.
   BoundedMemory(size_t capacity, std::string name);
   ~BoundedMemory() override;
 

@@ -75,12 +75,8 @@ size_t CachingAllocator::allowed_bytes() const {
 
 // ---- allocate ----
 
-Block CachingAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return Block{nullptr, 0, 0, stream, nullptr};
-  // PyTorch's guard against absurd sizes: anything above 1 EiB fails at once.
-  constexpr size_t kOneExbibyte = size_t{1} << 60;
+Block CachingAllocator::allocate_block(size_t nbytes, StreamId stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (nbytes > kOneExbibyte) throw_oom(nbytes, nbytes);
   if (!pending_events_.empty()) process_events();
   const size_t size = round_size(nbytes);
   BlockPool& pool = pool_for(size);

@@ -56,7 +56,10 @@ class CachingAllocator final : public Allocator {
   CachingAllocator(MemorySource& source, AllocatorConfig config = {});
   ~CachingAllocator() override;
 
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+ protected:
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   void free(const Block& block) override;
   void record_stream(const Block& block, StreamId stream) override;
   void empty_cache() override;

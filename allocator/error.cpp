@@ -9,6 +9,13 @@ namespace memgrad {
 namespace {
 
 std::string oom_message(const OutOfMemoryInfo& info) {
+  if (info.too_large) {
+    return fmt::format(
+        "{} out of memory. Tried to allocate more than 1 EiB ({} bytes requested): no device "
+        "holds that much, so the size was probably computed wrongly (an overflow, or a negative "
+        "number read as unsigned).",
+        info.device, info.requested);
+  }
   std::string alloc_part = format_size(info.alloc_size);
   if (info.alloc_size != info.requested) {
     alloc_part += fmt::format(" (a segment for a request of {})", format_size(info.requested));

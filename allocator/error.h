@@ -11,6 +11,7 @@
 #include <source_location>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace memgrad {
 
@@ -36,6 +37,13 @@ class ConfigError : public Error {
   std::string value;
 };
 
+// A file that could not be written or read. `path` names it; the message says why.
+class IoError : public Error {
+ public:
+  IoError(std::string message, std::string path) : Error(std::move(message)), path(std::move(path)) {}
+  std::string path;
+};
+
 // The numbers behind an out-of-memory failure, all in bytes.
 struct OutOfMemoryInfo {
   std::string device;         // e.g. "cpu", "sim:0", "cuda:0"
@@ -47,6 +55,7 @@ struct OutOfMemoryInfo {
   bool fraction_set = false;  // whether `allowed` is below capacity because of a fraction
   size_t allocated = 0;       // bytes in blocks handed out to tensors
   size_t reserved = 0;        // bytes the allocator holds (allocated + cached)
+  bool too_large = false;     // refused before the policy saw it: above kMaxAllocationBytes
 };
 
 // The device (real or simulated) could not provide memory even after the allocator returned its

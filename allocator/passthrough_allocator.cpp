@@ -18,8 +18,7 @@ StatPool pool_of(size_t nbytes) {
 
 PassthroughAllocator::PassthroughAllocator(MemorySource& source) : Allocator(source) {}
 
-Block PassthroughAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return Block{nullptr, 0, 0, stream, nullptr};
+Block PassthroughAllocator::allocate_block(size_t nbytes, StreamId stream) {
   const size_t size = (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);

@@ -15,9 +15,12 @@ class PassthroughAllocator final : public Allocator {
  public:
   explicit PassthroughAllocator(MemorySource& source);
 
+ protected:
   // Allocates: nbytes rounded up to 512 (the granularity device allocators use), from the source.
   // Throws OutOfMemoryError when the source has no room (there is no cache to release).
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   void free(const Block& block) override;
   // Nothing is cached, so nothing to release.
   void empty_cache() override {}

@@ -34,8 +34,7 @@ size_t PinnedHostAllocator::round_size(size_t nbytes) {
   return nbytes == 0 ? 0 : std::bit_ceil(nbytes);
 }
 
-Block PinnedHostAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return Block{nullptr, 0, 0, stream, nullptr};
+Block PinnedHostAllocator::allocate_block(size_t nbytes, StreamId stream) {
   constexpr size_t kLargest = size_t{1} << 62;  // bit_ceil above this is undefined
   std::lock_guard<std::mutex> lock(mutex_);
   if (nbytes > kLargest) throw_oom(nbytes, nbytes);

@@ -33,10 +33,13 @@ class PinnedHostAllocator final : public Allocator {
   explicit PinnedHostAllocator(MemorySource& source);
   ~PinnedHostAllocator() override;
 
+ protected:
   // Allocates: nbytes rounded up to the next power of two, from the size class's free list or
   // the source. Throws OutOfMemoryError when the source has no room even after the cache was
   // returned to it.
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   // Caches the block: at once, or after the events of the streams recorded on it complete.
   void free(const Block& block) override;
   // Notes that work queued on `stream` uses the block (an asynchronous copy). Unlike the device

@@ -6,33 +6,24 @@
 // initialisers rely on it).
 #pragma once
 
+#include "engine/autograd_seam.h"
+
 namespace memgrad {
 
 bool is_grad_enabled();
 void set_grad_enabled(bool enabled);
 
-// Disables recording for its scope (torch.no_grad()).
-class NoGradGuard {
+// Disables recording for its scope (torch.no_grad()), and restores the previous mode on exit,
+// exceptions included.
+class NoGradGuard : public GradModeGuard {
  public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
+  NoGradGuard() : GradModeGuard(false) {}
 };
 
 // Enables recording for its scope (torch.enable_grad()), e.g. inside a NoGradGuard.
-class EnableGradGuard {
+class EnableGradGuard : public GradModeGuard {
  public:
-  EnableGradGuard();
-  ~EnableGradGuard();
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 }  // namespace memgrad

@@ -85,9 +85,25 @@ class AutogradSeam {
 AutogradSeam* autograd_seam();
 void set_autograd_seam(AutogradSeam* seam);
 
-// Grad mode (thread-local, on by default). Guards live in autograd/grad_mode.h.
+// Grad mode (thread-local, on by default). Users' guards live in autograd/grad_mode.h.
 bool grad_mode_enabled();
 void set_grad_mode_enabled(bool enabled);
+
+// Sets grad mode for its scope and restores the previous mode when the scope ends, exceptions
+// included: the one way engine code turns recording off (an OOM caught inside an op must not
+// leave grad mode off for the retry). autograd's NoGradGuard and EnableGradGuard are this guard.
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : previous_(grad_mode_enabled()) {
+    set_grad_mode_enabled(enabled);
+  }
+  ~GradModeGuard() { set_grad_mode_enabled(previous_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
 
 // Autocast mode (thread-local, off by default). Guards live in autograd/autocast.h.
 bool autocast_enabled();

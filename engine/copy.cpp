@@ -94,6 +94,7 @@ Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor& Tensor::fill_(Scalar value) {
   detail::check_defined("fill_", *this);
+  value.check_fits(dtype(), "fill_");
   TraceOpScope trace("fill_");
   OpAttrs attrs;
   attrs.alpha = value.to_double();

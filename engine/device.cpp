@@ -17,8 +17,9 @@ Device::Device(std::string_view text) {
     const std::string_view digits = text.substr(colon + 1);
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
     if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
-        index < 0 || index > 63) {
-      throw DeviceError(fmt::format("[device] bad device index in '{}' (expected 0..63)", text));
+        index < 0 || index > kMaxIndex) {
+      throw DeviceError(fmt::format("[device] bad device index in '{}' (expected 0..{})", text,
+                                    kMaxIndex));
     }
   }
   if (kind == "cpu") {
@@ -33,6 +34,14 @@ Device::Device(std::string_view text) {
         fmt::format("[device] unknown device '{}' (expected cpu, sim[:N] or cuda[:N])", text));
   }
   index_ = static_cast<int8_t>(index);
+}
+
+void Device::throw_bad_index(DeviceType type, int index) {
+  if (type == DeviceType::CPU) {
+    throw DeviceError(fmt::format("[device] cpu index {}: there is one cpu, cpu:0", index));
+  }
+  throw DeviceError(fmt::format("[device] {} index {} is out of range (expected 0..{})",
+                                type == DeviceType::Sim ? "sim" : "cuda", index, kMaxIndex));
 }
 
 std::string Device::str() const {

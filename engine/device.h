@@ -18,9 +18,18 @@ enum class DeviceType : uint8_t { CPU, Sim, CUDA };
 
 class Device {
  public:
+  // The largest index of a sim or cuda device.
+  static constexpr int kMaxIndex = 63;
+
   // The CPU.
   constexpr Device() = default;
-  constexpr Device(DeviceType type, int index) : type_(type), index_(static_cast<int8_t>(index)) {}
+  // `index` must be 0 for the cpu and 0..kMaxIndex for sim and cuda; anything else throws
+  // DeviceError naming the valid range, so every Device names a registry slot of its own.
+  constexpr Device(DeviceType type, int index) : type_(type), index_(static_cast<int8_t>(index)) {
+    if (index < 0 || index > (type == DeviceType::CPU ? 0 : kMaxIndex)) {
+      throw_bad_index(type, index);
+    }
+  }
   // Parses "cpu", "sim", "sim:1", "cuda", "cuda:1" ("cuda" and "sim" mean index 0). Throws
   // DeviceError for anything else.
   Device(std::string_view text);  // NOLINT: implicit, like torch.device("cuda:0")
@@ -40,6 +49,8 @@ class Device {
   bool operator==(const Device&) const = default;
 
  private:
+  [[noreturn]] static void throw_bad_index(DeviceType type, int index);
+
   DeviceType type_ = DeviceType::CPU;
   int8_t index_ = 0;
 };

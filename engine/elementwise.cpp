@@ -385,7 +385,7 @@ Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
   return binary_inplace("sub_", BinaryOp::Sub, OpKind::Sub, *this, o, alpha.to_double());
 }
 Tensor& Tensor::sub_(Scalar o) {
-  return scalar_inplace("sub_", BinaryOp::Add, OpKind::AddScalar, *this, Scalar(-o.to_double()));
+  return scalar_inplace("sub_", BinaryOp::Add, OpKind::AddScalar, *this, o.negated());
 }
 Tensor& Tensor::mul_(const Tensor& o) {
   return binary_inplace("mul_", BinaryOp::Mul, OpKind::Mul, *this, o, 1.0);

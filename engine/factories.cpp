@@ -40,6 +40,20 @@ Tensor filled(const char* op, const Shape& sizes, double value, DType dtype,
   return finish(std::move(t), options);
 }
 
+// A 1-d tensor of `n` values value(0) .. value(n - 1), computed on the host in float64 and then
+// converted to the requested dtype and device. The float64 buffer comes from the allocator, so an
+// absurd `n` is a typed error rather than a failed std::vector.
+template <typename ValueAt>
+Tensor from_values(const char* op, int64_t n, ValueAt value, const TensorOptions& options) {
+  Tensor t = make(op, {n}, kFloat64, TensorOptions(kCPU));
+  double* out = t.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+  const DType dtype = options.dtype_or(kFloat32);
+  if (dtype != kFloat64) t = to_dtype(t, dtype);
+  if (options.device != kCPU) t = to_device(t, options.device);
+  return finish(std::move(t), options);
+}
+
 // Reserves the Philox counters for `numel` values from the device's generator (or `generator`).
 std::pair<uint64_t, uint64_t> draw(Generator* generator, Device device, int64_t numel) {
   Generator& g = generator != nullptr ? *generator : default_generator(device);
@@ -62,6 +76,7 @@ Tensor ones(const Shape& sizes, const TensorOptions& options) {
 Tensor full(const Shape& sizes, Scalar value, const TensorOptions& options) {
   // Like torch.full: the dtype follows the value when not given.
   const DType inferred = value.is_bool() ? kBool : value.is_integral() ? kInt64 : kFloat32;
+  value.check_fits(options.dtype_or(inferred), "full");
   return filled("full", sizes, value.to_double(), options.dtype_or(inferred), options);
 }
 
@@ -84,6 +99,9 @@ Tensor arange(Scalar end, const TensorOptions& options) {
 
 Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& options) {
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  if (!std::isfinite(s) || !std::isfinite(e) || !std::isfinite(st)) {
+    throw ValueError(fmt::format("[arange] unsupported range: {} -> {} with step {}", s, e, st));
+  }
   if (st == 0.0) throw ValueError("[arange] step must be nonzero");
   if ((e - s) * st < 0.0) {
     throw ValueError(fmt::format("[arange] upper bound and step sign are inconsistent: start {}, "
@@ -92,38 +110,36 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& option
   }
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   const DType dtype = options.dtype_or(integral ? kInt64 : kFloat32);
-  const auto n = static_cast<int64_t>(std::ceil((e - s) / st));
-  // Fill on the host, then move: ranges are small and this keeps one kernel out of each backend.
-  std::vector<double> values(static_cast<size_t>(std::max<int64_t>(n, 0)));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = s + st * static_cast<double>(i);
-  return from_vector(values, {static_cast<int64_t>(values.size())},
+  const double count = std::ceil((e - s) / st);
+  if (!(count < 9223372036854775808.0)) {  // 2^63; also catches an infinite quotient
+    throw ValueError(fmt::format("[arange] {} -> {} with step {} has more than 2^63 - 1 elements",
+                                 s, e, st));
+  }
+  const auto n = std::max<int64_t>(static_cast<int64_t>(count), 0);
+  return from_values("arange", n, [&](int64_t i) { return s + st * static_cast<double>(i); },
                      TensorOptions(dtype).with_device(options.device).with_requires_grad(
                          options.requires_grad));
 }
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options) {
   if (steps < 0) throw ValueError(fmt::format("[linspace] number of steps must be >= 0, got {}", steps));
-  std::vector<double> values(static_cast<size_t>(steps));
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  for (int64_t i = 0; i < steps; ++i) {
-    // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
-    values[static_cast<size_t>(i)] =
-        i < steps / 2 ? start + step * static_cast<double>(i)
-                      : end - step * static_cast<double>(steps - 1 - i);
-  }
-  return from_vector(values, {steps}, TensorOptions(options.dtype_or(kFloat32))
-                                          .with_device(options.device)
-                                          .with_requires_grad(options.requires_grad));
+  // Filled from both ends, as PyTorch does, so the last value is exactly `end`.
+  auto value = [&](int64_t i) {
+    return i < steps / 2 ? start + step * static_cast<double>(i)
+                         : end - step * static_cast<double>(steps - 1 - i);
+  };
+  return from_values("linspace", steps, value, TensorOptions(options.dtype_or(kFloat32))
+                                                      .with_device(options.device)
+                                                      .with_requires_grad(options.requires_grad));
 }
 
 Tensor eye(int64_t n, int64_t m, const TensorOptions& options) {
   if (m < 0) m = n;
   if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n));
-  std::vector<double> values(static_cast<size_t>(n * m), 0.0);
-  for (int64_t i = 0; i < std::min(n, m); ++i) values[static_cast<size_t>(i * m + i)] = 1.0;
-  return from_vector(values, {n, m}, TensorOptions(options.dtype_or(kFloat32))
-                                         .with_device(options.device)
-                                         .with_requires_grad(options.requires_grad));
+  Tensor t = zeros({n, m}, TensorOptions(options.dtype_or(kFloat32)).with_device(options.device));
+  if (t.numel() > 0) t.diagonal().fill_(1);
+  return finish(std::move(t), options);
 }
 
 Tensor rand(const Shape& sizes, const TensorOptions& options, Generator* generator) {

@@ -261,6 +261,7 @@ void check_mask(const char* op, const Tensor& x, const Tensor& mask) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
   check_mask("masked_fill", x, mask);
+  value.check_fits(x.dtype(), "masked_fill");
   TraceOpScope trace("masked_fill");
   const Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill");
   Tensor out = new_tensor(shape, x.dtype(), x.device());
@@ -279,6 +280,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
 
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, Scalar value) {
   check_mask("masked_fill_", x, mask);
+  value.check_fits(x.dtype(), "masked_fill_");
   TraceOpScope trace("masked_fill_");
   if (!(broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill_") == x.sizes())) {
     throw ShapeError(fmt::format("[masked_fill_] mask of shape {} cannot be broadcast to self's "
@@ -437,12 +439,20 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, Scalar value) {
                                  "number of dimensions ({}), got {} values",
                                  2 * x.dim(), padding.size()));
   }
+  value.check_fits(x.dtype(), "pad");
   TraceOpScope trace("pad");
   Shape shape = x.sizes();
   for (int p = 0; p < pairs; ++p) {
     const int d = x.dim() - 1 - p;
     const int64_t left = padding[2 * p], right = padding[2 * p + 1];
-    shape[d] = x.size(d) + left + right;
+    int64_t size = 0;
+    if (__builtin_add_overflow(x.size(d), left, &size) ||
+        __builtin_add_overflow(size, right, &size)) {
+      throw ShapeError(fmt::format("[pad] the input size {} plus padding {} and {} overflows "
+                                   "int64 at dimension {}",
+                                   x.size(d), left, right, d));
+    }
+    shape[d] = size;
     if (shape[d] < 0) {
       throw ShapeError(fmt::format("[pad] the input size {}, plus padding {} and {}, resulted in "
                                    "a negative output size {} at dimension {}",

@@ -33,7 +33,7 @@
 namespace memgrad {
 namespace {
 
-constexpr int kMaxDeviceIndex = 64;
+constexpr int kMaxDeviceIndex = Device::kMaxIndex + 1;
 constexpr int kNumSlots = 1 + 2 * kMaxDeviceIndex;  // cpu, sim:0..63, cuda:0..63
 constexpr size_t kDefaultSimCapacity = 1 * kGiB;
 
@@ -163,20 +163,12 @@ Allocator& install(Registry& r, Device d) {
   return *allocator;
 }
 
-void check_index(Device d) {
-  if (d.index() >= kMaxDeviceIndex) {
-    throw DeviceError(fmt::format("[device] {}: index out of range (at most {})", d.str(),
-                                  kMaxDeviceIndex - 1));
-  }
-}
-
 }  // namespace
 
 Allocator& allocator_for(Device device) {
   Registry& r = registry();
   Allocator* a = r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);
   if (a != nullptr) [[likely]] return *a;
-  check_index(device);
   if (device.is_cuda()) check_cuda_device(device.index());
   std::lock_guard<std::mutex> lock(r.mutex);
   a = r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);
@@ -214,7 +206,6 @@ void set_per_process_memory_fraction(double fraction, Device device) {
 
 void set_allocator_config(Device device, const AllocatorConfig& config) {
   config.validate();
-  check_index(device);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto slot = static_cast<size_t>(slot_of(device));
@@ -232,9 +223,8 @@ void set_cpu_memory_limit(size_t nbytes) {
 }
 
 void set_sim_capacity(int index, size_t nbytes) {
+  const Device device(DeviceType::Sim, index);  // throws DeviceError outside 0..63
   if (nbytes == 0) throw ConfigError(fmt::format("sim:{}: capacity must be > 0 bytes", index));
-  const Device device(DeviceType::Sim, index);
-  check_index(device);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.sim_capacity[static_cast<size_t>(index)] = nbytes;

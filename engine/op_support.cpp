@@ -9,10 +9,23 @@
 
 namespace memgrad::detail {
 
+size_t storage_nbytes(const Shape& sizes, DType dtype) {
+  for (int64_t s : sizes) {
+    if (s < 0) {
+      throw ShapeError(fmt::format("Trying to create tensor with negative dimension {}: {}", s,
+                                   to_string(sizes)));
+    }
+  }
+  size_t nbytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(numel_of(sizes)), element_size(dtype), &nbytes)) {
+    throw ShapeError(fmt::format("Storage size calculation overflowed with sizes={} and dtype {}",
+                                 to_string(sizes), dtype_name(dtype)));
+  }
+  return nbytes;
+}
+
 Tensor new_tensor(const Shape& sizes, DType dtype, Device device) {
-  const int64_t numel = numel_of(sizes);
-  auto storage =
-      std::make_shared<Storage>(static_cast<size_t>(numel) * element_size(dtype), device);
+  auto storage = std::make_shared<Storage>(storage_nbytes(sizes, dtype), device);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
                                              0, dtype));
 }
@@ -99,9 +112,7 @@ void prepare_out(Tensor& out, const Shape& sizes, DType dtype, Device device, co
                                  to_string(out.sizes()), to_string(sizes)));
   }
   // Resize like PyTorch: a new storage of the result's size (an allocation).
-  const int64_t numel = numel_of(sizes);
-  out.impl()->set_storage(
-      std::make_shared<Storage>(static_cast<size_t>(numel) * element_size(dtype), device));
+  out.impl()->set_storage(std::make_shared<Storage>(storage_nbytes(sizes, dtype), device));
   out.impl()->set_layout(sizes, contiguous_strides(sizes), 0);
 }
 

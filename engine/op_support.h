@@ -21,6 +21,11 @@ namespace memgrad::detail {
 // A new contiguous tensor. Allocates: numel x element size on `device`.
 Tensor new_tensor(const Shape& sizes, DType dtype, Device device);
 
+// The bytes of a contiguous tensor of `sizes` and `dtype`: the one size computation every new
+// storage goes through. Throws ShapeError for a negative size or when numel x element size
+// overflows; the allocator then refuses anything above 1 EiB with an OutOfMemoryError.
+size_t storage_nbytes(const Shape& sizes, DType dtype);
+
 // The kernel backend computing on `device` (cpu/sim: the CPU backend).
 kernels::KernelBackend& kernels_for(Device device);
 

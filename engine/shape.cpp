@@ -62,8 +62,16 @@ bool Shape::operator==(const Shape& other) const {
 std::string to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 int64_t numel_of(const Shape& sizes) {
+  // A zero anywhere makes an empty tensor, however large the other sizes.
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return 0;
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes) {
+    if (__builtin_mul_overflow(n, s, &n)) {
+      throw ShapeError(fmt::format("[numel] integer multiplication overflow: sizes {} hold more "
+                                   "than 2^63 - 1 elements",
+                                   to_string(sizes)));
+    }
+  }
   return n;
 }
 

@@ -55,7 +55,9 @@ class Shape {
 // "[2, 3]", as PyTorch prints torch.Size.
 std::string to_string(const Shape& shape);
 
-// Product of sizes (1 for a 0-d shape).
+// Product of sizes (1 for a 0-d shape, 0 when any size is 0). Throws ShapeError when the product
+// overflows int64 (PyTorch: "numel: integer multiplication overflow"); every TensorImpl computes
+// its numel here, so no tensor, view or expansion holds a wrapped count.
 int64_t numel_of(const Shape& sizes);
 
 // Row-major strides for `sizes`, in elements.

@@ -30,6 +30,12 @@ AutogradSeam& seam(const char* what) {
 
 // ---- metadata ----
 
+void Tensor::throw_undefined(const char* method) {
+  throw ValueError(fmt::format("[{}] called on an undefined tensor (a default-constructed Tensor, "
+                               "or the grad() of a tensor that has received none)",
+                               method));
+}
+
 int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim(dim, this->dim(), "size")]; }
 
 int64_t Tensor::stride(int64_t dim) const {
@@ -46,7 +52,7 @@ T* Tensor::data_ptr() const {
     throw DTypeError(fmt::format("[data_ptr] tensor has dtype {} but {} was requested",
                                  dtype_name(dtype()), dtype_name(dtype_of<T>())));
   }
-  return static_cast<T*>(impl_->data());
+  return static_cast<T*>(checked("data_ptr").data());
 }
 
 template <typename T>
@@ -129,7 +135,7 @@ bool Tensor::retains_grad() const {
 }
 Tensor Tensor::detach() const {
   // Same storage (so the same version counter), no autograd metadata: no history.
-  return Tensor(std::make_shared<TensorImpl>(impl_->storage_ptr(), sizes(), strides(),
+  return Tensor(std::make_shared<TensorImpl>(checked("detach").storage_ptr(), sizes(), strides(),
                                              storage_offset(), dtype()));
 }
 Tensor& Tensor::detach_() {
@@ -190,7 +196,7 @@ std::vector<Tensor> Tensor::unbind(int64_t dim) const { return memgrad::unbind(*
 Tensor Tensor::add(const Tensor& o, Scalar alpha) const { return memgrad::add(*this, o, alpha); }
 Tensor Tensor::add(Scalar o) const { return memgrad::add(*this, o); }
 Tensor Tensor::sub(const Tensor& o, Scalar alpha) const { return memgrad::sub(*this, o, alpha); }
-Tensor Tensor::sub(Scalar o) const { return memgrad::add(*this, Scalar(-o.to_double())); }
+Tensor Tensor::sub(Scalar o) const { return memgrad::add(*this, o.negated()); }
 Tensor Tensor::mul(const Tensor& o) const { return memgrad::mul(*this, o); }
 Tensor Tensor::mul(Scalar o) const { return memgrad::mul(*this, o); }
 Tensor Tensor::div(const Tensor& o) const { return memgrad::div(*this, o); }
@@ -301,7 +307,7 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
-Tensor operator-(const Tensor& a, Scalar b) { return add(a, Scalar(-b.to_double())); }
+Tensor operator-(const Tensor& a, Scalar b) { return add(a, b.negated()); }
 Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
 Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }

@@ -34,36 +34,42 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   bool defined() const { return impl_ != nullptr; }
+  // The implementation of a defined tensor; throws ValueError naming `method` on an undefined
+  // one (a default-constructed Tensor, or a grad() that never arrived).
+  TensorImpl& checked(const char* method) const {
+    if (impl_ == nullptr) [[unlikely]] throw_undefined(method);
+    return *impl_;
+  }
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   // Whether both handles are the same tensor (not equal values: see eq / equal).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // ---- layout and metadata (no allocation) ----
-  const Shape& sizes() const { return impl_->sizes(); }
-  const Shape& shape() const { return impl_->sizes(); }
+  const Shape& sizes() const { return checked("sizes").sizes(); }
+  const Shape& shape() const { return checked("shape").sizes(); }
   int64_t size(int64_t dim) const;  // negative dims count from the end
-  const Shape& strides() const { return impl_->strides(); }  // in elements
+  const Shape& strides() const { return checked("strides").strides(); }  // in elements
   int64_t stride(int64_t dim) const;
-  int dim() const { return impl_->ndim(); }
-  int64_t numel() const { return impl_->numel(); }
-  DType dtype() const { return impl_->dtype(); }
-  Device device() const { return impl_->device(); }
+  int dim() const { return checked("dim").ndim(); }
+  int64_t numel() const { return checked("numel").numel(); }
+  DType dtype() const { return checked("dtype").dtype(); }
+  Device device() const { return checked("device").device(); }
   size_t element_size() const { return memgrad::element_size(dtype()); }
   // numel x element size: the tensor's own bytes (its storage may be larger, e.g. for a view).
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
-  int64_t storage_offset() const { return impl_->storage_offset(); }
-  bool is_contiguous() const { return impl_->is_contiguous(); }
-  bool is_view() const { return impl_->is_view(); }
-  Storage& storage() const { return impl_->storage(); }
+  int64_t storage_offset() const { return checked("storage_offset").storage_offset(); }
+  bool is_contiguous() const { return checked("is_contiguous").is_contiguous(); }
+  bool is_view() const { return checked("is_view").is_view(); }
+  Storage& storage() const { return checked("storage").storage(); }
   bool shares_storage_with(const Tensor& other) const;
   // Address of element [0, ..., 0].
-  void* data_ptr() const { return impl_->data(); }
+  void* data_ptr() const { return checked("data_ptr").data(); }
   // Typed address; throws DTypeError when T does not match dtype().
   template <typename T>
   T* data_ptr() const;
   // The storage's version counter (PyTorch's tensor._version).
-  uint32_t version() const { return impl_->storage().version(); }
+  uint32_t version() const { return checked("version").storage().version(); }
 
   // The value of a one-element tensor, converted to T. Throws ShapeError otherwise.
   template <typename T = double>
@@ -73,7 +79,7 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   // ---- autograd (needs autograd/ linked; see autograd/ for the details) ----
-  bool requires_grad() const { return impl_->requires_grad(); }
+  bool requires_grad() const { return checked("requires_grad").requires_grad(); }
   // Marks a leaf as requiring grad. Throws AutogradError on a non-leaf or a non-float tensor.
   Tensor& requires_grad_(bool requires_grad = true);
   bool is_leaf() const;
@@ -254,6 +260,8 @@ class Tensor {
   std::string str() const;
 
  private:
+  [[noreturn]] static void throw_undefined(const char* method);
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

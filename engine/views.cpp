@@ -55,15 +55,24 @@ void check_in_storage(const char* op, const Tensor& x, const Shape& sizes, const
     throw IndexError(fmt::format("[{}] invalid storage offset {}", op, offset));
   }
   if (numel_of(sizes) == 0) return;
+  // The highest element the view reaches, in checked arithmetic: a wrapped sum would pass the
+  // bounds check and let the view read or write outside its storage.
   int64_t highest = offset;
-  for (int d = 0; d < sizes.size(); ++d) highest += (sizes[d] - 1) * strides[d];
+  bool overflow = false;
+  for (int d = 0; d < sizes.size(); ++d) {
+    int64_t span = 0;
+    overflow = overflow || __builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
+               __builtin_add_overflow(highest, span, &highest);
+  }
   const size_t itemsize = x.element_size();
-  const size_t required = static_cast<size_t>(highest + 1) * itemsize;
-  if (required > x.storage().nbytes()) {
+  size_t required = 0;
+  overflow = overflow || __builtin_mul_overflow(static_cast<size_t>(highest) + 1, itemsize, &required);
+  if (overflow || required > x.storage().nbytes()) {
+    const std::string needed = overflow ? "more than 2^64 bytes" : fmt::format("{}", required);
     throw IndexError(fmt::format(
         "[{}] sizes {}, strides {}, storage offset {}, and itemsize {} requiring a storage size "
         "of {} are out of bounds for storage of size {}",
-        op, to_string(sizes), to_string(strides), offset, itemsize, required,
+        op, to_string(sizes), to_string(strides), offset, itemsize, needed,
         x.storage().nbytes()));
   }
 }

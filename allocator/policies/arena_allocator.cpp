@@ -62,8 +62,7 @@ ArenaAllocator::Chunk* ArenaAllocator::obtain_chunk(size_t size, size_t requeste
   return chunk;
 }
 
-Block ArenaAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return empty_block(stream);
+Block ArenaAllocator::allocate_block(size_t nbytes, StreamId stream) {
   const size_t size = round_up(nbytes, kMinBlockSize);
   std::lock_guard<std::mutex> lock(mutex_);
   Chunk* chunk = current_;

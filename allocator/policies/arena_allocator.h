@@ -26,9 +26,12 @@ class ArenaAllocator final : public PolicyAllocator {
   explicit ArenaAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~ArenaAllocator() override;
 
+ protected:
   // Allocates: nbytes rounded up to 512 (Block::nbytes) at the current chunk's bump offset, or
   // in a fresh chunk when it does not fit. Throws OutOfMemoryError.
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   void free(const Block& block) override;
   // Returns every chunk with no live block to the source.
   void empty_cache() override;

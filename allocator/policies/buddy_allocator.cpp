@@ -66,8 +66,7 @@ char* BuddyAllocator::take_free(size_t order, Arena** arena) {
   return nullptr;
 }
 
-Block BuddyAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return empty_block(stream);
+Block BuddyAllocator::allocate_block(size_t nbytes, StreamId stream) {
   const size_t size = block_size(nbytes);
   std::lock_guard<std::mutex> lock(mutex_);
   Arena* arena = nullptr;

@@ -26,8 +26,11 @@ class BuddyAllocator final : public PolicyAllocator {
   explicit BuddyAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~BuddyAllocator() override;
 
+ protected:
   // Allocates: block_size(nbytes) (Block::nbytes). Throws OutOfMemoryError.
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   void free(const Block& block) override;
   // Returns every arena with no allocated block to the source.
   void empty_cache() override;

@@ -223,8 +223,7 @@ bool ExpandableAllocator::find_block(Region& r, size_t size, size_t* offset, siz
   return map_range(r, *offset, size, tried);
 }
 
-Block ExpandableAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return empty_block(stream);
+Block ExpandableAllocator::allocate_block(size_t nbytes, StreamId stream) {
   const size_t size = round_up(nbytes, kMinBlockSize);
   std::lock_guard<std::mutex> lock(mutex_);
   Region& r = size <= kSmallSize ? small_ : large_;

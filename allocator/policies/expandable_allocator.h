@@ -35,9 +35,12 @@ class ExpandableAllocator final : public PolicyAllocator {
   explicit ExpandableAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~ExpandableAllocator() override;
 
+ protected:
   // Allocates: nbytes rounded up to 512 (Block::nbytes); maps whole pages when the mapped free
   // blocks cannot serve it. Throws OutOfMemoryError.
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   void free(const Block& block) override;
   // Unmaps every page with no allocated byte; allocated memory is never touched.
   void empty_cache() override;

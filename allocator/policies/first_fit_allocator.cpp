@@ -27,8 +27,7 @@ SplitTally FirstFitAllocator::tally(const Segment& seg) {
   return {static_cast<int64_t>(seg.free_blocks), static_cast<int64_t>(seg.free_bytes)};
 }
 
-Block FirstFitAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return empty_block(stream);
+Block FirstFitAllocator::allocate_block(size_t nbytes, StreamId stream) {
   const size_t size = round_up(nbytes, kMinBlockSize);
   std::lock_guard<std::mutex> lock(mutex_);
   Rec* rec = first_fit(size);

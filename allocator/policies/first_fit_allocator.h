@@ -27,9 +27,12 @@ class FirstFitAllocator final : public PolicyAllocator {
   explicit FirstFitAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~FirstFitAllocator() override;
 
+ protected:
   // Allocates: nbytes rounded up to 512 (Block::nbytes), in the lowest-addressed free block that
   // fits; a new segment (caching's sizes) when none does. Throws OutOfMemoryError.
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   void free(const Block& block) override;
   // Returns every segment with no allocated block to the source.
   void empty_cache() override;

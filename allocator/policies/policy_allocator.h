@@ -45,8 +45,6 @@ class PolicyAllocator : public Allocator {
   static size_t round_up(size_t nbytes, size_t multiple) {
     return (nbytes + multiple - 1) / multiple * multiple;
   }
-  // An empty Block, the answer to a zero-byte request.
-  static Block empty_block(StreamId stream) { return Block{nullptr, 0, 0, stream, nullptr}; }
 
   // ---- all below require mutex_ ----
 

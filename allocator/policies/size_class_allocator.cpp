@@ -67,8 +67,7 @@ size_t SizeClassAllocator::take_slot(Slab& slab) {
                        std::source_location::current());
 }
 
-Block SizeClassAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return empty_block(stream);
+Block SizeClassAllocator::allocate_block(size_t nbytes, StreamId stream) {
   const size_t cls = class_size(nbytes);
   std::lock_guard<std::mutex> lock(mutex_);
   std::map<char*, Slab*>& candidates = with_free_[cls];

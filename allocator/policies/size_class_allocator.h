@@ -26,9 +26,12 @@ class SizeClassAllocator final : public PolicyAllocator {
   explicit SizeClassAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~SizeClassAllocator() override;
 
+ protected:
   // Allocates: class_size(nbytes) (Block::nbytes), from a slab of that class. Throws
   // OutOfMemoryError.
-  Block allocate(size_t nbytes, StreamId stream = kDefaultStream) override;
+  Block allocate_block(size_t nbytes, StreamId stream) override;
+
+ public:
   void free(const Block& block) override;
   // Returns every slab with no allocated slot to the source.
   void empty_cache() override;

@@ -1,6 +1,10 @@
 // Training checkpoints on top of safetensors.
 #include "engine/io/checkpoint.h"
 
+#include <charconv>
+#include <cmath>
+#include <limits>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -24,6 +28,58 @@ std::string require(const std::map<std::string, std::string>& meta, const std::s
   return it->second;
 }
 
+// Metadata numbers are decimal digits only (a leading '-' where negative values make sense),
+// and must fit their type: "12abc", "" and "-1" for a seed are errors naming the key.
+int64_t parse_int(const std::map<std::string, std::string>& meta, const std::string& key,
+                  const std::string& path, int64_t min) {
+  const std::string text = require(meta, key, path);
+  int64_t value = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [stop, ec] = std::from_chars(begin, end, value);
+  if (text.empty() || ec != std::errc() || stop != end || value < min) {
+    throw CheckpointError(fmt::format("[checkpoint] '{}': metadata {} is \"{}\", expected an "
+                                      "integer >= {}",
+                                      path, key, text, min));
+  }
+  return value;
+}
+
+uint64_t parse_unsigned(const std::map<std::string, std::string>& meta, const std::string& key,
+                        const std::string& path) {
+  const std::string text = require(meta, key, path);
+  uint64_t value = 0;
+  auto [stop, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || stop != text.data() + text.size()) {
+    throw CheckpointError(fmt::format("[checkpoint] '{}': metadata {} is \"{}\", expected an "
+                                      "integer in [0, 2^64)",
+                                      path, key, text));
+  }
+  return value;
+}
+
+// The optimizer's scalars: a JSON object of finite numbers.
+std::map<std::string, double> parse_scalars(const std::map<std::string, std::string>& meta,
+                                            const std::string& path) {
+  const std::string text = require(meta, "optimizer_scalars", path);
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) {
+    throw CheckpointError(fmt::format("[checkpoint] '{}': metadata optimizer_scalars is not a "
+                                      "JSON object of numbers",
+                                      path));
+  }
+  std::map<std::string, double> scalars;
+  for (const auto& [key, value] : json.items()) {
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      throw CheckpointError(fmt::format("[checkpoint] '{}': optimizer scalar {} is {}, expected a "
+                                        "finite number",
+                                        path, key, value.dump()));
+    }
+    scalars[key] = value.get<double>();
+  }
+  return scalars;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
@@ -35,6 +91,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
   nlohmann::json scalars = opt.scalars;
   file.metadata = state.extra;
   file.metadata["format"] = "memgrad-training-checkpoint-1";
+  file.metadata["optimizer"] = optimizer.name();
   file.metadata["step"] = std::to_string(state.step);
   file.metadata["epoch"] = std::to_string(state.epoch);
   file.metadata["generator_seed"] = std::to_string(state.generator.seed);
@@ -63,24 +120,26 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
     }
   }
   TrainingState state;
-  try {
-    const nlohmann::json scalars = nlohmann::json::parse(require(file.metadata, "optimizer_scalars", path));
-    opt.scalars = scalars.get<std::map<std::string, double>>();
-    state.step = std::stoll(require(file.metadata, "step", path));
-    state.epoch = std::stoll(require(file.metadata, "epoch", path));
-    state.generator.seed = std::stoull(require(file.metadata, "generator_seed", path));
-    state.generator.offset = std::stoull(require(file.metadata, "generator_offset", path));
-  } catch (const CheckpointError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw CheckpointError(fmt::format("[checkpoint] '{}' has malformed metadata ({})", path, e.what()));
+  state.step = parse_int(file.metadata, "step", path, 0);
+  state.epoch = parse_int(file.metadata, "epoch", path, 0);
+  state.generator.seed = parse_unsigned(file.metadata, "generator_seed", path);
+  state.generator.offset = parse_unsigned(file.metadata, "generator_offset", path);
+  opt.scalars = parse_scalars(file.metadata, path);
+  if (auto it = file.metadata.find("optimizer");
+      it != file.metadata.end() && it->second != optimizer.name()) {
+    throw CheckpointError(fmt::format("[checkpoint] '{}' holds the state of {}, not of the {} it "
+                                      "is loaded into",
+                                      path, it->second, optimizer.name()));
   }
-  model.load_state_dict(model_state, /*strict=*/true);
+  // All or nothing: the model's state is checked, the optimizer loads (itself all or nothing),
+  // and only then are the model's values copied in, which cannot fail once checked.
+  (void)model.check_state_dict(model_state, /*strict=*/true);
   optimizer.load_state_dict(opt);
+  model.load_state_dict(model_state, /*strict=*/true);
   default_generator(device).set_state(state.generator);
   for (const auto& [k, v] : file.metadata) {
     if (k != "format" && k != "step" && k != "epoch" && !k.starts_with("generator_") &&
-        k != "optimizer_scalars") {
+        k != "optimizer_scalars" && k != "optimizer") {
       state.extra[k] = v;
     }
   }

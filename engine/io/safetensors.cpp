@@ -1,21 +1,20 @@
 // safetensors encoding, validation and atomic writes.
 #include "engine/io/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "allocator/atomic_file.h"
+#include "allocator/error.h"
 #include "engine/copy.h"
 #include "engine/error.h"
 #include "engine/factories.h"
@@ -52,25 +51,47 @@ DType parse_format_dtype(const std::string& s, const std::string& what, const st
   throw CheckpointError(fmt::format("[safetensors] {} is corrupt: {}", what, why));
 }
 
-// Writes all of `data` to fd, or throws naming `path`.
-void write_fully(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw CheckpointError(fmt::format("[safetensors] writing '{}' failed: {}", path,
-                                        std::strerror(errno)));
+// The header parsed in time linear in its size (nlohmann's ordered_json inserts in linear time,
+// which made a 200k-entry header take about a minute), rejecting duplicate keys at any depth as
+// the format's own loader does. `order` receives the top-level keys in the header's order.
+nlohmann::json parse_header(std::string_view text, const std::string& what,
+                            std::vector<std::string>& order) {
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (!keys.back().insert(key).second) corrupt(what, fmt::format("duplicate key '{}' in the header", key));
+      if (depth == 1) order.push_back(key);
     }
-    done += static_cast<size_t>(n);
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, on_event);
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(what, fmt::format("the header is not valid JSON ({})", e.what()));
   }
 }
 
 }  // namespace
 
 std::string encode_safetensors(const SafetensorsFile& file) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  // A sorted header (readers find tensors by their offsets, not by the order of the keys);
+  // nlohmann's ordered_json would insert each key in linear time.
+  nlohmann::json header = nlohmann::json::object();
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::set<std::string> names;
+  for (const auto& [name, t] : file.tensors) {
+    if (name == "__metadata__") {
+      throw CheckpointError("[safetensors] a tensor cannot be named '__metadata__' (the format "
+                            "keeps that key for the metadata)");
+    }
+    if (!names.insert(name).second) {
+      throw CheckpointError(fmt::format("[safetensors] two tensors are named '{}'", name));
+    }
+  }
   std::string data;
   for (const auto& [name, t] : file.tensors) {
     // Host, contiguous, little-endian (x86-64 and every CUDA host are little-endian).
@@ -81,7 +102,14 @@ std::string encode_safetensors(const SafetensorsFile& file) {
                     {"shape", t.sizes().vec()},
                     {"data_offsets", {begin, data.size()}}};
   }
-  std::string json = header.dump();
+  std::string json;
+  try {
+    json = header.dump();
+  } catch (const nlohmann::json::type_error& e) {  // a name or value that is not UTF-8
+    throw CheckpointError(fmt::format("[safetensors] tensor names and metadata must be valid "
+                                      "UTF-8 ({})",
+                                      e.what()));
+  }
   json.append((8 - json.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   std::string out(8, '\0');
   const uint64_t n = json.size();
@@ -97,19 +125,16 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   if (n > kMaxHeaderBytes || n > bytes.size() - 8) {
     corrupt(what, fmt::format("the header claims {} bytes but only {} follow", n, bytes.size() - 8));
   }
-  // Ordered: tensors that start at the same offset (empty ones) keep the header's order.
-  nlohmann::ordered_json header;
-  try {
-    header = nlohmann::ordered_json::parse(bytes.substr(8, n));
-  } catch (const nlohmann::json::exception& e) {
-    corrupt(what, fmt::format("the header is not valid JSON ({})", e.what()));
-  }
+  // Tensors that start at the same offset (empty ones) keep the header's order.
+  std::vector<std::string> order;
+  const nlohmann::json header = parse_header(std::string_view(bytes).substr(8, n), what, order);
   if (!header.is_object()) corrupt(what, "the header is not a JSON object");
   const size_t data_at = 8 + n;
   const size_t data_size = bytes.size() - data_at;
   SafetensorsFile out;
   std::vector<std::pair<size_t, size_t>> ranges;
-  for (const auto& [name, entry] : header.items()) {
+  for (const std::string& name : order) {
+    const nlohmann::json& entry = header.at(name);
     if (name == "__metadata__") {
       if (!entry.is_object()) corrupt(what, "__metadata__ is not an object");
       for (const auto& [k, v] : entry.items()) {
@@ -166,6 +191,15 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
                                 "offsets span {}",
                                 name, to_string(shape), dtype_name(dtype), expected, end - begin));
     }
+    if (dtype == DType::Bool) {
+      const auto* b = reinterpret_cast<const unsigned char*>(bytes.data() + data_at + begin);
+      const auto* bad = std::find_if(b, b + expected, [](unsigned char c) { return c > 1; });
+      if (bad != b + expected) {
+        corrupt(what, fmt::format("BOOL tensor '{}' holds the byte {} at element {} (only 0 and "
+                                  "1 are booleans)",
+                                  name, *bad, bad - b));
+      }
+    }
     ranges.emplace_back(begin, end);
     Tensor t = empty(shape, dtype);
     if (expected > 0) std::memcpy(t.data_ptr(), bytes.data() + data_at + begin, expected);
@@ -173,50 +207,39 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   }
   // Keep the file's order: offsets ascending, as writers lay tensors out (an empty tensor
   // before the one that starts where it does; equal ranges in the header's order).
-  std::vector<size_t> order(out.tensors.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
+  std::vector<size_t> by_offset(out.tensors.size());
+  std::iota(by_offset.begin(), by_offset.end(), size_t{0});
+  std::stable_sort(by_offset.begin(), by_offset.end(),
                    [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
-  for (size_t i = 1; i < order.size(); ++i) {
-    if (ranges[order[i]].first < ranges[order[i - 1]].second) {
-      corrupt(what, "two tensors overlap in the data");
+  // The tensors tile the data section exactly, as the format's own loader requires: no byte
+  // shared by two tensors, none that belongs to no tensor.
+  size_t covered = 0;
+  for (size_t i : by_offset) {
+    if (ranges[i].first != covered) {
+      corrupt(what, ranges[i].first < covered
+                        ? fmt::format("two tensors overlap in the data at byte {}", ranges[i].first)
+                        : fmt::format("bytes {} to {} of the data belong to no tensor", covered,
+                                      ranges[i].first));
     }
+    covered = ranges[i].second;
+  }
+  if (covered != data_size) {
+    corrupt(what, fmt::format("the tensors end at byte {} of the data but it holds {} (the file "
+                              "is padded or a tensor is missing)",
+                              covered, data_size));
   }
   nn::StateDict sorted;
-  for (size_t i : order) sorted.push_back(std::move(out.tensors[i]));
+  for (size_t i : by_offset) sorted.push_back(std::move(out.tensors[i]));
   out.tensors = std::move(sorted);
   return out;
 }
 
 void save_safetensors(const std::string& path, const SafetensorsFile& file) {
   const std::string bytes = encode_safetensors(file);
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
-  const std::string tmp = (dir / fmt::format(".{}.tmp", target.filename().string())).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw CheckpointError(fmt::format("[safetensors] cannot create '{}': {}", tmp, std::strerror(errno)));
-  }
   try {
-    write_fully(fd, bytes, tmp);
-    if (::fsync(fd) != 0) {
-      throw CheckpointError(fmt::format("[safetensors] fsync of '{}' failed: {}", tmp, std::strerror(errno)));
-    }
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw CheckpointError(fmt::format("[safetensors] renaming '{}' to '{}' failed: {}", tmp, path, why));
-  }
-  // Make the rename itself durable.
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+    write_file_atomically(path, bytes);
+  } catch (const IoError& e) {
+    throw CheckpointError(fmt::format("[safetensors] {}", e.what()));
   }
 }
 

@@ -84,10 +84,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   Tensor y;
   {
     // y = x * mask * scale, recorded as one Dropout node rather than two multiplications.
-    const bool previous = grad_mode_enabled();
-    set_grad_mode_enabled(false);
+    GradModeGuard no_grad(false);
     y = mul(x, mask) * scale;
-    set_grad_mode_enabled(previous);
   }
   if (detail::should_record({&x})) {
     OpAttrs attrs;
@@ -140,8 +138,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
   Tensor out;
   int64_t count = rows;
   {
-    const bool previous = grad_mode_enabled();
-    set_grad_mode_enabled(false);
+    GradModeGuard no_grad(false);
     if (reduction == Reduction::None) {
       out = single ? losses.reshape({}) : losses;
     } else {
@@ -152,7 +149,6 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
         out = out / static_cast<double>(count);
       }
     }
-    set_grad_mode_enabled(previous);
   }
   if (detail::should_record({&logits})) {
     OpAttrs attrs;

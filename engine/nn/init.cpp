@@ -8,15 +8,6 @@
 namespace memgrad::nn::init {
 namespace {
 
-class NoGradScope {
- public:
-  NoGradScope() : previous_(grad_mode_enabled()) { set_grad_mode_enabled(false); }
-  ~NoGradScope() { set_grad_mode_enabled(previous_); }
-
- private:
-  bool previous_;
-};
-
 }  // namespace
 
 void kaiming_uniform_(Tensor& t, double a, int64_t fan_in) {
@@ -26,22 +17,22 @@ void kaiming_uniform_(Tensor& t, double a, int64_t fan_in) {
 }
 
 void uniform_(Tensor& t, double from, double to) {
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   t.uniform_(from, to);
 }
 
 void normal_(Tensor& t, double mean, double std) {
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   t.normal_(mean, std);
 }
 
 void zeros_(Tensor& t) {
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   t.zero_();
 }
 
 void ones_(Tensor& t) {
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   t.fill_(1.0);
 }
 

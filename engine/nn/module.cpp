@@ -16,10 +16,8 @@ namespace {
 
 // Replaces t's data with `value`'s (same handle, same autograd identity), outside grad mode.
 void assign_data(const Tensor& t, const Tensor& value) {
-  const bool previous = grad_mode_enabled();
-  set_grad_mode_enabled(false);
+  GradModeGuard no_grad(false);
   t.impl()->set_data(*value.impl());
-  set_grad_mode_enabled(previous);
 }
 
 }  // namespace
@@ -123,10 +121,8 @@ void Module::zero_grad(bool set_to_none) {
       p.set_grad(Tensor());
     } else {
       Tensor g = p.grad();
-      const bool previous = grad_mode_enabled();
-      set_grad_mode_enabled(false);
+      GradModeGuard no_grad(false);
       g.zero_();
-      set_grad_mode_enabled(previous);
     }
   }
 }
@@ -138,10 +134,17 @@ StateDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
+  const std::vector<std::pair<Tensor, Tensor>> copies = check_state_dict(state, strict);
+  GradModeGuard no_grad(false);
+  for (const auto& [target, value] : copies) Tensor(target).copy_(value);
+}
+
+std::vector<std::pair<Tensor, Tensor>> Module::check_state_dict(const StateDict& state,
+                                                                bool strict) const {
   StateDict mine = state_dict();
   std::vector<std::string> missing, unexpected, mismatched;
-  std::set<std::string> given;
-  for (const auto& [name, t] : state) given.insert(name);
+  // Everything is checked before anything is copied, so a failed load changes nothing.
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (parameter or buffer, value to load)
   for (auto& [name, target] : mine) {
     auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == name; });
     if (it == state.end()) {
@@ -155,10 +158,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
                                        to_string(target.sizes())));
       continue;
     }
-    const bool previous = grad_mode_enabled();
-    set_grad_mode_enabled(false);
-    target.copy_(it->second);
-    set_grad_mode_enabled(previous);
+    copies.emplace_back(target, it->second);
   }
   for (const auto& [name, t] : state) {
     if (std::none_of(mine.begin(), mine.end(), [&](const auto& e) { return e.first == name; })) {
@@ -176,6 +176,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     for (const std::string& m : mismatched) msg += " size mismatch for " + m + ".";
     throw CheckpointError(msg);
   }
+  return copies;
 }
 
 std::string Module::str() const { return str(0); }

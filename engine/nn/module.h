@@ -55,8 +55,13 @@ class Module {
   // Parameters and buffers by dotted name. The tensors alias the module's (no copy).
   StateDict state_dict() const;
   // Copies values in. strict: every key must match both ways. Shapes must match. Throws
-  // CheckpointError listing the missing and unexpected keys and every shape mismatch.
+  // CheckpointError listing the missing and unexpected keys and every shape mismatch, before
+  // copying anything: a failed load leaves the module as it was.
   void load_state_dict(const StateDict& state, bool strict = true);
+  // What load_state_dict would copy, as (parameter or buffer, value) pairs, or the
+  // CheckpointError it would throw. Changes nothing.
+  std::vector<std::pair<Tensor, Tensor>> check_state_dict(const StateDict& state,
+                                                         bool strict = true) const;
 
   // One line per module, indented: "Sequential(\n  (0): Linear(in=784, out=512)\n ...)".
   std::string str() const;

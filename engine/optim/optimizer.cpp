@@ -1,7 +1,9 @@
 // Optimizers: lazy state, fused update kernels, state dicts.
 #include "engine/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numbers>
 
 #include <fmt/format.h>
@@ -14,15 +16,6 @@
 
 namespace memgrad::optim {
 namespace {
-
-class NoGradScope {
- public:
-  NoGradScope() : previous_(grad_mode_enabled()) { set_grad_mode_enabled(false); }
-  ~NoGradScope() { set_grad_mode_enabled(previous_); }
-
- private:
-  bool previous_;
-};
 
 void check_non_negative(const char* what, double v) {
   if (!(v >= 0.0)) throw ValueError(fmt::format("[optim] Invalid {} value: {}", what, v));
@@ -43,7 +36,7 @@ Tensor restore(const OptimizerState& s, const std::string& name, const Tensor& p
     throw CheckpointError(fmt::format("[optim] state {} has shape {} but the parameter has shape {}",
                                       name, to_string(saved->sizes()), to_string(param.sizes())));
   }
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   return saved->to(param.device()).to(param.dtype()).clone();
 }
 
@@ -63,7 +56,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
 void Optimizer::zero_grad(bool set_to_none) {
   TracePhaseScope phase("zero_grad");
   TraceOpScope op("zero_grad");
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   for (const Tensor& p : params_) {
     if (!p.grad().defined()) continue;
     if (set_to_none) {
@@ -72,6 +65,45 @@ void Optimizer::zero_grad(bool set_to_none) {
       Tensor g = p.grad();
       g.zero_();
     }
+  }
+}
+
+void Optimizer::check_state_names(const OptimizerState& state,
+                                  std::initializer_list<const char*> tensor_names,
+                                  std::initializer_list<const char*> scalar_names,
+                                  std::initializer_list<const char*> global_scalars) const {
+  // "state.<i>.<field>" with i a parameter index and field one of `fields`.
+  auto known = [&](const std::string& key, std::initializer_list<const char*> fields) {
+    size_t index = 0;
+    const char* p = key.c_str();
+    if (!key.starts_with("state.") || std::sscanf(p, "state.%zu.", &index) != 1 ||
+        index >= params_.size()) {
+      return false;
+    }
+    const std::string field = key.substr(key.find('.', 6) + 1);
+    return key == fmt::format("state.{}.{}", index, field) &&
+           std::any_of(fields.begin(), fields.end(), [&](const char* f) { return field == f; });
+  };
+  for (const auto& [key, t] : state.tensors) {
+    if (!known(key, tensor_names)) {
+      throw CheckpointError(fmt::format("[optim] the saved state holds '{}', which is not state of "
+                                        "{} over {} parameters (saved by another optimizer?)",
+                                        key, name(), params_.size()));
+    }
+  }
+  for (const auto& [key, value] : state.scalars) {
+    const bool global = key == "lr" || std::any_of(global_scalars.begin(), global_scalars.end(),
+                                                   [&](const char* g) { return key == g; });
+    if (!global && !known(key, scalar_names)) {
+      throw CheckpointError(fmt::format("[optim] the saved state holds '{}', which is not state of "
+                                        "{} over {} parameters (saved by another optimizer?)",
+                                        key, name(), params_.size()));
+    }
+  }
+  if (auto it = state.scalars.find("lr"); it != state.scalars.end() && !(it->second >= 0.0 &&
+                                                                        std::isfinite(it->second))) {
+    throw CheckpointError(fmt::format("[optim] saved learning rate {} is not a finite number >= 0",
+                                      it->second));
   }
 }
 
@@ -118,7 +150,7 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
 void SGD::step() {
   TracePhaseScope phase("optimizer");
   TraceOpScope op("sgd_step");
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = prepared_grad(i);
     if (!g.defined()) continue;
@@ -145,10 +177,14 @@ OptimizerState SGD::state_dict() const {
 }
 
 void SGD::load_state_dict(const OptimizerState& s) {
-  if (auto it = s.scalars.find("lr"); it != s.scalars.end()) set_lr(it->second);
+  check_state_names(s, {"momentum_buffer"}, {}, {"momentum"});
+  std::vector<Tensor> momentum(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    momentum_[i] = restore(s, fmt::format("state.{}.momentum_buffer", i), params_[i]);
+    momentum[i] = restore(s, fmt::format("state.{}.momentum_buffer", i), params_[i]);
   }
+  // Checked: from here nothing throws.
+  if (auto it = s.scalars.find("lr"); it != s.scalars.end()) lr_ = it->second;
+  momentum_ = std::move(momentum);
 }
 
 // ---- Adam / AdamW ----
@@ -168,7 +204,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
 void Adam::step() {
   TracePhaseScope phase("optimizer");
   TraceOpScope op(decoupled_ ? "adamw_step" : "adam_step");
-  NoGradScope no_grad;
+  GradModeGuard no_grad(false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = prepared_grad(i);
     if (!g.defined()) continue;
@@ -205,13 +241,38 @@ OptimizerState Adam::state_dict() const {
 }
 
 void Adam::load_state_dict(const OptimizerState& s) {
-  if (auto it = s.scalars.find("lr"); it != s.scalars.end()) set_lr(it->second);
+  check_state_names(s, {"exp_avg", "exp_avg_sq"}, {"step"}, {});
+  std::vector<Tensor> exp_avg(params_.size()), exp_avg_sq(params_.size());
+  std::vector<int64_t> steps(params_.size(), 0);
   for (size_t i = 0; i < params_.size(); ++i) {
-    exp_avg_[i] = restore(s, fmt::format("state.{}.exp_avg", i), params_[i]);
-    exp_avg_sq_[i] = restore(s, fmt::format("state.{}.exp_avg_sq", i), params_[i]);
-    auto it = s.scalars.find(fmt::format("state.{}.step", i));
-    steps_[i] = it == s.scalars.end() ? 0 : static_cast<int64_t>(it->second);
+    exp_avg[i] = restore(s, fmt::format("state.{}.exp_avg", i), params_[i]);
+    exp_avg_sq[i] = restore(s, fmt::format("state.{}.exp_avg_sq", i), params_[i]);
+    const std::string step_key = fmt::format("state.{}.step", i);
+    auto it = s.scalars.find(step_key);
+    const bool has_state = exp_avg[i].defined() || exp_avg_sq[i].defined();
+    // A parameter with state has both moments and has taken 1 to 2^53 steps (the bias
+    // correction divides by 1 - beta^step, which is 0 at step 0); one without has neither.
+    constexpr double kMaxStep = 9007199254740992.0;  // 2^53: every integer below is a double
+    if (has_state && !(exp_avg[i].defined() && exp_avg_sq[i].defined() && it != s.scalars.end() &&
+                       it->second >= 1.0 && it->second <= kMaxStep &&
+                       it->second == std::floor(it->second))) {
+      throw CheckpointError(fmt::format(
+          "[optim] Adam state of parameter {} needs exp_avg, exp_avg_sq and an integer {} in "
+          "[1, 2^53]; the saved state has {}{}",
+          i, step_key, exp_avg[i].defined() && exp_avg_sq[i].defined() ? "both moments" : "one moment",
+          it == s.scalars.end() ? " and no step" : fmt::format(" and step {}", it->second)));
+    }
+    if (!has_state && it != s.scalars.end()) {
+      throw CheckpointError(fmt::format("[optim] {} is saved without exp_avg and exp_avg_sq",
+                                        step_key));
+    }
+    steps[i] = has_state ? static_cast<int64_t>(it->second) : 0;
   }
+  // Checked: from here nothing throws.
+  if (auto it = s.scalars.find("lr"); it != s.scalars.end()) lr_ = it->second;
+  exp_avg_ = std::move(exp_avg);
+  exp_avg_sq_ = std::move(exp_avg_sq);
+  steps_ = std::move(steps);
 }
 
 // ---- schedule ----

@@ -41,11 +41,23 @@ class Optimizer {
   // Bytes of optimizer state currently allocated (rounded as the allocator rounds).
   size_t state_nbytes() const;
 
+  // "SGD", "Adam" or "AdamW", as PyTorch names the classes.
+  virtual std::string name() const = 0;
+
   virtual OptimizerState state_dict() const = 0;
-  // Restores a state saved by state_dict(). Throws CheckpointError on a mismatch.
+  // Restores a state saved by state_dict(), all or nothing: everything is checked before any
+  // state changes. Throws CheckpointError on a mismatch (a state of another shape, names of
+  // another optimizer's state, a learning rate or step count that is not a valid number).
   virtual void load_state_dict(const OptimizerState& state) = 0;
 
  protected:
+  // Checks every name of `state` against this optimizer's: tensors "state.<i>.<one of
+  // tensor_names>" and scalars "lr", one of `global_scalars` or "state.<i>.<one of
+  // scalar_names>" for a parameter index i, and that lr is a finite number >= 0. Throws
+  // CheckpointError naming the first stranger.
+  void check_state_names(const OptimizerState& state, std::initializer_list<const char*> tensor_names,
+                         std::initializer_list<const char*> scalar_names,
+                         std::initializer_list<const char*> global_scalars) const;
   // The gradient of parameter i ready for a fused kernel (contiguous, param's dtype), or
   // undefined when it has none.
   Tensor prepared_grad(size_t i) const;
@@ -68,6 +80,7 @@ class SGD final : public Optimizer {
   // Throws ValueError for a negative lr/momentum/weight decay, or Nesterov without momentum.
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
+  std::string name() const override { return "SGD"; }
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
   const SGDOptions& options() const { return options_; }
@@ -93,6 +106,7 @@ class Adam : public Optimizer {
   // decoupled = true makes it AdamW. Throws ValueError for out-of-range hyper-parameters.
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled = false);
   void step() override;
+  std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
   const AdamOptions& options() const { return options_; }

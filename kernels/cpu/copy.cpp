@@ -49,7 +49,7 @@ void convert_row(char* o, const char* a, int64_t so, int64_t sa, int64_t n) {
     } else if constexpr (std::is_same_v<T, half>) {
       *reinterpret_cast<T*>(o + i * so) = half(static_cast<float>(c));
     } else {
-      *reinterpret_cast<T*>(o + i * so) = static_cast<T>(c);
+      *reinterpret_cast<T*>(o + i * so) = cast_to<T>(c);
     }
   }
 }
@@ -67,7 +67,7 @@ void CpuBackend::fill(const Operand& out, double value) {
     } else if constexpr (std::is_same_v<T, bool>) {
       v = value != 0.0;
     } else {
-      v = static_cast<T>(value);
+      v = cast_to<T>(value);
     }
     parallel_run(nest, base_pointers(ops), [&](auto p, auto s, int64_t n) {
       fill_row<T>(p[0], s[0], n, v);

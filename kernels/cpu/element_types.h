@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/dtype.h"
@@ -18,13 +19,27 @@ using half = Eigen::half;
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, half>, float, T>;
 
+// A value as T, where T may be int64 and the value a float: truncated toward zero inside int64;
+// NaN and values outside int64 give INT64_MIN (the x86 "integer indefinite" value, which is what
+// PyTorch's CPU kernels produce), where a plain cast would be undefined behaviour.
+template <typename T, typename V>
+inline T cast_to(V v) {
+  if constexpr (std::is_same_v<T, int64_t> && std::is_floating_point_v<V>) {
+    constexpr V kTwoTo63 = V(9223372036854775808.0);
+    return v >= -kTwoTo63 && v < kTwoTo63 ? static_cast<int64_t>(v)
+                                          : std::numeric_limits<int64_t>::min();
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
 // Reads one element of any dtype as T.
 template <typename T>
 inline T load_as(const char* p, DType dtype) {
   switch (dtype) {
-    case DType::Float32: return static_cast<T>(*reinterpret_cast<const float*>(p));
-    case DType::Float64: return static_cast<T>(*reinterpret_cast<const double*>(p));
-    case DType::Float16: return static_cast<T>(static_cast<float>(*reinterpret_cast<const half*>(p)));
+    case DType::Float32: return cast_to<T>(*reinterpret_cast<const float*>(p));
+    case DType::Float64: return cast_to<T>(*reinterpret_cast<const double*>(p));
+    case DType::Float16: return cast_to<T>(static_cast<float>(*reinterpret_cast<const half*>(p)));
     case DType::Int64: return static_cast<T>(*reinterpret_cast<const int64_t*>(p));
     case DType::Bool: return static_cast<T>(*reinterpret_cast<const bool*>(p));
   }
@@ -38,7 +53,7 @@ inline void store_as(char* p, DType dtype, T v) {
     case DType::Float32: *reinterpret_cast<float*>(p) = static_cast<float>(v); return;
     case DType::Float64: *reinterpret_cast<double*>(p) = static_cast<double>(v); return;
     case DType::Float16: *reinterpret_cast<half*>(p) = half(static_cast<float>(v)); return;
-    case DType::Int64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); return;
+    case DType::Int64: *reinterpret_cast<int64_t*>(p) = cast_to<int64_t>(v); return;
     case DType::Bool: *reinterpret_cast<bool*>(p) = static_cast<bool>(v); return;
   }
 }
