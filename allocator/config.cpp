@@ -7,6 +7,8 @@
 #include <bit>
 #include <charconv>
 #include <cstdlib>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -78,8 +80,24 @@ class Parser {
     while (pos_ < tokens_.size()) {
       const std::string key = tokens_[pos_++];
       if (key == ",") continue;
+      if (is_punctuation(key)) {
+        throw ConfigError(fmt::format("{}: expected a key, got '{}' (entries are key:value, "
+                                      "separated by commas)",
+                                      kVar, key));
+      }
+      if (!seen_.insert(key).second) {
+        throw ConfigError(fmt::format("{}: key '{}' is given twice", kVar, key), key);
+      }
       expect(":", key);
       apply(config, key);
+      // An entry ends at a comma or at the end: "policy:caching;max_split_size_mb:100" is one
+      // value followed by a stray ':', which says more than "expected ':' after ':'".
+      if (pos_ < tokens_.size() && tokens_[pos_] != ",") {
+        throw ConfigError(fmt::format("{}: expected ',' after the value of '{}', got '{}' (entries "
+                                      "are separated by commas)",
+                                      kVar, key, tokens_[pos_]),
+                          key);
+      }
     }
     resolve_expandable(config);
     config.validate();
@@ -140,13 +158,21 @@ class Parser {
     }
   }
 
+  // A power of two (0 or 1: no rounding) up to kMaxDivisions: more divisions than that would
+  // make steps below the 512-byte block size in every interval.
+  static size_t parse_divisions_value(const std::string& key, const std::string& v) {
+    constexpr size_t kMaxDivisions = size_t{1} << 16;
+    const size_t d = parse_size(key, v);
+    if (!is_power_of_two_or_zero(d)) fail(key, v, "divisions must be a power of 2");
+    if (d > kMaxDivisions) fail(key, v, fmt::format("at most {} divisions", kMaxDivisions));
+    return d;
+  }
+
   // Either one power of two for every bucket, or [MiB:N, MiB:N, >:N].
   void parse_divisions(AllocatorConfig& config, const std::string& key) {
     if (pos_ < tokens_.size() && tokens_[pos_] != "[") {
       const std::string v = value(key);
-      const size_t d = parse_size(key, v);
-      if (!is_power_of_two_or_zero(d)) fail(key, v, "divisions must be a power of 2");
-      config.roundup_power2_divisions.fill(d);
+      config.roundup_power2_divisions.fill(parse_divisions_value(key, v));
       return;
     }
     expect("[", key);
@@ -160,8 +186,7 @@ class Parser {
       const std::string interval = value(key);
       expect(":", key);
       const std::string v = value(key);
-      const size_t d = parse_size(key, v);
-      if (!is_power_of_two_or_zero(d)) fail(key, v, "divisions must be a power of 2");
+      const size_t d = parse_divisions_value(key, v);
       if (interval == ">") {
         for (size_t i = static_cast<size_t>(last_bucket + 1); i < kRoundupIntervals; ++i) {
           config.roundup_power2_divisions[i] = d;
@@ -200,6 +225,7 @@ class Parser {
   }
 
   std::vector<std::string> tokens_;
+  std::set<std::string> seen_;  // keys given so far
   size_t pos_ = 0;
   bool policy_written_ = false;
   int expandable_ = -1;  // -1: not written, 0: False, 1: True

@@ -44,6 +44,13 @@ class IoError : public Error {
   std::string path;
 };
 
+// An allocator trace (or memory snapshot) that is not one or is malformed: the message names the
+// event and the field, with its value.
+class TraceError : public Error {
+ public:
+  using Error::Error;
+};
+
 // The numbers behind an out-of-memory failure, all in bytes.
 struct OutOfMemoryInfo {
   std::string device;         // e.g. "cpu", "sim:0", "cuda:0"

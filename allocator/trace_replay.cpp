@@ -25,22 +25,38 @@ TraceAction action_from_name(const std::string& name) {
                         TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom}) {
     if (trace_action_name(a) == name) return a;
   }
-  throw Error(fmt::format("trace: unknown action '{}'", name));
+  throw TraceError(fmt::format("trace: unknown action '{}'", name));
 }
 
-TraceEvent event_from_json(const nlohmann::json& j, size_t num_contexts) {
+// A field of event `index` that must be an integer in [0, max]: negative numbers are not read
+// as huge unsigned ones, and times and byte counts stay far enough below 2^63 that sums and
+// differences of them cannot overflow.
+uint64_t field(const nlohmann::json& j, const char* key, size_t index, uint64_t max) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() &&
+                                 v.get<int64_t>() < 0) ||
+      v.get<uint64_t>() > max) {
+    throw TraceError(fmt::format("trace: event {}: \"{}\" is {}, expected an integer in [0, {}]",
+                                 index, key, v.dump(), max));
+  }
+  return v.get<uint64_t>();
+}
+
+TraceEvent event_from_json(const nlohmann::json& j, size_t index, size_t num_contexts) {
+  constexpr uint64_t kMaxValue = uint64_t{1} << 62;  // times in ns (146 years) and bytes
   TraceEvent e;
   e.action = action_from_name(j.at("action").get<std::string>());
-  e.time_ns = j.at("t_ns").get<int64_t>();
-  e.address = j.at("addr").get<uint64_t>();
-  e.nbytes = j.at("size").get<uint64_t>();
-  e.requested = j.at("requested").get<uint64_t>();
-  e.stream = j.at("stream").get<StreamId>();
-  e.allocated = j.at("allocated").get<int64_t>();
-  e.reserved = j.at("reserved").get<int64_t>();
-  e.context = j.at("ctx").get<uint32_t>();
+  e.time_ns = static_cast<int64_t>(field(j, "t_ns", index, kMaxValue));
+  e.address = field(j, "addr", index, UINT64_MAX);
+  e.nbytes = field(j, "size", index, kMaxValue);
+  e.requested = field(j, "requested", index, Allocator::kMaxAllocationBytes);
+  e.stream = static_cast<StreamId>(field(j, "stream", index, UINT32_MAX));
+  e.allocated = static_cast<int64_t>(field(j, "allocated", index, kMaxValue));
+  e.reserved = static_cast<int64_t>(field(j, "reserved", index, kMaxValue));
+  e.context = static_cast<uint32_t>(field(j, "ctx", index, UINT32_MAX));
   if (e.context >= num_contexts) {
-    throw Error(fmt::format("trace: event refers to context {} of {}", e.context, num_contexts));
+    throw TraceError(fmt::format("trace: event {} refers to context {} of {}", index, e.context,
+                                 num_contexts));
   }
   return e;
 }
@@ -84,37 +100,45 @@ double timed_pass(const ReplayPlan& plan, const AllocatorConfig& config, size_t 
 
 RecordedTrace parse_trace(std::string_view json) {
   const nlohmann::json doc = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) throw Error("trace: not a JSON object");
-  if (!doc.contains("memgrad_events") || !doc.contains("contexts")) {
-    throw Error("trace: no \"memgrad_events\" or \"contexts\" (not a memgrad trace?)");
+  if (doc.is_discarded() || !doc.is_object()) throw TraceError("trace: not a JSON object");
+  if (!doc.contains("memgrad_events") || !doc.contains("contexts") ||
+      !doc["memgrad_events"].is_array() || !doc["contexts"].is_array()) {
+    throw TraceError("trace: no \"memgrad_events\" or \"contexts\" array (not a memgrad trace?)");
   }
   RecordedTrace t;
   try {
     t.device = doc.value("device", "");
     t.policy = doc.value("policy", "");
-    t.capacity = doc.value("capacity", size_t{0});
+    if (doc.contains("capacity")) {
+      t.capacity = field(doc, "capacity", 0, uint64_t{1} << 62);
+    }
     for (const nlohmann::json& c : doc.at("contexts")) {
       t.contexts.push_back({c.at("phase").get<std::string>(), c.at("op").get<std::string>(),
                             c.at("label").get<std::string>()});
     }
-    for (const nlohmann::json& e : doc.at("memgrad_events")) {
-      t.events.push_back(event_from_json(e, t.contexts.size()));
+    const nlohmann::json& events = doc.at("memgrad_events");
+    for (size_t i = 0; i < events.size(); ++i) {
+      t.events.push_back(event_from_json(events[i], i, t.contexts.size()));
+      if (i > 0 && t.events[i].time_ns < t.events[i - 1].time_ns) {
+        throw TraceError(fmt::format("trace: event {} at t_ns {} comes before event {} at {}", i,
+                                     t.events[i].time_ns, i - 1, t.events[i - 1].time_ns));
+      }
     }
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("trace: malformed event or context: {}", e.what()));
+    throw TraceError(fmt::format("trace: malformed event or context: {}", e.what()));
   }
   return t;
 }
 
 RecordedTrace read_trace_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("trace: cannot open '{}'", path));
+  if (!in) throw IoError(fmt::format("trace: cannot open '{}'", path), path);
   std::stringstream text;
   text << in.rdbuf();
   try {
     return parse_trace(text.str());
-  } catch (const Error& e) {
-    throw Error(fmt::format("{} (in '{}')", e.what(), path));
+  } catch (const TraceError& e) {
+    throw TraceError(fmt::format("{} (in '{}')", e.what(), path));
   }
 }
 
@@ -137,7 +161,10 @@ ReplayPlan plan_replay(const std::vector<TraceEvent>& events) {
       }
       slot_bytes[slot] = e.requested;
       live[e.address] = slot;
-      live_bytes += e.requested;
+      // At most 2^60 per request, so 2^64 needs 16 live at once: checked all the same.
+      if (__builtin_add_overflow(live_bytes, e.requested, &live_bytes)) {
+        throw TraceError(fmt::format("trace: at event {} more than 2^64 bytes are live", i));
+      }
       plan.ideal_peak = std::max(plan.ideal_peak, live_bytes);
       plan.ops.push_back({true, slot, e.requested, e.stream, i});
       plan.contexts.push_back(e.context);

@@ -32,9 +32,12 @@ struct RecordedTrace {
   std::vector<TraceContextRecord> contexts;
 };
 
-// Parses the JSON of TraceRecorder::to_json. Throws Error naming what is missing or malformed.
+// Parses the JSON of TraceRecorder::to_json. Throws TraceError naming the event, the field and
+// its value: a negative or non-integer number, a request above 1 EiB, a time or byte count above
+// 2^62, times that go backwards, an unknown action or context.
 RecordedTrace parse_trace(std::string_view json);
-// Reads and parses a trace file. Throws Error naming the path.
+// Reads and parses a trace file. Throws IoError when it cannot be read, TraceError naming the
+// path when it is malformed.
 RecordedTrace read_trace_file(const std::string& path);
 
 // One request: allocate `nbytes` into `slot`, or free the block in `slot`.

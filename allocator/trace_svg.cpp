@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -118,16 +119,16 @@ std::string tick_text(int64_t value, const Step& step) {
 }
 
 // Maps times (ns) and bytes to plot coordinates.
+// In doubles: a trace's times and byte counts may be anywhere in int64, where differences and
+// headroom would overflow.
 struct Scale {
-  int64_t t0 = 0, t1 = 1;
-  int64_t y_max = 1;
+  double t0 = 0.0, t1 = 1.0;
+  double y_max = 1.0;
   double x(int64_t t) const {
-    return kPlotLeft +
-           (kPlotRight - kPlotLeft) * static_cast<double>(t - t0) / static_cast<double>(t1 - t0);
+    return kPlotLeft + (kPlotRight - kPlotLeft) * (static_cast<double>(t) - t0) / (t1 - t0);
   }
   double y(int64_t bytes) const {
-    return kPlotBottom -
-           (kPlotBottom - kPlotTop) * static_cast<double>(bytes) / static_cast<double>(y_max);
+    return kPlotBottom - (kPlotBottom - kPlotTop) * static_cast<double>(bytes) / y_max;
   }
 };
 
@@ -217,18 +218,19 @@ void draw_bands(std::string& svg, const std::vector<Band>& bands,
 }
 
 void draw_axes(std::string& svg, const Scale& scale) {
-  const Step ys = byte_step((scale.y_max + kTargetTicks - 1) / kTargetTicks);
-  for (int64_t v = 0; v <= scale.y_max; v += ys.value) {
+  // Trace readers keep times and bytes below 2^62, so these int64 steps cannot overflow.
+  const Step ys = byte_step(static_cast<int64_t>(std::ceil(scale.y_max / kTargetTicks)));
+  for (int64_t v = 0; static_cast<double>(v) <= scale.y_max; v += ys.value) {
     const double y = scale.y(v);
     svg += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>\n"
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
         kPlotLeft, y, kPlotRight, y, kPlotLeft - 6.0, y + 4.0, tick_text(v, ys));
   }
-  const int64_t span = scale.t1 - scale.t0;
+  const auto span = static_cast<int64_t>(scale.t1 - scale.t0);
   const Step ts = time_step(std::max<int64_t>(1, (span + kTargetTicks - 1) / kTargetTicks));
   for (int64_t t = 0; t <= span; t += ts.value) {
-    const double x = scale.x(scale.t0 + t);
+    const double x = kPlotLeft + (kPlotRight - kPlotLeft) * static_cast<double>(t) / (scale.t1 - scale.t0);
     svg += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"axis\"/>\n"
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
@@ -333,8 +335,8 @@ std::string trace_to_svg(const std::vector<TraceEvent>& events,
                        kPlotLeft, kPlotTop + 10.0);
   }
   Scale scale;
-  scale.t0 = events.front().time_ns;
-  scale.t1 = std::max(events.back().time_ns, scale.t0 + 1);
+  scale.t0 = static_cast<double>(events.front().time_ns);
+  scale.t1 = std::max(static_cast<double>(events.back().time_ns), scale.t0 + 1.0);
   size_t peak_index = 0;
   int64_t max_reserved = 0;
   for (size_t i = 0; i < events.size(); ++i) {
@@ -344,9 +346,10 @@ std::string trace_to_svg(const std::vector<TraceEvent>& events,
   const int64_t peak = events[peak_index].allocated;
   const auto cap = static_cast<int64_t>(std::min<size_t>(capacity, INT64_MAX));
   // The capacity is drawn only when it is on the same scale as what the trace reserved.
-  const bool capacity_drawn = cap > 0 && cap <= 2 * std::max<int64_t>(max_reserved, 1);
-  scale.y_max = std::max<int64_t>({1, max_reserved, peak, capacity_drawn ? cap : 0});
-  scale.y_max += scale.y_max / 20;  // headroom above the highest line
+  const bool capacity_drawn =
+      cap > 0 && static_cast<double>(cap) <= 2.0 * static_cast<double>(std::max<int64_t>(max_reserved, 1));
+  scale.y_max = static_cast<double>(std::max<int64_t>({1, max_reserved, peak, capacity_drawn ? cap : 0}));
+  scale.y_max *= 1.05;  // headroom above the highest line
 
   const std::vector<Band> bands = phase_bands(events, contexts);
   const auto colours = phase_colours(bands);

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +24,7 @@
 #include "allocator/bounded_memory.h"
 #include "allocator/error.h"
 #include "allocator/host_memory.h"
+#include "allocator/atomic_file.h"
 #include "allocator/policy_registry.h"
 #include "allocator/summary.h"
 #include "engine/device_backend.h"
@@ -107,8 +107,11 @@ std::string trace_file_for(const std::string& path, const std::string& device) {
   return path.substr(0, dot) + "." + tag + path.substr(dot);
 }
 
-// At exit: each device's current allocator's trace, as JSON. Errors cannot be thrown from here,
-// so they are reported on stderr.
+// At exit: each device's current allocator's trace, as JSON, each file written atomically.
+// Errors cannot be thrown from here: a trace that cannot be written is reported on stderr and
+// the process exits with kTraceWriteFailed, so no caller takes a missing trace for success.
+constexpr int kTraceWriteFailed = 3;
+
 void write_traces() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -117,19 +120,23 @@ void write_traces() {
     Allocator* a = slot.load(std::memory_order_acquire);
     if (a != nullptr && a->trace().enabled() && !a->trace().events().empty()) traced.push_back(a);
   }
+  bool failed = false;
   for (Allocator* a : traced) {
     const MemorySource& source = a->source();
     const std::string path =
         traced.size() == 1 ? *r.trace_path : trace_file_for(*r.trace_path, source.name());
-    std::ofstream out(path, std::ios::binary);
-    out << a->trace().to_json(source.name(), a->policy_name(), source.capacity());
-    if (!out) {
-      std::fprintf(stderr, "[memgrad] MEMGRAD_TRACE: cannot write '%s'\n", path.c_str());
+    try {
+      write_file_atomically(path, a->trace().to_json(source.name(), a->policy_name(),
+                                                     source.capacity()));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[memgrad] error: MEMGRAD_TRACE: %s\n", e.what());
+      failed = true;
       continue;
     }
     std::fprintf(stderr, "[memgrad] allocator trace of %s (%zu events) written to %s\n",
                  source.name().c_str(), a->trace().events().size(), path.c_str());
   }
+  if (failed) std::_Exit(kTraceWriteFailed);
 }
 
 // Requires r.mutex. Switches tracing on for a new allocator when MEMGRAD_TRACE asks for it.

@@ -15,13 +15,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "allocator/atomic_file.h"
 #include "autograd/autograd.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"
@@ -141,10 +141,7 @@ const BehaviourInfo kInfo = {
 std::string g_out_dir = "./memgrad-trace";
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw ValueError(fmt::format("[b20] cannot write '{}'", path.string()));
+  write_file_atomically(path.string(), text);
 }
 
 int body(const BehaviourFlags& flags) {

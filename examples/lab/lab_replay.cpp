@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "allocator/atomic_file.h"
 #include "allocator/bounded_memory.h"
 #include "allocator/error.h"
 #include "allocator/policy_registry.h"
@@ -76,19 +77,50 @@ size_t parse_size(const std::string& text) {
                                   text),
                       "capacity", text);
   }
-  return static_cast<size_t>(value * scale);
+  // Compared as a double before any cast: "inf" and "1e30" have no size_t value.
+  const double nbytes = value * scale;
+  if (!(nbytes <= static_cast<double>(BoundedMemory::kMaxCapacity))) {
+    throw ConfigError(fmt::format("--capacity: '{}' is more than a simulated device can have (at "
+                                  "most {})",
+                                  text, format_size(BoundedMemory::kMaxCapacity)),
+                      "capacity", text);
+  }
+  return static_cast<size_t>(nbytes);
 }
 
 // The capacity to replay on: the one asked for, else 4x the ideal peak (at least 64 MiB),
 // rounded up to a MiB.
 size_t choose_capacity(const std::string& flag, const ReplayPlan& plan) {
   if (!flag.empty()) return parse_size(flag);
+  if (plan.ideal_peak > BoundedMemory::kMaxCapacity / 4) {
+    throw ConfigError(fmt::format("the trace's ideal peak of {} needs a device of 4x that, more "
+                                  "than a simulated device can have (at most {}); pass "
+                                  "--capacity to replay it on a smaller one",
+                                  format_size(plan.ideal_peak),
+                                  format_size(BoundedMemory::kMaxCapacity)),
+                      "capacity");
+  }
   const size_t wanted = std::max<size_t>(4 * plan.ideal_peak, 64 * kMiB);
   return (wanted + kMiB - 1) / kMiB * kMiB;
 }
 
 std::vector<std::string> policies_or_all(const std::string& flag) {
-  return split_policies(flag.empty() ? std::string(known_policies()) : flag);
+  std::vector<std::string> names = split_policies(flag.empty() ? std::string(known_policies()) : flag);
+  if (names.empty()) {
+    throw ConfigError(fmt::format("--policy '{}' names no policy (known: {})", flag,
+                                  known_policies()),
+                      "policy", flag);
+  }
+  return names;
+}
+
+// Creates `dir` (and its parents) or throws IoError naming it.
+void make_directory(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    throw IoError(fmt::format("cannot create the folder '{}': {}", dir, error.message()), dir);
+  }
 }
 
 // ---- replay ----
@@ -181,9 +213,7 @@ int cmd_replay(const std::string& path, const std::string& policy_flag,
 // ---- plot ----
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw Error(fmt::format("cannot write '{}'", path.string()));
+  write_file_atomically(path.string(), text);
 }
 
 int cmd_plot(const std::string& path, const std::string& out_dir, const std::string& policy,
@@ -209,7 +239,7 @@ int cmd_plot(const std::string& path, const std::string& out_dir, const std::str
                         policy, mib(capacity),
                         r.oom ? fmt::format(" (OOM at event {})", r.oom_event) : std::string());
   }
-  std::filesystem::create_directories(out_dir);
+  make_directory(out_dir);
   const std::filesystem::path svg = std::filesystem::path(out_dir) / (stem + ".svg");
   const std::filesystem::path json = std::filesystem::path(out_dir) / (stem + ".perfetto.json");
   write_file(svg, trace_to_svg(events, contexts, title, capacity));
@@ -241,7 +271,7 @@ int cmd_layout(const std::string& out_dir, bool summary_only) {
     fmt::print("{:<12} {:>8} {:>14} {:>14} {:>14}\n", policy, snap.size(), mib(reserved),
                mib(allocated), mib(requested));
     if (summary_only) continue;
-    std::filesystem::create_directories(out_dir);
+    make_directory(out_dir);
     const std::filesystem::path file =
         std::filesystem::path(out_dir) / fmt::format("allocator-lab-{}.svg", policy);
     write_file(file, lab::snapshot_to_svg(snap, fmt::format("policy:{} after the fixed sequence",
@@ -265,7 +295,9 @@ int main(int argc, char** argv) {
   replay_cmd->add_option("trace", trace, "A trace JSON (MEMGRAD_TRACE, ./memgrad lab record)")->required();
   replay_cmd->add_option("--policy", policy, "Comma-separated policies (default: all)");
   replay_cmd->add_option("--capacity", capacity, "Simulated device capacity, e.g. 256MiB (default: 4x the ideal peak)");
-  replay_cmd->add_option("--timed-passes", timed_passes, "Timed passes per policy (best is shown)")->capture_default_str();
+  replay_cmd->add_option("--timed-passes", timed_passes, "Timed passes per policy (best is shown)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   CLI::App* plot_cmd = app.add_subcommand("plot", "Write an SVG timeline and a Perfetto JSON");
   plot_cmd->add_option("trace", trace, "A trace JSON")->required();
   plot_cmd->add_option("--out-dir", out_dir, "Where to write the files (default: next to the trace)");
@@ -292,7 +324,7 @@ int main(int argc, char** argv) {
     if (*layout_cmd) return cmd_layout(out_dir, summary_only);
     fmt::print("{}", app.help());
     return 2;
-  } catch (const memgrad::Error& e) {
+  } catch (const std::exception& e) {  // memgrad's errors, and std's (bad_alloc) all the same
     std::fprintf(stderr, "lab_replay: error: %s\n", e.what());
     return 1;
   }
