@@ -53,6 +53,7 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks
   // restored from grad_fn_ at unpack.
   const bool keep_original = !is_output && is_leaf_ && t.requires_grad();
   data_ = keep_original ? t : without_history(t);
+  if (!is_output) original_ = t.impl_ptr();
   saved_version_ = t.version();
 }
 
@@ -69,11 +70,20 @@ Tensor SavedTensor::unpack(const Node& owner) const {
   if (unpack_) return unpack_(packed_);
   const uint32_t current = data_.version();
   if (current != saved_version_) {
+    // The producer the tensor has now: an in-place op that bumped the version also replaced
+    // its grad_fn (PyTorch names that one, e.g. AddBackward0 after add_).
+    std::shared_ptr<Node> producer_node = is_output_ ? nullptr : grad_fn_;
+    uint32_t producer_output = output_nr_;
+    if (const std::shared_ptr<TensorImpl> original = original_.lock()) {
+      const AutogradMeta* meta = original->autograd_meta();
+      producer_node = meta != nullptr ? meta->grad_fn : nullptr;
+      producer_output = meta != nullptr ? meta->output_nr : 0;
+    }
     std::string producer;
     if (is_output_) {
       producer = fmt::format(", which is output {} of {},", output_nr_, owner.name());
-    } else if (grad_fn_) {
-      producer = fmt::format(", which is output {} of {},", output_nr_, grad_fn_->name());
+    } else if (producer_node) {
+      producer = fmt::format(", which is output {} of {},", producer_output, producer_node->name());
     }
     throw AutogradError(fmt::format(
         "one of the variables needed for gradient computation has been modified by an inplace "
@@ -92,6 +102,7 @@ void SavedTensor::release() {
   packed_.reset();
   unpack_ = nullptr;
   grad_fn_.reset();
+  original_.reset();
   released_ = true;
 }
 

@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
     fmt::print("model: {} parameters on {}\n", model.num_parameters(), device.str());
 
     std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(opt, model.parameters());
+    examples::check_batch_size(opt, mnist.train.size());
     data::DataLoader loader(mnist.train, {.batch_size = static_cast<size_t>(opt.batch_size),
                                           .shuffle = true,
                                           .seed = opt.seed,

@@ -23,8 +23,9 @@ struct MnistSplit {
 MnistSplit load_mnist(const std::string& dir);
 
 // Reads a CSV file of numbers: every column but `label_column` (negative: counted from the end)
-// becomes a float32 feature, the label column int64. Throws CheckpointError for ragged rows or
-// non-numeric fields (naming the line and column).
+// becomes a float32 feature, the label column int64. Throws CheckpointError naming the line and
+// column for ragged rows, empty fields (a trailing comma), non-numeric or non-finite features,
+// NUL bytes, and labels that are not whole numbers >= 0.
 TensorDataset read_csv(const std::string& path, bool has_header = false, int label_column = -1);
 
 }  // namespace memgrad::data

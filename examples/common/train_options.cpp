@@ -1,9 +1,14 @@
 // Shared training flags.
 #include "examples/common/train_options.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "allocator/config.h"
+#include "allocator/error.h"
 #include "engine/error.h"
 #include "engine/memory.h"
 
@@ -31,6 +36,23 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
   app.add_flag("--describe", o.describe, "Print a one-line description and exit");
 }
 
+namespace {
+
+// The folder a checkpoint is written to must exist and be writable now.
+void check_writable_folder(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    throw IoError(fmt::format("--save {}: the folder '{}' does not exist", path, dir), path);
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw IoError(fmt::format("--save {}: the folder '{}' is not writable", path, dir), path);
+  }
+}
+
+}  // namespace
+
 Device configure_device(const TrainOptions& o) {
   const Device device(o.device);
   if (o.batch_size % o.accumulate != 0) {
@@ -50,7 +72,16 @@ Device configure_device(const TrainOptions& o) {
   }
   if (!o.alloc_conf.empty()) set_allocator_config(device, AllocatorConfig::parse(o.alloc_conf));
   allocator_for(device);  // fail now, not mid-training, for a device that is not there
+  if (!o.save.empty()) check_writable_folder(o.save);
   return device;
+}
+
+void check_batch_size(const TrainOptions& o, size_t examples) {
+  if (static_cast<uint64_t>(o.batch_size) > examples) {
+    throw ValueError(fmt::format("--batch-size {} is more than the {} training examples (no full "
+                                 "batch, so no step would run)",
+                                 o.batch_size, examples));
+  }
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o,

@@ -36,9 +36,14 @@ struct TrainOptions {
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 
-// Applies --alloc-conf and --memory-limit to the chosen device and returns it. Throws
-// ConfigError / DeviceError / ValueError with the flag's name for bad values.
+// Applies --alloc-conf and --memory-limit to the chosen device and returns it, and checks that
+// --save names a writable folder (before any training, not after the first epoch). Throws
+// ConfigError / DeviceError / ValueError / IoError with the flag's name for bad values.
 Device configure_device(const TrainOptions& options);
+
+// Throws ValueError when --batch-size asks for more examples than the training set holds (with
+// drop_last, no step would run).
+void check_batch_size(const TrainOptions& options, size_t examples);
 
 // The optimizer named by --optimizer ("adam", "adamw", "sgd").
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& options,

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -408,20 +409,20 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
   };
   std::string overflow = idx_bytes({65536, 65536, 65536, 65536}, {});  // 2^64 values claimed
   const std::vector<Case> cases{
-      {"empty", "", "is truncated: 0 bytes"},
-      {"short-header", std::string("\0\0\x08", 3), "is truncated: 3 bytes"},
+      {"empty", "", "is truncated: an IDX header needs at least 4 bytes"},
+      {"short-header", std::string("\0\0\x08", 3), "is truncated: an IDX header needs"},
       {"bad-magic", "\x01\x02\x08\x01" + std::string(4, '\0'), "is not an IDX file"},
       {"float-type", idx_bytes({2}, {0, 0, 0, 0, 0, 0, 0, 0}, 0x0D),
        "element type 0x0d is not supported"},
       {"no-dims", idx_bytes({}, {}), "has a bad header (0 dimensions"},
       {"five-dims", idx_bytes({1, 1, 1, 1, 1}, {7}), "has a bad header (5 dimensions"},
       {"cut-sizes", idx_bytes({2, 3}, {}).substr(0, 9),
-       "has a bad header (2 dimensions, 9 bytes)"},
+       "has a bad header (2 dimensions)"},
       {"truncated", idx_bytes({10}, iota_bytes(7)),
        "header says 10 values of shape [10], the file holds 7"},
       {"padded", idx_bytes({10}, iota_bytes(12)),
-       "header says 10 values of shape [10], the file holds 12"},
-      {"overflowing-sizes", overflow, "the file holds 0"},
+       "header says 10 values of shape [10], the file holds more"},
+      {"overflowing-sizes", overflow, "has more values than can exist"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -444,20 +445,28 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
   const std::string cut = dir.file("cut.gz");
   write_bytes(cut, gz.substr(0, gz.size() / 2));
   CHECK_THROWS_WITH_AS(data::read_idx(cut), doctest::Contains(cut.c_str()), CheckpointError);
+  // A small file that inflates far past what its header declares: refused after the declared
+  // 10 values and one byte more, not inflated whole (64 MiB of zeros compress to ~64 KiB).
+  const std::string bomb = dir.file("bomb.gz");
+  std::string bytes = idx_bytes({10}, iota_bytes(10));
+  bytes.append(std::string(64 << 20, '\0'));
+  write_gzip(bomb, bytes);
+  CHECK_THROWS_WITH_AS(data::read_idx(bomb), doctest::Contains("the file holds more"),
+                       CheckpointError);
 }
 
 TEST_CASE("read_csv reads features and a label column, with or without a header") {
   TempDir dir;
   const std::string path = dir.file("iris.csv");
-  write_bytes(path, "a,b,label\n1,2,0\n3.5,-4e1,2\r\n\n0.25, 7 ,1\n");
+  write_bytes(path, "a,b,label\n1,2,0\n3,-4e1,2\r\n\n0, 7.5 ,1\n");
   const data::TensorDataset ds = data::read_csv(path, /*has_header=*/true);
   CHECK_EQ(ds.size(), 3);
-  check_values(ds.inputs(), {3, 2}, {1, 2, 3.5, -40, 0.25, 7}, 0.0);
+  check_values(ds.inputs(), {3, 2}, {1, 2, 3, -40, 0, 7.5}, 0.0);
   CHECK_EQ(ds.targets().to_vector<int64_t>(), std::vector<int64_t>{0, 2, 1});
   CHECK_EQ(ds.targets().dtype(), kInt64);
   const data::TensorDataset first = data::read_csv(path, true, /*label_column=*/0);
   CHECK_EQ(first.targets().to_vector<int64_t>(), std::vector<int64_t>{1, 3, 0});
-  check_values(first.inputs(), {3, 2}, {2, 0, -40, 2, 7, 1}, 0.0);
+  check_values(first.inputs(), {3, 2}, {2, 0, -40, 2, 7.5, 1}, 0.0);
   const std::string no_header = dir.file("plain.csv");
   write_bytes(no_header, "5,6,1\n7,8,0\n");
   check_values(data::read_csv(no_header).inputs(), {2, 2}, {5, 6, 7, 8}, 0.0);
@@ -473,9 +482,16 @@ TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and co
   const std::vector<Case> cases{
       {"ragged.csv", "1,2,0\n3,4\n", "line 2 has 2 columns, expected 3"},
       {"text.csv", "1,2,0\n3,x,1\n", "line 2 column 2: 'x' is not a number"},
-      {"empty-field.csv", "1,,0\n", "line 1 column 2: '' is not a number"},
+      {"empty-field.csv", "1,,0\n", "line 1 column 2: an empty field"},
+      {"blank-field.csv", "1,  ,0\n", "line 1 column 2: an empty field"},
+      {"trailing-comma.csv", "1,2,0\n1,2,\n", "line 2 column 3: an empty field"},
       {"trailing.csv", "1,2abc,0\n", "'2abc' is not a number"},
-      {"one-column.csv", "1\n2\n", "line 1 has 1 columns"},
+      {"nan-label.csv", "1,2,nan\n", "line 1 column 3: label 'nan' is not a class index"},
+      {"huge-label.csv", "1,2,1e300\n", "label '1e300' is not a class index"},
+      {"fraction-label.csv", "1,2,2.7\n", "label '2.7' is not a class index"},
+      {"negative-label.csv", "1,2,-1\n", "label '-1' is not a class index"},
+      {"huge-feature.csv", "1,1e300,0\n", "line 1 column 2: '1e300' is not a finite float32"},
+      {"one-column.csv", "1\n2\n", "outside the 1 columns of line 1 (at least 2 needed)"},
       {"header-only.csv", "a,b,c\n", "holds no rows"},
   };
   for (const Case& c : cases) {
@@ -488,13 +504,20 @@ TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and co
     CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(c.message),
                          CheckpointError);
   }
+  const std::string nul = dir.file("nul.csv");
+  write_bytes(nul, std::string("1,2,0\n1,\0,0\n", 12));
+  CHECK_THROWS_WITH_AS(data::read_csv(nul), doctest::Contains("line 2 column 2: a NUL byte"),
+                       CheckpointError);
   const std::string ok = dir.file("ok.csv");
   write_bytes(ok, "1,2,0\n");
   CHECK_THROWS_WITH_AS(
       data::read_csv(ok, false, 3),
-      doctest::Contains(("'" + ok + "': label column 3 outside 3 columns").c_str()),
+      doctest::Contains(("'" + ok + "': label column 3 outside the 3 columns").c_str()),
       CheckpointError);
   CHECK_THROWS_AS(data::read_csv(ok, false, -4), CheckpointError);
+  // INT_MIN counts from the end without overflowing.
+  CHECK_THROWS_WITH_AS(data::read_csv(ok, false, std::numeric_limits<int>::min()),
+                       doctest::Contains("label column -2147483648 outside"), CheckpointError);
   CHECK_THROWS_WITH_AS(data::read_csv(dir.file("missing.csv")), doctest::Contains("cannot open"),
                        CheckpointError);
 }
