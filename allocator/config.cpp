@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -303,5 +304,35 @@ std::string AllocatorConfig::to_string() const {
   if (memory_fraction != 1.0) out += fmt::format(",per_process_memory_fraction:{}", memory_fraction);
   return out;
 }
+
+size_t parse_memory_size(std::string_view text, std::string_view what) {
+  std::string s(text);
+  char* end = nullptr;
+  const double value = std::strtod(s.c_str(), &end);
+  std::string_view unit(end);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "KiB") scale = static_cast<double>(kKiB);
+  else if (unit == "M" || unit == "MiB") scale = static_cast<double>(kMiB);
+  else if (unit == "G" || unit == "GiB") scale = static_cast<double>(kGiB);
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  if (end == s.c_str() || scale == 0 || !(value >= 0) || !std::isfinite(value)) {
+    throw ConfigError(fmt::format("{}: cannot read '{}' as a size (examples: 256MiB, 1.5GiB, "
+                                  "4096)",
+                                  what, text),
+                      std::string(what), s);
+  }
+  // Compared as a double before the cast: 1e30 bytes has no size_t value.
+  const double nbytes = value * scale;
+  if (!(nbytes < 18446744073709551616.0)) {  // 2^64
+    throw ConfigError(fmt::format("{}: '{}' is more bytes than a 64-bit size can hold", what, text),
+                      std::string(what), s);
+  }
+  return static_cast<size_t>(nbytes);
+}
+
 
 }  // namespace memgrad

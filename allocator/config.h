@@ -58,4 +58,9 @@ struct AllocatorConfig {
 // The policies this build knows, in the order `./memgrad lab` lists them.
 std::string_view known_policies();
 
+// Parses a size such as "256MiB", "1.5GiB", "512KiB", "4096" (bytes). K/M/G and KiB/MiB/GiB
+// are powers of 1024; KB/MB/GB powers of 1000. Throws ConfigError naming `what` for anything
+// else, for a negative, infinite or NaN value, and for more than 2^64 bytes.
+size_t parse_memory_size(std::string_view text, std::string_view what = "size");
+
 }  // namespace memgrad

@@ -70,8 +70,6 @@ void set_sim_capacity(int index, size_t nbytes);
 // Number of CUDA devices present (0 without the backend or a GPU).
 int cuda_device_count();
 
-// Parses a size such as "256MiB", "1.5GiB", "512KiB", "4096" (bytes). K/M/G and KiB/MiB/GiB
-// are powers of 1024; KB/MB/GB powers of 1000. Throws ConfigError naming `what`.
-size_t parse_memory_size(std::string_view text, std::string_view what = "size");
+// parse_memory_size ("256MiB" -> bytes) lives in allocator/config.h, included above.
 
 }  // namespace memgrad

@@ -27,6 +27,7 @@
 
 #include "allocator/atomic_file.h"
 #include "allocator/bounded_memory.h"
+#include "allocator/config.h"
 #include "allocator/error.h"
 #include "allocator/policy_registry.h"
 #include "allocator/trace_replay.h"
@@ -56,42 +57,22 @@ std::vector<std::string> split_policies(const std::string& text) {
   return out;
 }
 
-// "256MiB", "1.5GiB", "64M", "4096": binary units.
-size_t parse_size(const std::string& text) {
-  size_t used = 0;
-  double value = 0.0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
-  double scale = 0.0;
-  if (unit.empty() || unit == "B") scale = 1.0;
-  if (unit == "K" || unit == "KiB") scale = static_cast<double>(kKiB);
-  if (unit == "M" || unit == "MiB") scale = static_cast<double>(kMiB);
-  if (unit == "G" || unit == "GiB") scale = static_cast<double>(kGiB);
-  if (used == 0 || scale == 0.0 || !(value > 0.0)) {
-    throw ConfigError(fmt::format("--capacity: cannot read '{}' as a size (e.g. 256MiB, 1GiB)",
-                                  text),
-                      "capacity", text);
-  }
-  // Compared as a double before any cast: "inf" and "1e30" have no size_t value.
-  const double nbytes = value * scale;
-  if (!(nbytes <= static_cast<double>(BoundedMemory::kMaxCapacity))) {
-    throw ConfigError(fmt::format("--capacity: '{}' is more than a simulated device can have (at "
-                                  "most {})",
+// --capacity: a size as parse_memory_size reads it, at most what a simulated device can have.
+size_t parse_capacity(const std::string& text) {
+  const size_t nbytes = parse_memory_size(text, "--capacity");
+  if (nbytes == 0 || nbytes > BoundedMemory::kMaxCapacity) {
+    throw ConfigError(fmt::format("--capacity: '{}' must be more than 0 bytes and at most {} (what "
+                                  "a simulated device can have)",
                                   text, format_size(BoundedMemory::kMaxCapacity)),
                       "capacity", text);
   }
-  return static_cast<size_t>(nbytes);
+  return nbytes;
 }
 
 // The capacity to replay on: the one asked for, else 4x the ideal peak (at least 64 MiB),
 // rounded up to a MiB.
 size_t choose_capacity(const std::string& flag, const ReplayPlan& plan) {
-  if (!flag.empty()) return parse_size(flag);
+  if (!flag.empty()) return parse_capacity(flag);
   if (plan.ideal_peak > BoundedMemory::kMaxCapacity / 4) {
     throw ConfigError(fmt::format("the trace's ideal peak of {} needs a device of 4x that, more "
                                   "than a simulated device can have (at most {}); pass "

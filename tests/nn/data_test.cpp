@@ -19,9 +19,11 @@
 #include "engine/data/data_loader.h"
 #include "engine/data/readers.h"
 #include "tests/support/stats_delta.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::TempDir;
 using memgrad::testing::check_values;
 using memgrad::testing::rounded;
 using memgrad::testing::StatsDelta;
@@ -29,26 +31,6 @@ using memgrad::testing::StatsDelta;
 namespace {
 
 // A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("memgrad_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -360,7 +342,7 @@ TEST_CASE("an on-demand dataset keeps memory flat across an epoch") {
 }
 
 TEST_CASE("read_idx reads plain and gzip-compressed IDX files") {
-  TempDir dir;
+  TempDir dir("memgrad_data_test");
   const std::string images = dir.file("images-idx3-ubyte");
   const std::vector<uint8_t> pixels = iota_bytes(24, 230);  // 230..253
   write_bytes(images, idx_bytes({2, 3, 4}, pixels));
@@ -385,7 +367,7 @@ TEST_CASE("read_idx reads plain and gzip-compressed IDX files") {
 }
 
 TEST_CASE("load_mnist reads the four files, compressed or not, and flattens the images") {
-  TempDir dir;
+  TempDir dir("memgrad_data_test");
   write_gzip(dir.file("train-images-idx3-ubyte.gz"), idx_bytes({3, 2, 2}, iota_bytes(12)));
   write_bytes(dir.file("train-labels-idx1-ubyte"), idx_bytes({3}, {0, 9, 4}));
   write_bytes(dir.file("t10k-images-idx3-ubyte"), idx_bytes({1, 2, 2}, {255, 0, 0, 255}));
@@ -401,7 +383,7 @@ TEST_CASE("load_mnist reads the four files, compressed or not, and flattens the 
 }
 
 TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
-  TempDir dir;
+  TempDir dir("memgrad_data_test");
   struct Case {
     std::string name;
     std::string bytes;
@@ -456,7 +438,7 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
 }
 
 TEST_CASE("read_csv reads features and a label column, with or without a header") {
-  TempDir dir;
+  TempDir dir("memgrad_data_test");
   const std::string path = dir.file("iris.csv");
   write_bytes(path, "a,b,label\n1,2,0\n3,-4e1,2\r\n\n0, 7.5 ,1\n");
   const data::TensorDataset ds = data::read_csv(path, /*has_header=*/true);
@@ -473,7 +455,7 @@ TEST_CASE("read_csv reads features and a label column, with or without a header"
 }
 
 TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and column") {
-  TempDir dir;
+  TempDir dir("memgrad_data_test");
   struct Case {
     std::string name;
     const char* text;

@@ -25,6 +25,7 @@
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/optimizer.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tensor_check.h"
 
 #ifndef MEMGRAD_SOURCE_ROOT
@@ -32,30 +33,10 @@
 #endif
 
 using namespace memgrad;
+using memgrad::testing::TempDir;
 using memgrad::testing::check_values;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("memgrad_io_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -184,7 +165,7 @@ TEST_CASE("safetensors round-trips every dtype and shape bit-exactly") {
   const io::SafetensorsFile back = io::decode_safetensors(io::encode_safetensors(f));
   check_same_tensors(back.tensors, f.tensors);
   CHECK(back.metadata.empty());
-  TempDir dir;
+  TempDir dir("memgrad_io_test");
   const std::string path = dir.file("all.safetensors");
   io::save_safetensors(path, f);
   check_same_tensors(io::load_safetensors(path).tensors, f.tensors);
@@ -355,7 +336,7 @@ TEST_CASE("every prefix and many one-byte corruptions of a file fail cleanly") {
 }
 
 TEST_CASE("save_safetensors replaces files atomically and leaves no temporary behind") {
-  TempDir dir;
+  TempDir dir("memgrad_io_test");
   const std::string path = dir.file("model.safetensors");
   io::save_safetensors(path, {{{"w", ones({3})}}, {}});
   auto listing = [&] {
@@ -394,7 +375,7 @@ TEST_CASE("save_state_dict and load_state_dict restore a model exactly") {
   Net a;
   manual_seed(22);
   Net b;
-  TempDir dir;
+  TempDir dir("memgrad_io_test");
   const std::string path = dir.file("net.safetensors");
   io::save_state_dict(path, a.state_dict());
   b.load_state_dict(io::load_state_dict(path));
@@ -408,7 +389,7 @@ TEST_CASE("save_state_dict and load_state_dict restore a model exactly") {
 TEST_CASE("a training checkpoint resumes to bit-identical losses, dropout included") {
   constexpr int kSteps = 4;
   const Batch batch = fixed_batch();
-  TempDir dir;
+  TempDir dir("memgrad_io_test");
   const std::string path = dir.file("ckpt.safetensors");
 
   manual_seed(1);
@@ -446,7 +427,7 @@ TEST_CASE("a training checkpoint resumes to bit-identical losses, dropout includ
 }
 
 TEST_CASE("loading a checkpoint into the wrong model or from a plain file is refused") {
-  TempDir dir;
+  TempDir dir("memgrad_io_test");
   Net net;
   optim::Adam opt(net.parameters(), {});
   const std::string path = dir.file("ckpt.safetensors");
@@ -470,7 +451,7 @@ TEST_CASE("tools/check_safetensors.py validates the files memgrad writes") {
     MESSAGE("skipped: needs " << python << " and " << script);
     return;
   }
-  TempDir dir;
+  TempDir dir("memgrad_io_test");
   io::SafetensorsFile f = every_dtype();
   f.metadata = {{"format", "pt"}};
   const std::string good = dir.file("good.safetensors");
