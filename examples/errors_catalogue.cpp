@@ -9,8 +9,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "allocator/atomic_file.h"
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
+#include "allocator/trace_replay.h"
 #include "autograd/autograd.h"
 #include "engine/io/safetensors.h"
 
@@ -43,6 +45,8 @@ int main(int argc, char** argv) {
        [] { (void)(ones({2, 3}) + ones({4})); });
   show("ShapeError", "a view the strides cannot express", [] { (void)ones({4, 6}).t().view({24}); });
   show("ShapeError", "matrix product of mismatched shapes", [] { (void)mm(ones({2, 3}), ones({4, 5})); });
+  show("ShapeError", "sizes whose element count overflows int64",
+       [] { (void)empty({int64_t{1} << 40, int64_t{1} << 40}); });
   show("IndexError", "a dimension out of range", [] { (void)ones({2, 3}).sum({2}); });
   show("IndexError", "an index out of range", [] { (void)ones({5, 2}).index_select(0, tensor({7})); });
   show("DTypeError", "a float result written into an int64 tensor",
@@ -50,6 +54,8 @@ int main(int argc, char** argv) {
   show("DeviceError", "tensors on different devices", [] { (void)(ones({2}) + ones({2}, Device("sim:0"))); });
   show("DeviceError", "a CUDA tensor in a build or machine without one", [] { (void)ones({2}, Device("cuda:0")); });
   show("ValueError", "an invalid argument value", [] { (void)arange(0, 10, 0); });
+  show("ValueError", "a value an int64 tensor cannot hold",
+       [] { (void)full({2}, 1e30, TensorOptions(kInt64)); });
   show("ConfigError", "a typo in MEMGRAD_ALLOC_CONF",
        [] { (void)AllocatorConfig::parse("max_split_size:128"); });
   show("OutOfMemoryError", "a request the device cannot hold", [] {
@@ -79,6 +85,13 @@ int main(int argc, char** argv) {
     y.backward();
     y.backward();
   });
+  show("IoError", "a file that cannot be written",
+       [] { write_file_atomically("/proc/memgrad/trace.json", "{}"); });
+  show("TraceError", "a trace with a negative request",
+       [] { (void)parse_trace(R"({"contexts": [{"phase": "", "op": "", "label": ""}],
+                                  "memgrad_events": [{"action": "alloc", "t_ns": 0, "addr": 0,
+                                  "size": 512, "requested": -1, "stream": 0, "allocated": 512,
+                                  "reserved": 2097152, "ctx": 0}]})"); });
   show("CheckpointError", "a truncated safetensors file",
        [] { (void)io::decode_safetensors(std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13), "model.safetensors"); });
   return 0;

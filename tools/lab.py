@@ -29,6 +29,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_example import find_examples  # noqa: E402
 
 
+# The exit status of a program whose MEMGRAD_TRACE could not be written (engine/memory.cpp).
+TRACE_WRITE_FAILED = 3
+
+
 def lab_tool(build_dir):
     path = os.path.join(build_dir, "examples", "lab_replay")
     if not os.access(path, os.X_OK):
@@ -66,19 +70,32 @@ def cmd_record(opts):
         sys.exit("lab record: nothing to run (usage: ./memgrad lab record -- PROGRAM [ARGS])")
     program = resolve_program(opts.build_dir, command[0])
     out = opts.out or os.path.join("memgrad-traces", os.path.basename(program) + ".json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    except OSError as e:
+        print(f"lab record: cannot create the folder of '{out}': {e.strerror}", file=sys.stderr)
+        return 1
     env = dict(os.environ, MEMGRAD_TRACE=os.path.abspath(out))
     start = time.time() - 1
     status = subprocess.run([program] + command[1:], env=env).returncode
     files = written_traces(os.path.abspath(out), start)
+    name = os.path.basename(program)
+    if status == TRACE_WRITE_FAILED:
+        print(f"lab record: {name} could not write its trace (see the error above)",
+              file=sys.stderr)
+        return status
     if not files:
-        print(f"lab record: {os.path.basename(program)} wrote no trace (status {status}; no "
-              f"allocation on any device?)", file=sys.stderr)
+        print(f"lab record: {name} wrote no trace (status {status}; no allocation on any "
+              f"device?)", file=sys.stderr)
         return status or 1
     for f in files:
         print(f"trace: {os.path.relpath(f)} ({os.path.getsize(f)} bytes)")
+    if status != 0:
+        print(f"lab record: {name} exited with status {status}; the trace covers the run up to "
+              f"that point", file=sys.stderr)
+        return status
     print("next: ./memgrad lab replay TRACE   and   ./memgrad lab plot TRACE")
-    return status
+    return 0
 
 
 def main():

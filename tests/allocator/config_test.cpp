@@ -239,6 +239,37 @@ TEST_CASE("a key without ':' is a ConfigError") {
   CHECK_EQ(parse_error("max_split_size_mb").key, "max_split_size_mb");
 }
 
+TEST_CASE("stray punctuation, a missing comma and a repeated key say what is wrong") {
+  // Once: "expected ':' after ':'" for both.
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse(":"), doctest::Contains("expected a key, got ':'"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:caching;max_split_size_mb:100"),
+                       doctest::Contains("expected ',' after the value of 'policy', got ':'"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:64,max_split_size_mb:128"),
+                       doctest::Contains("key 'max_split_size_mb' is given twice"), ConfigError);
+  CHECK_EQ(parse_error("policy:caching,policy:first_fit").key, "policy");
+  // The largest power of two in size_t is not a number of divisions.
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("roundup_power2_divisions:9223372036854775808"),
+                       doctest::Contains("at most 65536 divisions"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig::parse("roundup_power2_divisions:[256:131072]"), ConfigError);
+  CHECK_EQ(AllocatorConfig::parse("roundup_power2_divisions:65536").roundup_power2_divisions[0],
+           65536);
+}
+
+TEST_CASE("parse_memory_size reads binary and decimal units and refuses what no size_t holds") {
+  CHECK_EQ(parse_memory_size("256MiB"), 256 * kMiB);
+  CHECK_EQ(parse_memory_size("1.5 GiB"), 3 * kGiB / 2);
+  CHECK_EQ(parse_memory_size("2KB"), 2000);
+  CHECK_EQ(parse_memory_size("4096"), 4096);
+  for (const char* bad : {"1e30", "inf", "nan", "-1", "12 parsecs", "", "MiB"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_memory_size(bad, "--memory-limit"), ConfigError);
+  }
+  CHECK_THROWS_WITH_AS(parse_memory_size("1e30", "--memory-limit"),
+                       doctest::Contains("--memory-limit: '1e30' is more bytes"), ConfigError);
+}
+
 TEST_CASE("validate rejects out-of-range fields set through the C++ API") {
   AllocatorConfig c;
   c.memory_fraction = 0.0;

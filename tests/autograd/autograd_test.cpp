@@ -107,6 +107,22 @@ TEST_CASE("modifying an input saved by mul raises; a non-saved one does not") {
                        AutogradError);
 }
 
+TEST_CASE("the version error names the grad_fn the modified tensor has when it is checked") {
+  // PyTorch: h = a * 2; y = h.mm(w); h.add_(1); y.sum().backward() -> "[torch.FloatTensor
+  // [2, 2]], which is output 0 of AddBackward0, is at version 1": mm saved h, add_ replaced
+  // h's grad_fn, and the error names the replacement.
+  Tensor a = leaf({1.0, 2.0, 3.0, 4.0}).view({2, 2});
+  Tensor w = leaf({1.0, 0.0, 0.0, 1.0}).view({2, 2});
+  Tensor h = a * 2.0;
+  Tensor y = h.mm(w);
+  h.add_(1.0);
+  CHECK_EQ(h.grad_fn_name(), "AddBackward");
+  CHECK_THROWS_WITH_AS(y.sum().backward(),
+                       doctest::Contains("[float32 [2, 2]], which is output 0 of AddBackward, is "
+                                         "at version 1; expected version 0"),
+                       AutogradError);
+}
+
 TEST_CASE("in-place on a leaf that requires grad raises, and is allowed under no_grad") {
   Tensor x = leaf({1.0});
   CHECK_THROWS_WITH_AS(x.add_(1.0),

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -307,6 +308,39 @@ TEST_CASE("safetensors files the format's loader rejects are rejected here too")
     CHECK_THROWS_WITH_AS(io::decode_safetensors(c.file), doctest::Contains(c.message),
                          CheckpointError);
   }
+}
+
+TEST_CASE("randomly corrupted safetensors files load or fail with a CheckpointError") {
+  // A mutation fuzzer in bounded time (the sanitizer build runs it too): bytes of the length,
+  // the header and the data replaced, spans deleted or repeated, the file cut.
+  io::SafetensorsFile f;
+  f.tensors.emplace_back("w", arange(12, kFloat32).view({3, 4}));
+  f.tensors.emplace_back("mask", arange(5, kInt64).lt(3));
+  f.tensors.emplace_back("idx", arange(4, kInt64));
+  f.tensors.emplace_back("half", ones({2, 2}, TensorOptions(kFloat16)));
+  f.metadata["note"] = "fuzz";
+  const std::string valid = io::encode_safetensors(f);
+  std::mt19937_64 rng(11);
+  int refused = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string bad = valid;
+    const size_t pos = rng() % bad.size();
+    switch (rng() % 4) {
+      case 0: bad[pos] = static_cast<char>(rng()); break;
+      case 1: bad.erase(pos, 1 + rng() % 8); break;
+      case 2: bad.insert(pos, bad.substr(pos, 1 + rng() % 16)); break;
+      default: bad.resize(pos);
+    }
+    CAPTURE(i);
+    try {
+      (void)io::decode_safetensors(bad, "fuzzed");
+    } catch (const CheckpointError&) {
+      ++refused;
+    } catch (const std::exception& e) {
+      FAIL("a corrupted file threw a non-checkpoint error: " << e.what());
+    }
+  }
+  CHECK(refused > 3000);
 }
 
 TEST_CASE("saving duplicate, reserved or non-UTF-8 tensor names is a CheckpointError") {
