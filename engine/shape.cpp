@@ -2,6 +2,7 @@
 #include "engine/shape.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -80,7 +81,11 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t running = 1;
   for (int d = sizes.size() - 1; d >= 0; --d) {
     strides[d] = running;
-    running *= std::max<int64_t>(sizes[d], 1);
+    // Only an empty tensor can have sizes whose product overflows (numel_of refuses the rest);
+    // its strides address nothing, so they saturate instead of wrapping.
+    if (__builtin_mul_overflow(running, std::max<int64_t>(sizes[d], 1), &running)) {
+      running = std::numeric_limits<int64_t>::max();
+    }
   }
   return strides;
 }
@@ -144,8 +149,10 @@ Shape infer_size(const Shape& target, int64_t numel, const char* op) {
     } else if (target[i] < 0) {
       throw ShapeError(fmt::format("[{}] invalid shape dimension {} in {}", op, target[i],
                                    to_string(target)));
-    } else {
-      known *= target[i];
+    } else if (__builtin_mul_overflow(known, target[i], &known)) {
+      throw ShapeError(fmt::format("[{}] shape {} is invalid for input of size {}: its sizes "
+                                   "overflow int64",
+                                   op, to_string(target), numel));
     }
   }
   if (infer >= 0 && known != 0 && numel % known == 0) {

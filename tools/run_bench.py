@@ -65,6 +65,9 @@ BENCHMARKS = [
               "allocate or free, ns per request, for every allocator policy on the replayed "
               "MLP training-step trace (traces/mlp_step.json)",
               ("--quick",)),
+    Benchmark("io", "bench/io_bench",
+              "safetensors: encode and decode a header of 200k entries (linear-time parsing)",
+              ("--quick",)),
     Benchmark("ops", "bench/ops_bench",
               "per-op overhead (with and without autograd), 16M elementwise, SGEMM, softmax, "
               "backward of a 1000-op chain; vs libtorch",
