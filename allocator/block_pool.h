@@ -102,6 +102,7 @@ class FreeBlockIndex {
   void unmark(size_t bin);
 
   std::array<BlockRecord*, kNumBins> bins_{};   // heads, each list sorted by address
+  std::array<BlockRecord*, kNumBins> tails_{};  // the last (highest-addressed) of each list
   std::array<uint64_t, kWords> bitmap_{};       // bit b set <=> bins_[b] is non-empty
   std::array<uint64_t, kSummaryWords> summary_{};  // bit w set <=> bitmap_[w] != 0
   std::set<BlockRecord*, BySizeThenAddress> large_;  // blocks above kMaxBinned

@@ -45,16 +45,26 @@ inline void FreeBlockIndex::insert(BlockRecord* block) {
     return;
   }
   const size_t bin = block->size / kBinStep;
-  // Keep the bin sorted by address: the head is the lowest address of that size.
+  // Keep the bin sorted by address: the head is the lowest address of that size. Blocks freed
+  // in address order (or its reverse), as a program frees the tensors it made one after the
+  // other, go to an end in O(1); only a block between others walks the list.
   BlockRecord* prev = nullptr;
   BlockRecord* cur = bins_[bin];
+  if (cur != nullptr && tails_[bin]->ptr < block->ptr) {
+    prev = tails_[bin];
+    cur = nullptr;
+  }
   while (cur != nullptr && cur->ptr < block->ptr) {
     prev = cur;
     cur = cur->bin_next;
   }
   block->bin_prev = prev;
   block->bin_next = cur;
-  if (cur != nullptr) cur->bin_prev = block;
+  if (cur != nullptr) {
+    cur->bin_prev = block;
+  } else {
+    tails_[bin] = block;
+  }
   if (prev != nullptr) {
     prev->bin_next = block;
   } else {
@@ -82,7 +92,11 @@ inline void FreeBlockIndex::erase(BlockRecord* block) {
     return;
   }
   const size_t bin = block->size / kBinStep;
-  if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
+  if (block->bin_next != nullptr) {
+    block->bin_next->bin_prev = block->bin_prev;
+  } else {
+    tails_[bin] = block->bin_prev;
+  }
   if (block->bin_prev != nullptr) {
     block->bin_prev->bin_next = block->bin_next;
   } else {

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <numeric>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -51,27 +50,160 @@ DType parse_format_dtype(const std::string& s, const std::string& what, const st
   throw CheckpointError(fmt::format("[safetensors] {} is corrupt: {}", what, why));
 }
 
-// The header parsed in time linear in its size (nlohmann's ordered_json inserts in linear time,
-// which made a 200k-entry header take about a minute), rejecting duplicate keys at any depth as
-// the format's own loader does. `order` receives the top-level keys in the header's order.
+// A SAX pass over the header: rejects duplicate keys at any depth (the format's own loader does;
+// nlohmann keeps the last silently) and records the top-level keys in the header's order.
+class KeyChecker : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit KeyChecker(const std::string& what) : what_(what) {}
+  std::vector<std::string> order;
+  std::string error;  // the parser's message when the text is not JSON
+
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool key(string_t& key) override {
+    if (!keys_.back().insert(key).second) corrupt(what_, fmt::format("duplicate key '{}' in the header", key));
+    if (keys_.size() == 1) order.push_back(key);
+    return true;
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = e.what();
+    return false;
+  }
+
+ private:
+  const std::string& what_;
+  std::vector<std::set<std::string>> keys_;  // one set per open object
+};
+
+// The header, parsed in time linear in its size: a SAX pass for duplicate keys and the order of
+// the tensors, then nlohmann's plain parser (its ordered_json inserts each key in linear time,
+// and its parse callbacks rescan the parent object at every closing brace: both quadratic, a
+// minute for 200k entries). `order` receives the top-level keys in the header's order.
 nlohmann::json parse_header(std::string_view text, const std::string& what,
                             std::vector<std::string>& order) {
-  std::vector<std::set<std::string>> keys;  // one set per open object
-  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start) keys.emplace_back();
-    if (event == Event::object_end && !keys.empty()) keys.pop_back();
-    if (event == Event::key) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!keys.back().insert(key).second) corrupt(what, fmt::format("duplicate key '{}' in the header", key));
-      if (depth == 1) order.push_back(key);
+  KeyChecker checker(what);
+  if (!nlohmann::json::sax_parse(text, &checker)) {
+    corrupt(what, fmt::format("the header is not valid JSON ({})", checker.error));
+  }
+  order = std::move(checker.order);
+  return nlohmann::json::parse(text);
+}
+
+// One tensor of the header, validated against the data section.
+struct Entry {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  size_t begin = 0, end = 0;  // byte offsets into the data section
+};
+
+// The shape of tensor `name`, checked before anything multiplies its sizes: a crafted shape must
+// not overflow numel (here or in the engine). `count` receives the number of elements.
+Shape parse_shape(const std::string& name, const nlohmann::json& sizes, size_t data_size,
+                  const std::string& what, uint64_t& count) {
+  if (sizes.size() > static_cast<size_t>(kMaxDims)) {
+    corrupt(what, fmt::format("tensor '{}' has {} dimensions, more than the {} memgrad supports",
+                              name, sizes.size(), kMaxDims));
+  }
+  Shape shape;
+  uint64_t nonzero = 1;  // product of the non-zero sizes
+  bool has_zero = false, overflow = false;
+  for (const auto& s : sizes) {
+    constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    if (!s.is_number_unsigned() || s.get<uint64_t>() > kMax) {
+      corrupt(what, fmt::format("tensor '{}' has a bad shape", name));
     }
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text, on_event);
-  } catch (const nlohmann::json::exception& e) {
-    corrupt(what, fmt::format("the header is not valid JSON ({})", e.what()));
+    const uint64_t size = s.get<uint64_t>();
+    has_zero = has_zero || size == 0;
+    if (size != 0 && nonzero > kMax / size) overflow = true;
+    if (size != 0 && !overflow) nonzero *= size;
+    shape.push_back(static_cast<int64_t>(size));
+  }
+  count = has_zero ? 0 : nonzero;
+  if (overflow || count > data_size) {
+    corrupt(what, fmt::format("tensor '{}' of shape {} has more elements than the {} data bytes",
+                              name, to_string(shape), data_size));
+  }
+  return shape;
+}
+
+// A header entry checked against the data: dtype, shape, offsets inside the data and spanning
+// exactly the tensor's bytes, and for BOOL only the bytes 0 and 1.
+Entry parse_entry(const std::string& name, const nlohmann::json& entry, std::string_view data,
+                  const std::string& what) {
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+      !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
+      !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+      entry["data_offsets"].size() != 2) {
+    corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name));
+  }
+  Entry e;
+  e.name = name;
+  e.dtype = parse_format_dtype(entry["dtype"].get<std::string>(), what, name);
+  uint64_t count = 0;
+  e.shape = parse_shape(name, entry["shape"], data.size(), what, count);
+  const auto& offs = entry["data_offsets"];
+  if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
+    corrupt(what, fmt::format("tensor '{}' has non-integer data offsets", name));
+  }
+  e.begin = offs[0].get<size_t>();
+  e.end = offs[1].get<size_t>();
+  if (e.begin > e.end || e.end > data.size()) {
+    corrupt(what, fmt::format("tensor '{}' has offsets [{}, {}) outside the {} data bytes (the "
+                              "file is truncated?)",
+                              name, e.begin, e.end, data.size()));
+  }
+  const size_t expected = count * element_size(e.dtype);
+  if (e.end - e.begin != expected) {
+    corrupt(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes but its "
+                              "offsets span {}",
+                              name, to_string(e.shape), dtype_name(e.dtype), expected,
+                              e.end - e.begin));
+  }
+  if (e.dtype == DType::Bool) {
+    const auto* b = reinterpret_cast<const unsigned char*>(data.data() + e.begin);
+    const auto* bad = std::find_if(b, b + expected, [](unsigned char c) { return c > 1; });
+    if (bad != b + expected) {
+      corrupt(what, fmt::format("BOOL tensor '{}' holds the byte {} at element {} (only 0 and 1 "
+                                "are booleans)",
+                                name, *bad, bad - b));
+    }
+  }
+  return e;
+}
+
+// The tensors, sorted by offset, tile the data section exactly, as the format's own loader
+// requires: no byte shared by two tensors, none that belongs to no tensor.
+void check_tiling(const std::vector<Entry>& entries, size_t data_size, const std::string& what) {
+  size_t covered = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != covered) {
+      corrupt(what, e.begin < covered
+                        ? fmt::format("two tensors overlap in the data at byte {}", e.begin)
+                        : fmt::format("bytes {} to {} of the data belong to no tensor", covered,
+                                      e.begin));
+    }
+    covered = e.end;
+  }
+  if (covered != data_size) {
+    corrupt(what, fmt::format("the tensors end at byte {} of the data but it holds {} (the file "
+                              "is padded or a tensor is missing)",
+                              covered, data_size));
   }
 }
 
@@ -125,14 +257,12 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   if (n > kMaxHeaderBytes || n > bytes.size() - 8) {
     corrupt(what, fmt::format("the header claims {} bytes but only {} follow", n, bytes.size() - 8));
   }
-  // Tensors that start at the same offset (empty ones) keep the header's order.
   std::vector<std::string> order;
   const nlohmann::json header = parse_header(std::string_view(bytes).substr(8, n), what, order);
   if (!header.is_object()) corrupt(what, "the header is not a JSON object");
-  const size_t data_at = 8 + n;
-  const size_t data_size = bytes.size() - data_at;
+  const std::string_view data = std::string_view(bytes).substr(8 + n);
   SafetensorsFile out;
-  std::vector<std::pair<size_t, size_t>> ranges;
+  std::vector<Entry> entries;
   for (const std::string& name : order) {
     const nlohmann::json& entry = header.at(name);
     if (name == "__metadata__") {
@@ -143,94 +273,21 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
       }
       continue;
     }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
-        !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2) {
-      corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name));
-    }
-    const DType dtype = parse_format_dtype(entry["dtype"].get<std::string>(), what, name);
-    if (entry["shape"].size() > static_cast<size_t>(kMaxDims)) {
-      corrupt(what, fmt::format("tensor '{}' has {} dimensions, more than the {} memgrad supports",
-                                name, entry["shape"].size(), kMaxDims));
-    }
-    // Sizes are checked before anything multiplies them: a crafted shape must not overflow
-    // numel (here or in the engine, which multiplies left to right).
-    Shape shape;
-    uint64_t nonzero = 1;  // product of the non-zero sizes
-    bool has_zero = false, overflow = false;
-    for (const auto& s : entry["shape"]) {
-      constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-      if (!s.is_number_unsigned() || s.get<uint64_t>() > kMax) {
-        corrupt(what, fmt::format("tensor '{}' has a bad shape", name));
-      }
-      const uint64_t size = s.get<uint64_t>();
-      has_zero = has_zero || size == 0;
-      if (size != 0 && nonzero > kMax / size) overflow = true;
-      if (size != 0 && !overflow) nonzero *= size;
-      shape.push_back(static_cast<int64_t>(size));
-    }
-    const uint64_t count = has_zero ? 0 : nonzero;
-    if (overflow || count > data_size) {
-      corrupt(what, fmt::format("tensor '{}' of shape {} has more elements than the {} data bytes",
-                                name, to_string(shape), data_size));
-    }
-    const auto& offs = entry["data_offsets"];
-    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
-      corrupt(what, fmt::format("tensor '{}' has non-integer data offsets", name));
-    }
-    const size_t begin = offs[0].get<size_t>(), end = offs[1].get<size_t>();
-    if (begin > end || end > data_size) {
-      corrupt(what, fmt::format("tensor '{}' has offsets [{}, {}) outside the {} data bytes (the "
-                                "file is truncated?)",
-                                name, begin, end, data_size));
-    }
-    const size_t expected = count * element_size(dtype);
-    if (end - begin != expected) {
-      corrupt(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes but its "
-                                "offsets span {}",
-                                name, to_string(shape), dtype_name(dtype), expected, end - begin));
-    }
-    if (dtype == DType::Bool) {
-      const auto* b = reinterpret_cast<const unsigned char*>(bytes.data() + data_at + begin);
-      const auto* bad = std::find_if(b, b + expected, [](unsigned char c) { return c > 1; });
-      if (bad != b + expected) {
-        corrupt(what, fmt::format("BOOL tensor '{}' holds the byte {} at element {} (only 0 and "
-                                  "1 are booleans)",
-                                  name, *bad, bad - b));
-      }
-    }
-    ranges.emplace_back(begin, end);
-    Tensor t = empty(shape, dtype);
-    if (expected > 0) std::memcpy(t.data_ptr(), bytes.data() + data_at + begin, expected);
-    out.tensors.emplace_back(name, device == kCPU ? t : to_device(t, device));
+    entries.push_back(parse_entry(name, entry, data, what));
   }
-  // Keep the file's order: offsets ascending, as writers lay tensors out (an empty tensor
-  // before the one that starts where it does; equal ranges in the header's order).
-  std::vector<size_t> by_offset(out.tensors.size());
-  std::iota(by_offset.begin(), by_offset.end(), size_t{0});
-  std::stable_sort(by_offset.begin(), by_offset.end(),
-                   [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
-  // The tensors tile the data section exactly, as the format's own loader requires: no byte
-  // shared by two tensors, none that belongs to no tensor.
-  size_t covered = 0;
-  for (size_t i : by_offset) {
-    if (ranges[i].first != covered) {
-      corrupt(what, ranges[i].first < covered
-                        ? fmt::format("two tensors overlap in the data at byte {}", ranges[i].first)
-                        : fmt::format("bytes {} to {} of the data belong to no tensor", covered,
-                                      ranges[i].first));
-    }
-    covered = ranges[i].second;
+  // The file's order: offsets ascending, as writers lay tensors out (an empty tensor before the
+  // one that starts where it does; equal ranges in the header's order).
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
+  });
+  check_tiling(entries, data.size(), what);
+  // Everything is checked before the first tensor is allocated; they are allocated in the file's
+  // order, which is also the order the caller frees them in when it drops the state dict.
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), data.data() + e.begin, e.end - e.begin);
+    out.tensors.emplace_back(e.name, device == kCPU ? t : to_device(t, device));
   }
-  if (covered != data_size) {
-    corrupt(what, fmt::format("the tensors end at byte {} of the data but it holds {} (the file "
-                              "is padded or a tensor is missing)",
-                              covered, data_size));
-  }
-  nn::StateDict sorted;
-  for (size_t i : by_offset) sorted.push_back(std::move(out.tensors[i]));
-  out.tensors = std::move(sorted);
   return out;
 }
 
