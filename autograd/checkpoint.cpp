@@ -7,6 +7,7 @@
 #include "autograd/autocast.h"
 #include "autograd/backward.h"
 #include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
 #include "autograd/graph.h"
 #include "engine/error.h"
 #include "engine/generator.h"
@@ -35,8 +36,10 @@ class CheckpointNode final : public Node {
   CheckpointNode(CheckpointFunction fn, const std::vector<Tensor>& inputs, bool preserve_rng,
                  std::vector<std::pair<Device, GeneratorState>> rng, AutocastState autocast)
       : fn_(std::move(fn)), preserve_rng_(preserve_rng), rng_(std::move(rng)), autocast_(autocast) {
+    // Through the saved-tensor hooks like every node's saves (PyTorch's checkpoint keeps its
+    // inputs with save_for_backward, which the hooks see too).
     for (const Tensor& t : inputs) {
-      saved_.emplace_back(t, /*is_output=*/false, nullptr);
+      saved_.emplace_back(t, /*is_output=*/false, current_saved_tensor_hooks());
       requires_grad_.push_back(t.defined() && t.requires_grad());
     }
   }

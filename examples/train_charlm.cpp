@@ -6,6 +6,11 @@
 //   ./memgrad example train_charlm --steps 300 --context 64 --width 128 --layers 2
 //   ./memgrad example train_charlm --text my_book.txt --device sim:0 --memory-limit 512MiB
 //   ./memgrad lab record -- train_charlm --device sim:0 --steps 2 --sample-length 0
+//   ./memgrad example train_charlm --context-study   # forward memory at 1x, 2x, 4x the context
+//
+// The report after training splits what the first forward keeps for backward into its parts,
+// each expected from the shapes (examples/charlm/forward_memory.h, docs/transformer-memory.md).
+// The progress line's "acc" is the next-character accuracy (argmax over the batch).
 //
 // Trace phases: "forward" (set here), "backward", "optimizer", "zero_grad" (autograd and the
 // optimizer), "eval" and "sample".
@@ -26,11 +31,14 @@
 #include "engine/nn/attention.h"
 #include "engine/nn/functional.h"
 #include "engine/optim/optimizer.h"
+#include "examples/charlm/charlm_model.h"
+#include "examples/charlm/forward_memory.h"
 #include "examples/common/progress.h"
 #include "examples/common/report.h"
 #include "examples/common/train_options.h"
 
 using namespace memgrad;
+using examples::CharLM;
 using examples::rounded;
 
 namespace {
@@ -112,53 +120,6 @@ class RandomWindows final : public data::Dataset {
   uint64_t seed_;
 };
 
-class CharLM : public nn::UnaryModule {
- public:
-  CharLM(int64_t vocab, int64_t width, int64_t layers, int64_t heads, int64_t context,
-         double dropout, int64_t checkpoint_segments, Device device)
-      : context_(context), segments_(checkpoint_segments) {
-    tok_ = register_module("tok_emb", std::make_shared<nn::Embedding>(vocab, width, device));
-    pos_ = register_module("pos_emb", std::make_shared<nn::Embedding>(context, width, device));
-    for (int64_t l = 0; l < layers; ++l) {
-      blocks_.push_back(register_module(
-          fmt::format("blocks.{}", l),
-          std::make_shared<nn::TransformerBlock>(width, heads, context, dropout, device)));
-    }
-    ln_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{width}, 1e-5, true, device));
-    head_ = register_module("head", std::make_shared<nn::Linear>(width, vocab,
-                                                                 nn::LinearOptions{true, device, kFloat32}));
-  }
-  // idx (B, T) int64 -> logits (B, T, vocab)
-  Tensor forward(const Tensor& idx) override {
-    const int64_t T = idx.size(1);
-    const Tensor positions = arange(T, TensorOptions(kInt64).with_device(idx.device()));
-    Tensor h = tok_->forward(idx) + pos_->forward(positions);
-    if (segments_ > 0 && is_training()) {
-      h = autograd::checkpoint_sequential(blocks_, segments_, h);
-    } else {
-      for (const auto& b : blocks_) h = b->forward(h);
-    }
-    return head_->forward(ln_->forward(h));
-  }
-  std::string name() const override { return "CharLM"; }
-  int64_t context() const { return context_; }
-
- private:
-  int64_t context_;
-  int64_t segments_;  // activation checkpointing over the blocks (0: off)
-  std::shared_ptr<nn::Embedding> tok_, pos_;
-  std::vector<std::shared_ptr<nn::UnaryModule>> blocks_;
-  std::shared_ptr<nn::LayerNorm> ln_;
-  std::shared_ptr<nn::Linear> head_;
-};
-
-Tensor loss_of(CharLM& model, const data::Example& batch, bool amp = false) {
-  autograd::AutocastGuard autocast(amp);
-  const Tensor logits = model.forward(batch.input);
-  const int64_t V = logits.size(-1);
-  return nn::cross_entropy(logits.reshape({-1, V}), batch.target.reshape({-1}));
-}
-
 double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t batch) {
   TracePhaseScope phase("eval");
   NoGradGuard no_grad;
@@ -167,7 +128,7 @@ double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t 
   double sum = 0.0;
   int64_t n = 0;
   while (auto b = loader.next()) {
-    sum += loss_of(model, *b).item<double>();
+    sum += examples::charlm_loss(model, b->input, b->target, false).loss.item<double>();
     ++n;
   }
   model.train();
@@ -206,6 +167,64 @@ std::string sample(CharLM& model, const Corpus& corpus, const std::string& promp
   return out;
 }
 
+// What one forward keeps at 1x, 2x and 4x the context: the attention probabilities grow 4x per
+// doubling, everything else 2x.
+int print_context_study(const examples::CharLMShape& shape, int64_t batch, Device device) {
+  const std::vector<int64_t> contexts{shape.context, 2 * shape.context, 4 * shape.context};
+  const std::vector<examples::ContextPoint> points =
+      examples::context_growth(shape, batch, contexts, device);
+  examples::MemoryReport report(fmt::format(
+      "What one training forward keeps for backward at three context lengths (batch {}, width "
+      "{}, {} blocks, {} heads):",
+      batch, shape.width, shape.layers, shape.heads));
+  for (const examples::ContextPoint& p : points) {
+    report.add(fmt::format("context {:>4}: attention probabilities (B, H, T, T)", p.context),
+               p.expected_attention, p.attention);
+    report.add(fmt::format("context {:>4}: everything else", p.context), p.expected_rest, p.rest);
+  }
+  report.print();
+  fmt::print("\n");
+  for (size_t i = 1; i < points.size(); ++i) {
+    const auto ratio = [](int64_t a, int64_t b) { return static_cast<double>(a) / static_cast<double>(b); };
+    fmt::print("context {} -> {}: attention x{:.2f}, everything else x{:.2f}\n",
+               points[i - 1].context, points[i].context,
+               ratio(points[i].attention, points[i - 1].attention),
+               ratio(points[i].rest, points[i - 1].rest));
+  }
+  const examples::ContextPoint& last = points.back();
+  fmt::print("\nconclusion: each doubling of the context multiplies the attention probabilities "
+             "by 4 (B x H x T x T floats per block) and everything else by about 2, so at "
+             "context {} the attention is {:.0f}% of what the forward keeps.\n",
+             last.context,
+             100.0 * static_cast<double>(last.attention) /
+                 static_cast<double>(last.attention + last.rest));
+  return report.all_match() ? 0 : 2;
+}
+
+// The forward's parts as report rows, then their sum against the allocator's count. With
+// dropout the masks are not in the expectations: the rows are shown as measured only.
+void add_forward_rows(examples::MemoryReport& report, const examples::ForwardMemory& kept,
+                      double dropout) {
+  for (const examples::ForwardPart& part : kept.parts) {
+    if (part.expected == 0 && part.measured == 0 && part.what != "anything else saved") continue;
+    if (dropout > 0.0) {
+      report.note("forward: " + part.what, part.measured);
+    } else {
+      report.add("forward: " + part.what, part.expected, part.measured);
+    }
+  }
+  report.add("forward: the loss (0-d)", rounded(4), kept.loss);
+  report.add("forward: cached blocks served whole (<= 1 MiB left over)", kept.expected_served_whole,
+             kept.served_whole);
+  report.add("forward: kept but saved by no node (a leak if not 0)", 0, kept.unaccounted);
+  if (dropout > 0.0) {
+    report.note("forward (+ everything saved for backward, the loss)", kept.measured_total);
+  } else {
+    report.add("forward (+ everything saved for backward, the loss)", kept.expected_total,
+               kept.measured_total);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -223,6 +242,9 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", dropout, "Dropout probability")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   app.add_option("--text", text_path, "A text file or a directory of text files")->capture_default_str();
   app.add_option("--sample-length", sample_length, "Characters to sample at the end")->capture_default_str();
+  bool context_study = false;
+  app.add_flag("--context-study", context_study,
+               "Measure what one forward keeps at 1x, 2x and 4x --context, without training");
   CLI11_PARSE(app, argc, argv);
   if (opt.describe) {
     fmt::print("{}\n", "a small character-level transformer trained on a text, then sampling");
@@ -243,8 +265,10 @@ int main(int argc, char** argv) {
       throw ValueError(fmt::format("--checkpoint-segments {} exceeds --layers {}",
                                    opt.checkpoint_segments, layers));
     }
-    CharLM model(static_cast<int64_t>(corpus.vocab.size()), width, layers, heads, context, dropout,
-                 opt.checkpoint_segments, device);
+    const examples::CharLMShape shape{static_cast<int64_t>(corpus.vocab.size()), width, layers,
+                                      heads, context};
+    if (context_study) return print_context_study(shape, opt.batch_size, device);
+    CharLM model(shape, dropout, opt.checkpoint_segments, device);
     examples::MemoryReport report("Memory during the first training step (device allocator):");
     int64_t params = 0;
     for (const Tensor& p : model.parameters()) params += rounded(static_cast<int64_t>(p.nbytes()));
@@ -266,24 +290,33 @@ int main(int argc, char** argv) {
                                     .device = device});
     autograd::GradScaler scaler({.enabled = opt.amp});
     examples::ProgressBar bar("training", steps);
-    double loss_avg = 0.0;
+    double loss_avg = 0.0, accuracy_avg = 0.0;
+    const examples::ForwardMode mode{opt.amp, opt.checkpoint_segments};
     for (int64_t step = 0; step < steps; ++step) {
       const std::optional<data::Example> batch = loader.next();
       const bool first = step == 0;
       if (first) loader.wait_until_prefetched();
       const int64_t before = static_cast<int64_t>(memory_allocated(device));
-      Tensor loss;
+      examples::LossAndAccuracy result;
       {
         TracePhaseScope phase("forward");  // autograd and the optimizer label the other phases
-        loss = loss_of(model, *batch, opt.amp);
+        if (first) {
+          // The first forward runs under the census: each part of what it keeps, expected and
+          // measured, and their sum against the allocator's count.
+          const examples::ForwardMemory kept =
+              examples::measure_forward(model, batch->input, batch->target, mode, &result);
+          add_forward_rows(report, kept, dropout);
+        } else {
+          result = examples::charlm_loss(model, batch->input, batch->target, opt.amp);
+        }
       }
+      const Tensor& loss = result.loss;
       const int64_t forward = static_cast<int64_t>(memory_allocated(device)) - before;
       scaler.scale(loss).backward();
       const int64_t backward = static_cast<int64_t>(memory_allocated(device)) - before - forward;
       if (first) {
         // Everything forward allocated except the 0-d loss is saved for backward, and backward
         // frees all of it while it allocates the gradients.
-        report.note("forward (+ everything saved for backward, the loss)", forward);
         report.add("backward (+ gradients - what forward saved)", params - (forward - rounded(4)),
                    backward);
       }
@@ -303,7 +336,9 @@ int main(int argc, char** argv) {
       }
       const double l = loss.item<double>();
       loss_avg = step == 0 ? l : 0.95 * loss_avg + 0.05 * l;
-      bar.update(step + 1, loss_avg, std::exp(-loss_avg));
+      accuracy_avg = step == 0 ? result.accuracy : 0.95 * accuracy_avg + 0.05 * result.accuracy;
+      // acc: the share of next characters the model's argmax gets right (running average).
+      bar.update(step + 1, loss_avg, accuracy_avg);
     }
     bar.finish();
     const double val_loss = evaluate(model, val, device, opt.batch_size);

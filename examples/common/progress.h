@@ -1,7 +1,8 @@
 // A one-line progress bar for training loops: "epoch 2/10 [#####-----] 235/469 loss 0.41 acc
-// 85.3% 1.2s" (the second metric is accuracy for classifiers; train_charlm shows exp(-loss),
-// the geometric-mean probability of the right next character). On a terminal it redraws in place; otherwise (logs, docs) it prints one line per
-// epoch so the output stays readable.
+// 85.3% 1.2s". Both metrics are running averages over the batches: the loss, and the accuracy
+// (the share of predictions whose argmax is the label: images for train_mlp, next characters for
+// train_charlm). On a terminal it redraws in place; otherwise (logs, docs) it prints one line
+// per epoch so the output stays readable.
 #pragma once
 
 #include <chrono>
