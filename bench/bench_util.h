@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -71,6 +72,18 @@ inline void report(const char* name, double value, const char* unit) {
 inline void report_missing(const char* name, const char* unit) {
   std::printf("%s: n/a %s\n", name, unit);
   std::fflush(stdout);
+}
+
+// Resident set size of this process now, in MiB (/proc/self/statm counts pages); 0 if unknown.
+inline double current_rss_mib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0.0;
+  long pages = 0, resident = 0;
+  const int read = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return read == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) /
+                         (1024.0 * 1024.0)
+                   : 0.0;
 }
 
 // Peak resident set size of this process so far, in MiB (getrusage ru_maxrss is in KiB).

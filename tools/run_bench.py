@@ -55,6 +55,10 @@ class Benchmark(NamedTuple):
     quick_args: tuple = ()
     peer: Optional[str] = None  # the libtorch peer program, relative to the build directory
     targets: tuple = ()
+    # The peer is the same program in another build directory (a sibling of the build
+    # directory), e.g. "build-cuda": its side is labelled with it instead of libtorch.
+    peer_build: Optional[str] = None
+    in_default_set: bool = True  # run by a plain `./memgrad bench`
 
 
 BENCHMARKS = [
@@ -68,6 +72,11 @@ BENCHMARKS = [
     Benchmark("io", "bench/io_bench",
               "safetensors: encode and decode a header of 200k entries (linear-time parsing)",
               ("--quick",)),
+    Benchmark("startup", "bench/startup_bench",
+              "resident memory at start and after a CPU training step, CPU build vs CUDA build "
+              "(the CUDA libraries must not cost a CPU run anything); needs nvcc",
+              ("--quick",), peer="bench/startup_bench", peer_build="build-cuda",
+              targets=(Target("cpu_run_rss", ">=", 0.8),), in_default_set=False),
     Benchmark("ops", "bench/ops_bench",
               "per-op overhead (with and without autograd), 16M elementwise, SGEMM, softmax, "
               "backward of a 1000-op chain; vs libtorch",
@@ -109,7 +118,7 @@ def parse_args(argv):
 def select(names):
     """The benchmarks named (all when none), or exits with the list of known names."""
     if not names:
-        return list(BENCHMARKS)
+        return [b for b in BENCHMARKS if b.in_default_set]
     by_name = {b.name: b for b in BENCHMARKS}
     unknown = [n for n in names if n not in by_name]
     if unknown:
@@ -234,7 +243,7 @@ def print_figures(ours, peer):
         if peer:
             a, b = ours.median(name), peer.median(name)
             ratio = fmt(a / b) if a is not None and b else "n/a"
-            print(f"{name} ratio memgrad/libtorch: {ratio}")
+            print(f"{name} ratio {ours.label}/{peer.label}: {ratio}")
 
 
 def check_targets(bench, ours, peer):
@@ -247,7 +256,7 @@ def check_targets(bench, ours, peer):
             what = f"memgrad {t.metric} {t.op} {t.bound} x memgrad {t.relative_to}"
             value = a / ref if a is not None and ref else None
         else:
-            what = f"{t.metric} ratio memgrad/libtorch {t.op} {t.bound}"
+            what = f"{t.metric} ratio {ours.label}/{peer.label} {t.op} {t.bound}"
             b = peer.median(t.metric) if peer else None
             value = a / b if a is not None and b else None
         if value is None:
@@ -265,11 +274,26 @@ def run_compared(bench, build_dir, quick, repeats, no_peer):
     non-zero when a run fails, the peer is missing (unless no_peer) or a target fails."""
     path = os.path.join(build_dir, bench.program)
     args = list(bench.quick_args if quick else ())
-    ours = Side("memgrad", [path, *args], dict(os.environ))
     peer = None
-    peer_path = os.path.join(build_dir, bench.peer)
+    if bench.peer_build:
+        # The same program in a sibling build directory: "build" against "build-cuda".
+        ours = Side(os.path.basename(os.path.abspath(build_dir)), [path, *args], dict(os.environ))
+        peer_dir = os.path.join(os.path.dirname(os.path.abspath(build_dir)), bench.peer_build)
+        peer_path = os.path.join(peer_dir, bench.peer)
+        if not no_peer and os.access(peer_path, os.X_OK):
+            peer = Side(bench.peer_build, [peer_path, *args], dict(os.environ))
+    else:
+        ours = Side("memgrad", [path, *args], dict(os.environ))
+        peer_path = os.path.join(build_dir, bench.peer)
     if no_peer:
         print("--no-peer: running memgrad's side only, no ratios and no targets", flush=True)
+    elif bench.peer_build:
+        if peer is None:
+            print(f"run_bench: error: {peer_path} is not built, so the {bench.peer_build} side "
+                  f"cannot be measured (`./memgrad bench {bench.name}` builds it where nvcc "
+                  f"exists); `--no-peer` runs this build's side alone.", file=sys.stderr,
+                  flush=True)
+            return 1
     elif os.access(peer_path, os.X_OK):
         env, note = peer_environment(peer_path)
         peer = Side("libtorch", [peer_path, *args], env)

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 
@@ -257,14 +258,14 @@ BlasSession::BlasSession(int device) {
   DeviceState& s = state(device);
   lock_ = std::unique_lock<std::mutex>(s.blas_mutex);
   if (s.blas == nullptr) {
-    MEMGRAD_CUBLAS_CHECK(cublasCreate(&s.blas));
+    MEMGRAD_CUBLAS_CHECK(cublas_api().create(&s.blas));
     // Plain float32 math unless TF32 is allowed per call (gemm.cpp picks the compute type).
-    MEMGRAD_CUBLAS_CHECK(cublasSetMathMode(s.blas, CUBLAS_DEFAULT_MATH));
+    MEMGRAD_CUBLAS_CHECK(cublas_api().set_math_mode(s.blas, CUBLAS_DEFAULT_MATH));
   }
   handle_ = s.blas;
   const StreamId stream = current_stream(device);
   // cublasSetStream also resets the workspace to cuBLAS's own: set ours after it.
-  MEMGRAD_CUBLAS_CHECK(cublasSetStream(handle_, stream_handle(device, stream)));
+  MEMGRAD_CUBLAS_CHECK(cublas_api().set_stream(handle_, stream_handle(device, stream)));
   if (s.workspace_allocator == nullptr) return;
   auto it = s.workspaces.find(stream);
   if (it == s.workspaces.end()) {
@@ -273,7 +274,7 @@ BlasSession::BlasSession(int device) {
     it = s.workspaces.emplace(stream, w).first;
   }
   MEMGRAD_CUBLAS_CHECK(
-      cublasSetWorkspace(handle_, it->second.block.ptr, it->second.block.requested));
+      cublas_api().set_workspace(handle_, it->second.block.ptr, it->second.block.requested));
 }
 
 void set_workspace_allocator(int device, Allocator* allocator) {

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 
@@ -116,12 +117,12 @@ void CudaBackend::gemm(const GemmArgs& args) {
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta_f;
   BlasSession session(device_);
   if (g.batch == 1) {
-    check_cublas(cublasGemmEx_64(session.handle(), b.op, a.op, g.n, g.m, g.k, alpha, b.data,
-                                 types.data, b.ld, a.data, types.data, a.ld, beta, g.c, types.data,
-                                 g.ldc, types.compute, CUBLAS_GEMM_DEFAULT),
+    check_cublas(cublas_api().gemm_ex(session.handle(), b.op, a.op, g.n, g.m, g.k, alpha, b.data,
+                                      types.data, b.ld, a.data, types.data, a.ld, beta, g.c,
+                                      types.data, g.ldc, types.compute, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx_64", shapes(g));
   } else {
-    check_cublas(cublasGemmStridedBatchedEx_64(
+    check_cublas(cublas_api().gemm_strided_batched_ex(
                      session.handle(), b.op, a.op, g.n, g.m, g.k, alpha, b.data, types.data, b.ld,
                      b.batch_stride, a.data, types.data, a.ld, a.batch_stride, beta, g.c,
                      types.data, g.ldc, g.batch_stride_c, g.batch, types.compute,
