@@ -1,7 +1,7 @@
 // Bad input to the engine: sizes whose products overflow, views that reach outside their
 // storage, device indices out of range, scalars with no value in the tensor's dtype, undefined
 // tensors. Each is a typed error with the offending values, never a crash, a wrapped count or a
-// write into another tensor's bytes (the reproducers of a fault probe, and their neighbours).
+// write into another tensor's bytes (each case reproduces a failure once seen, or a neighbour).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -53,7 +53,7 @@ TEST_CASE("a tensor of more bytes than size_t holds is a ShapeError, one above 1
 }
 
 TEST_CASE("under a lab policy an absurd tensor never shares another tensor's bytes") {
-  // The reproducer: under policy:first_fit, empty({2^62 - 1}) got a 0-byte block at the next
+  // Once: under policy:first_fit, empty({2^62 - 1}) got a 0-byte block at the next
   // tensor's address, and writing it changed that tensor.
   const Device device(DeviceType::Sim, 11);
   AllocatorConfig config;

@@ -1,7 +1,7 @@
 // Faults that must lose nothing: grad mode after an exception inside an op, loads that fail
 // half-way, files written while others read them or while the disk refuses them, and
-// safetensors files the format's own loader would reject. Each case is a fault probe's
-// reproducer or a neighbour of one.
+// safetensors files the format's own loader would reject. Each case reproduces a failure once
+// seen, or a neighbour of one.
 #include <doctest/doctest.h>
 #include <sys/resource.h>
 #include <unistd.h>
