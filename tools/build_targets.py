@@ -22,6 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_bench  # noqa: E402
+from run_example import resolve_name  # noqa: E402
 
 EXAMPLE_DIRS = ("examples", os.path.join("examples", "behaviours"))
 
@@ -48,11 +49,8 @@ def examples(build_dir):
 
 def resolve_example(found, name):
     """The target of an example named in full or as a behaviour id (b05, B5), or None."""
-    if name in found:
-        return found[name]
-    short = name.lower().lstrip("b").zfill(2)
-    matches = [t for n, t in sorted(found.items()) if n[0] == "b" and n[1:3] == short]
-    return matches[0] if len(matches) == 1 else None
+    resolved = resolve_name(found, name)
+    return found[resolved] if resolved is not None else None
 
 
 def example_targets(build_dir, args):

@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_example import find_examples  # noqa: E402
+from run_example import find_examples, resolve_name  # noqa: E402
 
 
 # The exit status of a program whose MEMGRAD_TRACE could not be written (engine/memory.cpp).
@@ -43,12 +43,9 @@ def lab_tool(build_dir):
 def resolve_program(build_dir, name):
     """An example name (train_mlp, fragmenter, b20 / B20 / b20_memory_timeline) or a path."""
     examples = find_examples(build_dir)
-    if name in examples:
-        return examples[name]
-    short = name.lower().lstrip("b").zfill(2)
-    matches = [p for n, p in sorted(examples.items()) if n[0] == "b" and n[1:3] == short]
-    if len(matches) == 1:
-        return matches[0]
+    resolved = resolve_name(examples, name)
+    if resolved is not None:
+        return examples[resolved]
     if os.access(name, os.X_OK) and os.path.isfile(name):
         return name
     sys.exit(f"lab: unknown program '{name}' (`./memgrad example list` shows the examples)")

@@ -36,6 +36,16 @@ def behaviours(examples):
     return [n for n in sorted(examples) if len(n) > 3 and n[0] == "b" and n[1:3].isdigit()]
 
 
+def resolve_name(names, name):
+    """The example `name` stands for among `names`: itself, or the behaviour whose id it gives
+    ("b05", "B5"); None when it names none or several."""
+    if name in names:
+        return name
+    short = name.lower().lstrip("b").zfill(2)
+    matches = [n for n in behaviours(names) if n[1:3] == short]
+    return matches[0] if len(matches) == 1 else None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,15 +76,12 @@ def main():
               f"behaviour examples matched their expectations"
               + (f"; mismatches: {', '.join(failed)}" if failed else ""))
         return 1 if failed else 0
-    if opts.name not in examples:
-        # Accept "b05" or "B5" as short names.
-        short = opts.name.lower().lstrip("b").zfill(2)
-        matches = [n for n in behaviours(examples) if n[1:3] == short]
-        if len(matches) != 1:
-            print(f"unknown example '{opts.name}'; `./memgrad example list` shows them",
-                  file=sys.stderr)
-            return 2
-        opts.name = matches[0]
+    name = resolve_name(examples, opts.name)
+    if name is None:
+        print(f"unknown example '{opts.name}'; `./memgrad example list` shows them",
+              file=sys.stderr)
+        return 2
+    opts.name = name
     os.execv(examples[opts.name], [examples[opts.name]] + opts.args)
 
 
