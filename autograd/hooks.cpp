@@ -60,4 +60,12 @@ SaveOnHostGuard::SaveOnHostGuard(bool pin_memory)
             return copy.tensor.to(copy.device, /*non_blocking=*/copy.tensor.is_pinned());
           }) {}
 
+ObserveSavedTensorsGuard::ObserveSavedTensorsGuard(std::function<void(const Tensor&)> observe)
+    : guard_(
+          [observe = std::move(observe)](const Tensor& t) -> std::any {
+            observe(t);
+            return t;
+          },
+          [](const std::any& packed) { return std::any_cast<Tensor>(packed); }) {}
+
 }  // namespace memgrad::autograd

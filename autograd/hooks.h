@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "autograd/autograd_meta.h"
 #include "autograd/saved_tensor.h"
@@ -36,6 +37,17 @@ const SavedTensorHooks* current_saved_tensor_hooks();
 class SaveOnHostGuard {
  public:
   explicit SaveOnHostGuard(bool pin_memory = false);
+
+ private:
+  SavedTensorHooksGuard guard_;
+};
+
+// Calls `observe` with every tensor saved in its scope on this thread and keeps the tensor as it
+// is: a census of what a forward saves (examples B14 and train_charlm sort it into parts). As
+// with any pack hook, a tensor it saw is not version-checked at unpack.
+class ObserveSavedTensorsGuard {
+ public:
+  explicit ObserveSavedTensorsGuard(std::function<void(const Tensor&)> observe);
 
  private:
   SavedTensorHooksGuard guard_;

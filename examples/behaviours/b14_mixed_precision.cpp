@@ -105,12 +105,7 @@ ForwardKept forward_kept(nn::Sequential& model, const Tensor& x, const Tensor& t
   const int64_t before = allocated_on(device);
   Tensor loss;
   {
-    autograd::SavedTensorHooksGuard hooks(
-        [&census](const Tensor& t) -> std::any {
-          census.add(t);
-          return t;
-        },
-        [](const std::any& packed) { return std::any_cast<Tensor>(packed); });
+    autograd::ObserveSavedTensorsGuard hooks([&census](const Tensor& t) { census.add(t); });
     autograd::AutocastGuard autocast(amp);
     loss = nn::cross_entropy(model.forward(x), target);
   }  // leaving the autocast region frees the cached weight casts nobody saved

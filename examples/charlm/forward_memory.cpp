@@ -157,12 +157,7 @@ ForwardMemory measure_forward(CharLM& model, const Tensor& idx, const Tensor& ta
   const auto before = static_cast<int64_t>(memory_allocated(device));
   LossAndAccuracy out;
   {
-    autograd::SavedTensorHooksGuard hooks(
-        [&census](const Tensor& t) -> std::any {
-          census.add(t);
-          return t;
-        },
-        [](const std::any& packed) { return std::any_cast<Tensor>(packed); });
+    autograd::ObserveSavedTensorsGuard hooks([&census](const Tensor& t) { census.add(t); });
     out = charlm_loss(model, idx, target, mode.amp);
   }
   m.measured_total = static_cast<int64_t>(memory_allocated(device)) - before;
