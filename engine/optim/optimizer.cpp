@@ -84,21 +84,18 @@ void Optimizer::check_state_names(const OptimizerState& state,
     return key == fmt::format("state.{}.{}", index, field) &&
            std::any_of(fields.begin(), fields.end(), [&](const char* f) { return field == f; });
   };
+  auto stranger = [&](const std::string& key) {
+    return CheckpointError(fmt::format("[optim] the saved state holds '{}', which is not state of "
+                                       "{} over {} parameters (saved by another optimizer?)",
+                                       key, name(), params_.size()));
+  };
   for (const auto& [key, t] : state.tensors) {
-    if (!known(key, tensor_names)) {
-      throw CheckpointError(fmt::format("[optim] the saved state holds '{}', which is not state of "
-                                        "{} over {} parameters (saved by another optimizer?)",
-                                        key, name(), params_.size()));
-    }
+    if (!known(key, tensor_names)) throw stranger(key);
   }
   for (const auto& [key, value] : state.scalars) {
     const bool global = key == "lr" || std::any_of(global_scalars.begin(), global_scalars.end(),
                                                    [&](const char* g) { return key == g; });
-    if (!global && !known(key, scalar_names)) {
-      throw CheckpointError(fmt::format("[optim] the saved state holds '{}', which is not state of "
-                                        "{} over {} parameters (saved by another optimizer?)",
-                                        key, name(), params_.size()));
-    }
+    if (!global && !known(key, scalar_names)) throw stranger(key);
   }
   if (auto it = state.scalars.find("lr"); it != state.scalars.end() && !(it->second >= 0.0 &&
                                                                         std::isfinite(it->second))) {
