@@ -178,7 +178,10 @@ TEST_CASE("a checkpoint that fails to load changes neither the model nor the opt
   auto saved_model = two_layers();
   optim::Adam saved_opt(saved_model->parameters(), {.lr = 0.02});
   adam_steps(*saved_model, saved_opt, 2);
-  io::save_checkpoint(path, *saved_model, saved_opt, {.step = 2, .epoch = 1});
+  io::TrainingState saved_state;
+  saved_state.step = 2;
+  saved_state.epoch = 1;
+  io::save_checkpoint(path, *saved_model, saved_opt, saved_state);
 
   struct Case {
     const char* what;
