@@ -27,13 +27,10 @@ void refresh_view_history(const Tensor& t, AutogradMeta& meta) {
   if (!t.is_view() || meta.view_version == t.version()) return;
   const Tensor base = view_base_of(t);
   if (!base.requires_grad()) return;
-  OpAttrs attrs;
-  attrs.sizes = t.sizes();
-  attrs.strides = t.strides();
-  attrs.start = t.storage_offset();
   const Tensor inputs[] = {base};
   const Tensor outputs[] = {t};
-  make_op_node(OpKind::AsStrided, formula_for(OpKind::AsStrided), inputs, outputs, attrs);
+  record_op(OpKind::AsStrided, inputs, outputs,
+            AsStridedAttrs{t.sizes(), t.strides(), t.storage_offset()});
 }
 
 }  // namespace

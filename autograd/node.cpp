@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 
 #include <atomic>
+#include <utility>
 
 #include "autograd/hooks.h"
 
@@ -14,8 +15,8 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
-OpNode::OpNode(OpKind kind, Formula formula, const OpAttrs& attrs)
-    : kind_(kind), formula_(formula), attrs_(attrs) {}
+OpNode::OpNode(OpKind kind, Formula formula, OpAttrs attrs)
+    : kind_(kind), formula_(formula), attrs_(std::move(attrs)) {}
 
 std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grad_outputs) {
   return formula_(*this, grad_outputs);
@@ -27,12 +28,14 @@ void OpNode::release_saved() {
 
 std::string OpNode::name() const { return backward_name(kind_); }
 
-size_t OpNode::save(const Tensor& t, bool is_output) {
-  saved_.emplace_back(t, is_output, current_saved_tensor_hooks());
-  return saved_.size() - 1;
+void OpNode::save_at(size_t slot, const Tensor& t, bool is_output) {
+  if (saved_.size() <= slot) saved_.resize(slot + 1);
+  saved_[slot] = SavedTensor(t, is_output, current_saved_tensor_hooks());
 }
 
-Tensor OpNode::unpack(size_t i) { return saved_.at(i).unpack(*this); }
+Tensor OpNode::unpack_at(size_t slot) {
+  return slot < saved_.size() ? saved_[slot].unpack(*this) : Tensor();
+}
 
 std::string backward_name(OpKind kind) {
   // PascalCase of the op's name: "log_softmax" -> "LogSoftmaxBackward".

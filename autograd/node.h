@@ -10,10 +10,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "autograd/autograd_meta.h"
+#include "allocator/error.h"
 #include "autograd/saved_tensor.h"
 #include "engine/autograd_seam.h"
 #include "engine/op_kind.h"
@@ -75,35 +78,64 @@ class Node : public std::enable_shared_from_this<Node> {
 
 // The node of an engine op: the op's kind and attributes, its saved tensors, the metadata of its
 // inputs, and the formula that computes its backward.
+//
+// Saved tensors live in named slots: each op declares an enum of what it saves
+// (`enum Saved { kSelf, kOther }`) and calls save(kSelf, x) in its recorder and unpack(kSelf) in
+// its formula. A slot that was never filled (the op saves a tensor only when another input needs
+// a gradient) unpacks as an undefined tensor.
 class OpNode final : public Node {
  public:
   using Formula = std::vector<Tensor> (*)(OpNode& node, const std::vector<Tensor>& grad_outputs);
 
-  OpNode(OpKind kind, Formula formula, const OpAttrs& attrs);
+  OpNode(OpKind kind, Formula formula, OpAttrs attrs);
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
   void release_saved() override;
   std::string name() const override;
 
-  // Saves `t` for backward; `is_output` for the op's own outputs (stored without their history
-  // to avoid a reference cycle). Returns its index in saved().
-  size_t save(const Tensor& t, bool is_output = false);
-  // The saved tensor `i`, checked against in-place modification and release.
-  Tensor unpack(size_t i);
+  // Saves `t` (an input of the op, or an input's value) in `slot` for backward.
+  template <class Slot>
+    requires std::is_enum_v<Slot>
+  void save(Slot slot, const Tensor& t) {
+    save_at(static_cast<size_t>(slot), t, /*is_output=*/false);
+  }
+  // Saves the op's own output `t` in `slot` (kept without its history, which is this node: a
+  // reference cycle otherwise).
+  template <class Slot>
+    requires std::is_enum_v<Slot>
+  void save_output(Slot slot, const Tensor& t) {
+    save_at(static_cast<size_t>(slot), t, /*is_output=*/true);
+  }
+  // The tensor saved in `slot`, checked against in-place modification and release; undefined
+  // when nothing was saved there.
+  template <class Slot>
+    requires std::is_enum_v<Slot>
+  Tensor unpack(Slot slot) {
+    return unpack_at(static_cast<size_t>(slot));
+  }
 
   // Whether input `i` needs a gradient (its edge is valid).
   bool needs_grad(size_t i) const { return i < next_edges().size() && next_edges()[i].valid(); }
 
   OpKind kind() const { return kind_; }
-  const OpAttrs& attrs() const { return attrs_; }
+  // The op's attributes as the struct its kind carries (op_kind.h); InternalError for another.
+  template <class Attrs>
+  const Attrs& attrs() const {
+    const Attrs* a = std::get_if<Attrs>(&attrs_);
+    internal_check(a != nullptr, "an op node read attributes of another op family");
+    return *a;
+  }
   std::vector<TensorMeta>& input_meta() { return input_meta_; }
   const TensorMeta& input(size_t i) const { return input_meta_[i]; }
 
  private:
+  void save_at(size_t slot, const Tensor& t, bool is_output);
+  Tensor unpack_at(size_t slot);
+
   OpKind kind_;
   Formula formula_;
   OpAttrs attrs_;
-  std::vector<SavedTensor> saved_;
+  std::vector<SavedTensor> saved_;  // indexed by the op's Saved slots
   std::vector<TensorMeta> input_meta_;
 };
 

@@ -51,13 +51,7 @@ class Seam final : public AutogradSeam {
  public:
   void record(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
               const OpAttrs& attrs) override {
-    const OpEntry& entry = op_entry(kind);
-    if (entry.record == nullptr) {
-      throw AutogradError(fmt::format("[{}] this op has no backward formula in memgrad; compute "
-                                      "it under NoGradGuard or on detached inputs",
-                                      op_name(kind)));
-    }
-    entry.record(inputs, outputs, attrs);
+    record_op(kind, inputs, outputs, attrs);
   }
 
   std::shared_ptr<void> begin_inplace(OpKind kind, const Tensor& self,
@@ -77,7 +71,7 @@ class Seam final : public AutogradSeam {
     for (const Tensor& o : others) others_need = others_need || (o.defined() && o.requires_grad());
     if (!self.requires_grad() && !others_need) return nullptr;
     const OpEntry& entry = op_entry(kind);
-    if (entry.record == nullptr) {
+    if (entry.backward == nullptr) {
       throw AutogradError(fmt::format("[{}_] this in-place op has no backward formula in memgrad",
                                       op_name(kind)));
     }
@@ -85,8 +79,11 @@ class Seam final : public AutogradSeam {
     pending->kind = kind;
     pending->attrs = attrs;
     pending->others.assign(others.begin(), others.end());
-    const bool copy = (entry.reads_self_for_self && self.requires_grad()) ||
-                      (entry.reads_self_for_others && others_need);
+    const bool for_self = entry.reads_self == ReadsSelf::ForSelfGrad ||
+                          entry.reads_self == ReadsSelf::Always;
+    const bool for_others = entry.reads_self == ReadsSelf::ForOtherGrads ||
+                            entry.reads_self == ReadsSelf::Always;
+    const bool copy = (for_self && self.requires_grad()) || (for_others && others_need);
     Tensor value = self;
     if (copy) {
       NoGradGuard no_grad;
@@ -105,16 +102,15 @@ class Seam final : public AutogradSeam {
     auto& p = *static_cast<PendingInplace*>(handle.get());
     std::vector<Tensor> inputs = {p.old_self};
     inputs.insert(inputs.end(), p.others.begin(), p.others.end());
-    const OpEntry& entry = op_entry(p.kind);
     if (!p.on_view) {
       const Tensor outputs[] = {self};
-      entry.record(inputs, std::span<const Tensor>(outputs), p.attrs);  // self's new grad_fn
+      record_op(p.kind, inputs, outputs, p.attrs);  // self's new grad_fn
       return;
     }
     // The op's own node, built on a temporary alias so self's history is set below instead.
     const Tensor out = alias_with_history(self, Edge{});
     const Tensor outputs[] = {out};
-    entry.record(inputs, std::span<const Tensor>(outputs), p.attrs);
+    record_op(p.kind, inputs, outputs, p.attrs);
     const std::shared_ptr<Node> fn = meta_of(out).grad_fn;
     rebase_onto_base(p, self, fn);
   }
@@ -231,24 +227,20 @@ class Seam final : public AutogradSeam {
     }
     copy->output_meta().push_back(TensorMeta::of(base));
     set_history(base, 0, copy);
-    OpAttrs attrs;
-    attrs.sizes = self.sizes();
-    attrs.strides = self.strides();
-    attrs.start = self.storage_offset();
     const Tensor inputs[] = {base};
     const Tensor outputs[] = {self};
-    make_op_node(OpKind::AsStrided, formula_for(OpKind::AsStrided), inputs, outputs, attrs);
+    record_op(OpKind::AsStrided, inputs, outputs,
+              AsStridedAttrs{self.sizes(), self.strides(), self.storage_offset()});
   }
 };
 
+// Installed when this file is linked in: the static library is linked whole (see meson.build).
 Seam g_seam;
-const bool g_installed = [] {
+[[maybe_unused]] const bool g_installed = [] {
   set_autograd_seam(&g_seam);
   return true;
 }();
 
 }  // namespace
-
-bool autograd_installed() { return g_installed; }
 
 }  // namespace memgrad::autograd

@@ -2,7 +2,7 @@
 //
 // The engine runs every op; it never builds a graph. After (or, for in-place ops, around) the
 // kernel, a front-end op tells the seam what ran: the OpKind, the inputs, the outputs and the
-// few attributes a backward formula needs (OpAttrs). autograd/ implements the seam: it decides
+// op family's attributes (engine/op_attrs.h). autograd/ implements the seam: it decides
 // what each op saves and owns the backward formulas. Autocast plugs in before the kernel and may
 // replace the inputs with casts. The engine includes no autograd header; autograd installs its
 // implementation with set_autograd_seam() when it is linked in.
@@ -16,32 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/op_attrs.h"
 #include "engine/op_kind.h"
-#include "engine/shape.h"
 
 namespace memgrad {
 
 class Tensor;
 struct AutogradMeta;
-
-// What an op passes to autograd besides its tensors. Each op sets only the fields its backward
-// reads (documented per op in op_kind.h); the rest keep their defaults.
-struct OpAttrs {
-  double alpha = 1.0;          // add/sub alpha, scalar operand, pow exponent, clamp min, ...
-  double beta = 0.0;           // clamp max, addmm beta, ...
-  bool has_min = false;        // clamp: whether a lower bound was given
-  bool has_max = false;        // clamp: whether an upper bound was given
-  bool flag = false;           // keepdim, gelu tanh approximation, scalar operand on the left
-  int64_t dim = 0;             // softmax, select, narrow, slice, cat, gather, ... dimension
-  int64_t dim2 = 0;            // transpose's second dimension, diagonal's dims
-  int64_t start = 0;           // slice start, select index, diagonal offset, storage offset
-  int64_t step = 1;            // slice step
-  int64_t correction = 1;      // var/std: divide by N - correction
-  Shape dims;                  // reduction dims, permutation
-  Shape sizes;                 // input sizes (views, expand, reductions), as_strided sizes
-  Shape strides;               // as_strided strides
-  std::vector<int64_t> split;  // cat: input sizes along `dim`; pad: the padding
-};
 
 class AutogradSeam {
  public:

@@ -96,9 +96,7 @@ Tensor& Tensor::fill_(Scalar value) {
   detail::check_defined("fill_", *this);
   value.check_fits(dtype(), "fill_");
   TraceOpScope trace("fill_");
-  OpAttrs attrs;
-  attrs.alpha = value.to_double();
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, attrs);
+  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{value.to_double()});
   if (numel() > 0) kernels_for(device()).fill(operand(*this), value.to_double());
   rec.finish(*this);
   return *this;

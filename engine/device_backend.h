@@ -11,8 +11,15 @@
 #include "engine/device.h"
 #include "engine/storage.h"
 #include "engine/tensor.h"
+#include "kernels/backend.h"
 
 namespace memgrad {
+
+namespace detail {
+// The kernel backend computing on `device` (cpu and sim: the CPU backend; cuda:N: the CUDA
+// backend, DeviceError without it). Front-end ops reach kernels only through this.
+kernels::KernelBackend& kernels_for(Device device);
+}  // namespace detail
 
 // Throws DeviceError when cuda:`index` does not exist (or the build has no CUDA backend).
 void check_cuda_device(int index);

@@ -53,17 +53,21 @@ void check_binary(const char* name, const Tensor& a, const Tensor& b) {
   detail::check_same_device(name, a, b);
 }
 
-Tensor binary_op(const char* name, BinaryOp op, OpKind kind, const Tensor& a, const Tensor& b,
-                 double alpha) {
+// add and sub carry their alpha; the other binary ops need nothing beyond their tensors.
+OpAttrs binary_attrs(OpKind kind, double alpha) {
+  if (kind == OpKind::Add || kind == OpKind::Sub) return AlphaAttrs{alpha};
+  return NoAttrs{};
+}
+
+Tensor binary_op(const char* name, BinaryOp op, std::optional<OpKind> kind, const Tensor& a,
+                 const Tensor& b, double alpha) {
   check_binary(name, a, b);
   TraceOpScope trace(name);
   const Shape shape = result_shape(name, a, b);
   Tensor out = new_tensor(shape, binary_result(name, op, a.dtype(), b.dtype()), a.device());
   kernels_for(a.device()).binary(op, operand(out), operand(a, shape), operand(b, shape), alpha);
-  if (kind != OpKind::NumOpKinds && should_record({&a, &b})) {
-    OpAttrs attrs;
-    attrs.alpha = alpha;
-    detail::record(kind, {a, b}, {out}, attrs);
+  if (kind && should_record({&a, &b})) {
+    detail::record(*kind, {a, b}, {out}, binary_attrs(*kind, alpha));
   }
   return out;
 }
@@ -94,29 +98,24 @@ Tensor& binary_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, co
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
                                  name, dtype_name(result), dtype_name(a.dtype())));
   }
-  OpAttrs attrs;
-  attrs.alpha = alpha;
-  detail::InplaceRecord rec(kind, a, {b}, attrs);
+  detail::InplaceRecord rec(kind, a, {b}, binary_attrs(kind, alpha));
   kernels_for(a.device()).binary(op, operand(a), operand(a), operand(b, shape), alpha);
   rec.finish(a);
   return a;
 }
 
-Tensor scalar_op(const char* name, BinaryOp op, OpKind kind, const Tensor& a, Scalar s,
-                 bool scalar_first) {
+Tensor scalar_op(const char* name, BinaryOp op, std::optional<OpKind> kind, const Tensor& a,
+                 Scalar s, bool scalar_first) {
   detail::check_defined(name, a, "self");
   TraceOpScope trace(name);
-  const std::vector<Tensor> in = detail::autocast(kind, {a});
+  const std::vector<Tensor> in = kind ? detail::autocast(*kind, {a}) : std::vector<Tensor>{a};
   const Tensor& x = in[0];
   DType dt = kernels::is_comparison(op) ? kBool : scalar_result(x.dtype(), s);
   if (op == BinaryOp::Div) dt = float_result(dt);
   Tensor out = new_tensor(x.sizes(), dt, x.device());
   kernels_for(x.device()).binary_scalar(op, operand(out), operand(x), s.to_double(), scalar_first);
-  if (kind != OpKind::NumOpKinds && should_record({&x})) {
-    OpAttrs attrs;
-    attrs.alpha = s.to_double();
-    attrs.flag = scalar_first;
-    detail::record(kind, {x}, {out}, attrs);
+  if (kind && should_record({&x})) {
+    detail::record(*kind, {x}, {out}, ScalarAttrs{s.to_double(), scalar_first});
   }
   return out;
 }
@@ -130,9 +129,7 @@ Tensor& scalar_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, Sc
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
                                  name, dtype_name(dt), dtype_name(a.dtype())));
   }
-  OpAttrs attrs;
-  attrs.alpha = s.to_double();
-  detail::InplaceRecord rec(kind, a, {}, attrs);
+  detail::InplaceRecord rec(kind, a, {}, ScalarAttrs{s.to_double(), false});
   kernels_for(a.device()).binary_scalar(op, operand(a), operand(a), s.to_double(), false);
   rec.finish(a);
   return a;
@@ -156,10 +153,19 @@ DType unary_result(UnaryOp op, DType in) {
   return needs_float(op) ? float_result(in) : in;
 }
 
-Tensor unary_op(const char* name, UnaryOp op, OpKind kind, const Tensor& input) {
+// gelu carries which formula it computes; the other unary ops need nothing.
+OpAttrs unary_attrs(UnaryOp op) {
+  if (op == UnaryOp::GeluTanh || op == UnaryOp::GeluErf) {
+    return GeluAttrs{op == UnaryOp::GeluTanh};
+  }
+  return NoAttrs{};
+}
+
+Tensor unary_op(const char* name, UnaryOp op, std::optional<OpKind> kind, const Tensor& input) {
   detail::check_defined(name, input);
   TraceOpScope trace(name);
-  const std::vector<Tensor> in = detail::autocast(kind, {input});
+  const std::vector<Tensor> in =
+      kind ? detail::autocast(*kind, {input}) : std::vector<Tensor>{input};
   const Tensor& x = in[0];
   if (op == UnaryOp::Neg && x.dtype() == kBool) {
     throw DTypeError(fmt::format("[{}] negation of a bool tensor is not supported; use "
@@ -168,11 +174,7 @@ Tensor unary_op(const char* name, UnaryOp op, OpKind kind, const Tensor& input) 
   }
   Tensor out = new_tensor(x.sizes(), unary_result(op, x.dtype()), x.device());
   kernels_for(x.device()).unary(op, operand(out), operand(x));
-  if (kind != OpKind::NumOpKinds && should_record({&x})) {
-    OpAttrs attrs;
-    attrs.flag = op == UnaryOp::GeluTanh;
-    detail::record(kind, {x}, {out}, attrs);
-  }
+  if (kind && should_record({&x})) detail::record(*kind, {x}, {out}, unary_attrs(op));
   return out;
 }
 
@@ -193,22 +195,19 @@ Tensor& unary_inplace(const char* name, UnaryOp op, OpKind kind, Tensor& x) {
                                  name, dtype_name(unary_result(op, x.dtype())),
                                  dtype_name(x.dtype())));
   }
-  OpAttrs attrs;
-  detail::InplaceRecord rec(kind, x, {}, attrs);
+  detail::InplaceRecord rec(kind, x, {}, unary_attrs(op));
   kernels_for(x.device()).unary(op, operand(x), operand(x));
   rec.finish(x);
   return x;
 }
 
-OpAttrs clamp_attrs(const char* name, std::optional<Scalar> min, std::optional<Scalar> max) {
+ClampAttrs clamp_attrs(const char* name, std::optional<Scalar> min, std::optional<Scalar> max) {
   if (!min && !max) {
     throw ValueError(fmt::format("[{}] at least one of 'min' or 'max' must be given", name));
   }
-  OpAttrs attrs;
-  attrs.has_min = min.has_value();
-  attrs.has_max = max.has_value();
-  attrs.alpha = min ? min->to_double() : 0.0;
-  attrs.beta = max ? max->to_double() : 0.0;
+  ClampAttrs attrs;
+  if (min) attrs.min = min->to_double();
+  if (max) attrs.max = max->to_double();
   return attrs;
 }
 
@@ -293,7 +292,7 @@ Tensor reciprocal(const Tensor& x) {
 }
 Tensor square(const Tensor& x) { return unary_op("square", UnaryOp::Square, OpKind::Square, x); }
 Tensor logical_not(const Tensor& x) {
-  return unary_op("logical_not", UnaryOp::LogicalNot, OpKind::NumOpKinds, x);
+  return unary_op("logical_not", UnaryOp::LogicalNot, kNotDifferentiable, x);
 }
 
 Tensor& exp_out(Tensor& out, const Tensor& x) { return unary_out("exp", UnaryOp::Exp, out, x); }
@@ -306,10 +305,11 @@ Tensor& sigmoid_out(Tensor& out, const Tensor& x) {
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   detail::check_defined("clamp", x);
   TraceOpScope trace("clamp");
-  const OpAttrs attrs = clamp_attrs("clamp", min, max);
+  const ClampAttrs attrs = clamp_attrs("clamp", min, max);
   Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
-  kernels_for(x.device()).clamp(operand(out), operand(x), attrs.alpha, attrs.beta, attrs.has_min,
-                                attrs.has_max);
+  kernels_for(x.device()).clamp(operand(out), operand(x), attrs.min.value_or(0.0),
+                                attrs.max.value_or(0.0), attrs.min.has_value(),
+                                attrs.max.has_value());
   if (should_record({&x})) detail::record(OpKind::Clamp, {x}, {out}, attrs);
   return out;
 }
@@ -338,23 +338,23 @@ Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
 
 // ---- comparisons ----
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_op("eq", BinaryOp::Eq, OpKind::NumOpKinds, a, b, 1); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_op("ne", BinaryOp::Ne, OpKind::NumOpKinds, a, b, 1); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_op("lt", BinaryOp::Lt, OpKind::NumOpKinds, a, b, 1); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_op("le", BinaryOp::Le, OpKind::NumOpKinds, a, b, 1); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_op("gt", BinaryOp::Gt, OpKind::NumOpKinds, a, b, 1); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_op("ge", BinaryOp::Ge, OpKind::NumOpKinds, a, b, 1); }
-Tensor eq(const Tensor& a, Scalar b) { return scalar_op("eq", BinaryOp::Eq, OpKind::NumOpKinds, a, b, false); }
-Tensor ne(const Tensor& a, Scalar b) { return scalar_op("ne", BinaryOp::Ne, OpKind::NumOpKinds, a, b, false); }
-Tensor lt(const Tensor& a, Scalar b) { return scalar_op("lt", BinaryOp::Lt, OpKind::NumOpKinds, a, b, false); }
-Tensor le(const Tensor& a, Scalar b) { return scalar_op("le", BinaryOp::Le, OpKind::NumOpKinds, a, b, false); }
-Tensor gt(const Tensor& a, Scalar b) { return scalar_op("gt", BinaryOp::Gt, OpKind::NumOpKinds, a, b, false); }
-Tensor ge(const Tensor& a, Scalar b) { return scalar_op("ge", BinaryOp::Ge, OpKind::NumOpKinds, a, b, false); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_op("eq", BinaryOp::Eq, kNotDifferentiable, a, b, 1); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_op("ne", BinaryOp::Ne, kNotDifferentiable, a, b, 1); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_op("lt", BinaryOp::Lt, kNotDifferentiable, a, b, 1); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_op("le", BinaryOp::Le, kNotDifferentiable, a, b, 1); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_op("gt", BinaryOp::Gt, kNotDifferentiable, a, b, 1); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_op("ge", BinaryOp::Ge, kNotDifferentiable, a, b, 1); }
+Tensor eq(const Tensor& a, Scalar b) { return scalar_op("eq", BinaryOp::Eq, kNotDifferentiable, a, b, false); }
+Tensor ne(const Tensor& a, Scalar b) { return scalar_op("ne", BinaryOp::Ne, kNotDifferentiable, a, b, false); }
+Tensor lt(const Tensor& a, Scalar b) { return scalar_op("lt", BinaryOp::Lt, kNotDifferentiable, a, b, false); }
+Tensor le(const Tensor& a, Scalar b) { return scalar_op("le", BinaryOp::Le, kNotDifferentiable, a, b, false); }
+Tensor gt(const Tensor& a, Scalar b) { return scalar_op("gt", BinaryOp::Gt, kNotDifferentiable, a, b, false); }
+Tensor ge(const Tensor& a, Scalar b) { return scalar_op("ge", BinaryOp::Ge, kNotDifferentiable, a, b, false); }
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return binary_op("logical_and", BinaryOp::LogicalAnd, OpKind::NumOpKinds, a, b, 1);
+  return binary_op("logical_and", BinaryOp::LogicalAnd, kNotDifferentiable, a, b, 1);
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return binary_op("logical_or", BinaryOp::LogicalOr, OpKind::NumOpKinds, a, b, 1);
+  return binary_op("logical_or", BinaryOp::LogicalOr, kNotDifferentiable, a, b, 1);
 }
 
 bool equal(const Tensor& a, const Tensor& b) {
@@ -420,10 +420,11 @@ Tensor& Tensor::reciprocal_() {
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   detail::check_defined("clamp_", *this);
   TraceOpScope trace("clamp_");
-  const OpAttrs attrs = clamp_attrs("clamp_", min, max);
+  const ClampAttrs attrs = clamp_attrs("clamp_", min, max);
   detail::InplaceRecord rec(OpKind::Clamp, *this, {}, attrs);
-  kernels_for(device()).clamp(operand(*this), operand(*this), attrs.alpha, attrs.beta,
-                              attrs.has_min, attrs.has_max);
+  kernels_for(device()).clamp(operand(*this), operand(*this), attrs.min.value_or(0.0),
+                              attrs.max.value_or(0.0), attrs.min.has_value(),
+                              attrs.max.has_value());
   rec.finish(*this);
   return *this;
 }

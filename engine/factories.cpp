@@ -256,8 +256,7 @@ Tensor scalar_tensor(Scalar value, const TensorOptions& options) {
 Tensor& Tensor::uniform_(double from, double to) {
   TraceOpScope trace("uniform_");
   // Its gradient is zero, as for fill_; the leaf checks apply (use NoGradGuard in init code).
-  OpAttrs attrs;
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, attrs);
+  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{});
   Tensor target = is_contiguous() ? *this : detail::new_tensor(sizes(), dtype(), device());
   const auto [seed, offset] = draw(nullptr, device(), numel());
   if (numel() > 0) kernels_for(device()).uniform(operand(target), seed, offset, from, to);
@@ -271,8 +270,7 @@ Tensor& Tensor::uniform_(double from, double to) {
 Tensor& Tensor::normal_(double mean, double std) {
   TraceOpScope trace("normal_");
   // Its gradient is zero, as for fill_; the leaf checks apply (use NoGradGuard in init code).
-  OpAttrs attrs;
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, attrs);
+  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{});
   Tensor target = is_contiguous() ? *this : detail::new_tensor(sizes(), dtype(), device());
   const auto [seed, offset] = draw(nullptr, device(), numel());
   if (numel() > 0) kernels_for(device()).normal(operand(target), seed, offset, mean, std);

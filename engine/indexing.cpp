@@ -137,11 +137,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
         operand_1d(out), operand_1d(x), operand(index), d);
     if (!check.ok) throw_bad_index("index_select", check, d, x.dim() == 0 ? 1 : x.size(d));
   }
-  if (should_record({&x})) {
-    OpAttrs attrs;
-    attrs.dim = d;
-    detail::record(OpKind::IndexSelect, {x, index}, {out}, attrs);
-  }
+  if (should_record({&x})) detail::record(OpKind::IndexSelect, {x, index}, {out}, IndexDimAttrs{d});
   return out;
 }
 
@@ -159,11 +155,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
         kernels_for(x.device()).gather(operand_1d(out), operand_1d(x), operand_1d(index), d);
     if (!check.ok) throw_bad_index("gather", check, d, x.dim() == 0 ? 1 : x.size(d));
   }
-  if (should_record({&x})) {
-    OpAttrs attrs;
-    attrs.dim = d;
-    detail::record(OpKind::Gather, {x, index}, {out}, attrs);
-  }
+  if (should_record({&x})) detail::record(OpKind::Gather, {x, index}, {out}, IndexDimAttrs{d});
   return out;
 }
 
@@ -180,9 +172,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
     if (!check.ok) throw_bad_index("scatter_add", check, d, self.dim() == 0 ? 1 : self.size(d));
   }
   if (should_record({&self, &src})) {
-    OpAttrs attrs;
-    attrs.dim = d;
-    detail::record(OpKind::ScatterAdd, {self, index, src}, {out}, attrs);
+    detail::record(OpKind::ScatterAdd, {self, index, src}, {out}, IndexDimAttrs{d});
   }
   return out;
 }
@@ -193,9 +183,7 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   const int d = wrap_dim(dim, self.dim(), "scatter_add_");
   check_scatter("scatter_add_", self, index, src, d);
   TraceOpScope trace("scatter_add_");
-  OpAttrs attrs;
-  attrs.dim = d;
-  detail::InplaceRecord rec(OpKind::ScatterAdd, self, {index, src}, attrs);
+  detail::InplaceRecord rec(OpKind::ScatterAdd, self, {index, src}, IndexDimAttrs{d});
   if (index.numel() > 0) {
     const kernels::IndexCheck check = kernels_for(self.device()).scatter_add(
         operand_1d(self), operand_1d(index), operand_1d(src), d);
@@ -271,9 +259,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
     kernels.masked_fill(operand(out), operand(mask, shape), value.to_double());
   }
   if (should_record({&x})) {
-    OpAttrs attrs;
-    attrs.alpha = value.to_double();
-    detail::record(OpKind::MaskedFill, {x, mask}, {out}, attrs);
+    detail::record(OpKind::MaskedFill, {x, mask}, {out}, FillAttrs{value.to_double()});
   }
   return out;
 }
@@ -287,9 +273,7 @@ Tensor& masked_fill_(Tensor& x, const Tensor& mask, Scalar value) {
                                  "shape {} (an in-place op cannot grow self)",
                                  to_string(mask.sizes()), to_string(x.sizes())));
   }
-  OpAttrs attrs;
-  attrs.alpha = value.to_double();
-  detail::InplaceRecord rec(OpKind::MaskedFill, x, {mask}, attrs);
+  detail::InplaceRecord rec(OpKind::MaskedFill, x, {mask}, FillAttrs{value.to_double()});
   if (x.numel() > 0) {
     kernels_for(x.device()).masked_fill(operand(x), operand(mask, x.sizes()), value.to_double());
   }
@@ -402,11 +386,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     offset += t.size(d);
   }
   if (should_record_list(parts)) {
-    OpAttrs attrs;
-    attrs.dim = d;
-    attrs.split = split;
     autograd_seam()->record(OpKind::Cat, std::span<const Tensor>(parts),
-                            std::span<const Tensor>(&out, 1), attrs);
+                            std::span<const Tensor>(&out, 1), CatAttrs{d, split});
   }
   return out;
 }
@@ -482,11 +463,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, Scalar value) {
     if (!empty && x.numel() > 0) kernels.copy(dst, src);
   }
   if (should_record({&x})) {
-    OpAttrs attrs;
-    attrs.split = padding;
-    attrs.alpha = value.to_double();
-    attrs.sizes = x.sizes();
-    detail::record(OpKind::Pad, {x}, {out}, attrs);
+    detail::record(OpKind::Pad, {x}, {out}, PadAttrs{padding, value.to_double()});
   }
   return out;
 }

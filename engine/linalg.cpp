@@ -410,10 +410,7 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, Scalar 
              result_matrix(out, {}, shape[0], shape[1]), {}, alpha.to_double(), beta_v);
   }
   if (should_record({&c, &a, &b})) {
-    OpAttrs attrs;
-    attrs.beta = beta_v;
-    attrs.alpha = alpha.to_double();
-    detail::record(OpKind::Addmm, {c, a, b}, {out}, attrs);
+    detail::record(OpKind::Addmm, {c, a, b}, {out}, AddmmAttrs{beta_v, alpha.to_double()});
   }
   return out;
 }

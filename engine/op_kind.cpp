@@ -79,7 +79,6 @@ const char* op_name(OpKind kind) {
     case OpKind::CrossEntropy: return "cross_entropy";
     case OpKind::MseLoss: return "mse_loss";
     case OpKind::Dropout: return "dropout";
-    case OpKind::NumOpKinds: break;
   }
   return "unknown";
 }

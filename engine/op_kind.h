@@ -1,25 +1,27 @@
-// Every op that autograd can differentiate (and autocast can cast), with the OpAttrs fields it
-// passes. The names are the ops' user-facing names; autograd names nodes after them
-// ("mul" -> "MulBackward").
+// Every op that autograd can differentiate (and autocast can cast), with the attribute struct
+// (engine/op_attrs.h) it passes to the seam. The names are the ops' user-facing names; autograd
+// names nodes after them ("mul" -> "MulBackward").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace memgrad {
 
 enum class OpKind : uint16_t {
-  // ---- elementwise (inputs: the tensors; scalar operand in attrs.alpha) ----
-  Add,         // a + alpha b                           attrs: alpha
-  Sub,         // a - alpha b                           attrs: alpha
+  // ---- elementwise (inputs: the tensors) ----
+  Add,         // a + alpha b                           AlphaAttrs
+  Sub,         // a - alpha b                           AlphaAttrs
   Mul,         // a b
   Div,         // a / b
-  AddScalar,   // a + alpha                             attrs: alpha
-  MulScalar,   // a alpha                               attrs: alpha
-  DivScalar,   // a / alpha, or alpha / a if flag       attrs: alpha, flag
-  RSubScalar,  // alpha - a                             attrs: alpha
+  AddScalar,   // a + s                                 ScalarAttrs
+  MulScalar,   // a s                                   ScalarAttrs
+  DivScalar,   // a / s, or s / a                       ScalarAttrs
+  RSubScalar,  // s - a                                 ScalarAttrs
   Neg,
   Pow,         // a ^ b (tensor exponent)
-  PowScalar,   // a ^ alpha, or alpha ^ a if flag       attrs: alpha, flag
+  PowScalar,   // a ^ s, or s ^ a                       ScalarAttrs
   Exp,
   Log,
   Sqrt,
@@ -29,69 +31,75 @@ enum class OpKind : uint16_t {
   Tanh,
   Sigmoid,
   Relu,
-  Gelu,        // attrs: flag (tanh approximation)
+  Gelu,        //                                       GeluAttrs
   Silu,
   Reciprocal,
   Square,
-  Clamp,       // attrs: alpha (min), beta (max), has_min, has_max
+  Clamp,       //                                       ClampAttrs
   Where,       // inputs: condition, a, b
   Maximum,
   Minimum,
-  // ---- reductions (attrs: dims (wrapped), flag = keepdim, sizes = input sizes) ----
-  Sum,
-  Mean,
-  Var,         // attrs: correction
-  Std,         // attrs: correction
-  MaxDim,      // outputs: values, indices; attrs: dim, flag
-  MinDim,      // outputs: values, indices; attrs: dim, flag
+  // ---- reductions ----
+  Sum,         //                                       ReductionAttrs
+  Mean,        //                                       ReductionAttrs
+  Var,         //                                       VarianceAttrs
+  Std,         //                                       VarianceAttrs
+  MaxDim,      // outputs: values, indices              ArgReductionAttrs
+  MinDim,      // outputs: values, indices              ArgReductionAttrs
   MaxAll,      // full reduction to a 0-d tensor
   MinAll,
-  Amax,
-  Amin,
-  LogSumExp,
-  Norm,        // attrs: alpha (p)
-  Softmax,     // attrs: dim
-  LogSoftmax,  // attrs: dim
+  Amax,        //                                       ReductionAttrs
+  Amin,        //                                       ReductionAttrs
+  LogSumExp,   //                                       ReductionAttrs
+  Norm,        //                                       NormAttrs
+  Softmax,     //                                       SoftmaxAttrs
+  LogSoftmax,  //                                       SoftmaxAttrs
   // ---- linear algebra ----
   Mm,
   Bmm,
   Matmul,
-  Addmm,       // inputs: bias, a, b; attrs: beta, alpha
+  Addmm,       // inputs: bias, a, b                    AddmmAttrs
   Linear,      // inputs: x, weight[, bias]
   // ---- indexing and joining ----
-  IndexSelect,  // inputs: self, index; attrs: dim
-  Gather,       // inputs: self, index; attrs: dim
-  ScatterAdd,   // inputs: self, index, src; attrs: dim
+  IndexSelect,  // inputs: self, index                  IndexDimAttrs
+  Gather,       // inputs: self, index                  IndexDimAttrs
+  ScatterAdd,   // inputs: self, index, src             IndexDimAttrs
   Embedding,    // inputs: weight, indices
-  MaskedFill,   // inputs: self, mask; attrs: alpha (value)
-  Cat,          // inputs: the tensors; attrs: dim, split (sizes along dim)
-  Pad,          // attrs: split (the padding, PyTorch order), alpha (value), sizes
+  MaskedFill,   // inputs: self, mask                   FillAttrs
+  Cat,          // inputs: the tensors                  CatAttrs
+  Pad,          //                                      PadAttrs
   // ---- copies and casts ----
   Clone,
-  ToDtype,      // attrs: nothing (the input's dtype is on the saved metadata)
+  ToDtype,      // the input's dtype is on the node's input metadata
   ToDevice,
   Copy,         // in-place copy_: inputs self, src
-  Fill,         // in-place fill_/zero_: attrs: alpha
-  // ---- views (attrs: sizes = input sizes unless stated) ----
+  Fill,         // in-place fill_/zero_/uniform_/normal_ FillAttrs
+  // ---- views ----
   View,         // view / reshape without a copy / flatten / unflatten
   Expand,
-  Slice,        // attrs: dim, start, step
-  Select,       // attrs: dim, start (index)
-  Transpose,    // attrs: dim, dim2
-  Permute,      // attrs: dims
+  Slice,        //                                      SliceAttrs
+  Select,       //                                      SelectAttrs
+  Transpose,    //                                      TransposeAttrs
+  Permute,      //                                      PermuteAttrs
   Squeeze,
   Unsqueeze,
-  AsStrided,    // attrs: sizes, strides, start (offset); the input's geometry is saved
-  Diagonal,     // attrs: start (offset), dim, dim2
+  AsStrided,    // the input's geometry is on the node  AsStridedAttrs
+  Diagonal,     //                                      DiagonalAttrs
   Detach,       // no gradient flows
-  // ---- nn (issue 5) ----
-  LayerNorm,    // inputs: x, weight, bias; outputs: y, mean, rstd; attrs: dims (normalized)
-  CrossEntropy, // inputs: logits, target, log_probs (saved); attrs: alpha (label smoothing),
-                // start (ignore_index), beta (gradient scale: 1/count for a mean, else 1)
-  MseLoss,      // attrs: flag (mean reduction)
-  Dropout,      // inputs: x, mask; attrs: alpha (scale 1/(1-p))
-  NumOpKinds,
+  // ---- nn ----
+  LayerNorm,    // inputs: x, weight, bias; outputs: y, mean, rstd     LayerNormAttrs
+  CrossEntropy, // inputs: logits, target, log_probs                   CrossEntropyAttrs
+  MseLoss,      // composed of differentiable ops; listed for autocast only
+  Dropout,      // inputs: x, mask                                     DropoutAttrs
+  // New kinds go above Dropout, which stays last: kNumOpKinds counts up to it.
 };
+
+// How many OpKind values there are (the size of tables indexed by OpKind).
+inline constexpr size_t kNumOpKinds = static_cast<size_t>(OpKind::Dropout) + 1;
+
+// What ops that autograd never records pass instead of an OpKind: comparisons, logical ops,
+// any/all. Their results are bool or integer and carry no gradient.
+inline constexpr std::optional<OpKind> kNotDifferentiable = std::nullopt;
 
 // The op's name as users call it: "add", "matmul", "softmax", ...
 const char* op_name(OpKind kind);

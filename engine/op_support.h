@@ -1,5 +1,7 @@
 // Internal helpers for the op front-end (engine/*.cpp): allocating results, building kernel
-// operands, device checks, and the calls into the autograd seam. Not part of the public API.
+// operands, device checks, and the calls into the autograd seam. Not part of the public API, and
+// not part of the seam: autograd/ uses engine ops and backward_ops.h, never these. The kernel
+// backend of a device comes from detail::kernels_for (device_backend.h).
 //
 // The shape of every front-end op:
 //   validate -> (autocast) -> allocate the result or prepare `out` -> kernel -> record.
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "engine/autograd_seam.h"
+#include "engine/device_backend.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
 
@@ -25,9 +28,6 @@ Tensor new_tensor(const Shape& sizes, DType dtype, Device device);
 // storage goes through. Throws ShapeError for a negative size or when numel x element size
 // overflows; the allocator then refuses anything above 1 EiB with an OutOfMemoryError.
 size_t storage_nbytes(const Shape& sizes, DType dtype);
-
-// The kernel backend computing on `device` (cpu/sim: the CPU backend).
-kernels::KernelBackend& kernels_for(Device device);
 
 // The kernel view of `t`, or of `t` broadcast to `shape` (stride 0 along expanded dims).
 kernels::Operand operand(const Tensor& t);

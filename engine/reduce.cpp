@@ -130,13 +130,7 @@ kernels::Operand reduced_operand(const Tensor& out, const Tensor& x, const Reduc
   return op;
 }
 
-OpAttrs reduction_attrs(const Tensor& x, const Reduction& r) {
-  OpAttrs attrs;
-  attrs.dims = r.dims;
-  attrs.flag = r.keepdim;
-  attrs.sizes = x.sizes();
-  return attrs;
-}
+ReductionAttrs reduction_attrs(const Reduction& r) { return ReductionAttrs{r.dims, r.keepdim}; }
 
 // Throws ShapeError when a reduced dim of x is empty (max, min, amax, amin, argmax, argmin).
 void check_nonempty_dims(const char* op, const Tensor& x, const Reduction& r) {
@@ -149,13 +143,12 @@ void check_nonempty_dims(const char* op, const Tensor& x, const Reduction& r) {
 }
 
 // The shared body of sum, mean, prod-like folds, amax/amin, full max/min, any and all: one
-// result of `out_dtype`, then a record of `kind` (NumOpKinds: not differentiable).
-Tensor fold(ReduceOp op, OpKind kind, const Tensor& x, const Reduction& r, DType out_dtype) {
+// result of `out_dtype`, then a record of `kind` (any and all are not differentiable).
+Tensor fold(ReduceOp op, std::optional<OpKind> kind, const Tensor& x, const Reduction& r,
+            DType out_dtype) {
   Tensor out = new_tensor(r.out_shape, out_dtype, x.device());
   kernels_for(x.device()).reduce(op, reduced_operand(out, x, r), operand(x));
-  if (kind != OpKind::NumOpKinds && should_record({&x})) {
-    detail::record(kind, {x}, {out}, reduction_attrs(x, r));
-  }
+  if (kind && should_record({&x})) detail::record(*kind, {x}, {out}, reduction_attrs(r));
   return out;
 }
 
@@ -248,9 +241,7 @@ Tensor variance(const char* name, OpKind kind, const Tensor& x, const Shape& dim
   kernels_for(x.device())
       .var(reduced_operand(out, x, r), operand(x), correction, kind == OpKind::Std);
   if (should_record({&x})) {
-    OpAttrs attrs = reduction_attrs(x, r);
-    attrs.correction = correction;
-    detail::record(kind, {x}, {out}, attrs);
+    detail::record(kind, {x}, {out}, VarianceAttrs{reduction_attrs(r), correction});
   }
   return out;
 }
@@ -276,11 +267,7 @@ Tensor softmax_op(const char* name, bool log, const Tensor& input, int64_t dim) 
   const int d = wrap_dim(dim, x.dim(), name);
   Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
   kernels_for(x.device()).softmax(softmax_operand(out), softmax_operand(x), d, log);
-  if (should_record({&x})) {
-    OpAttrs attrs;
-    attrs.dim = d;
-    detail::record(kind, {x}, {out}, attrs);
-  }
+  if (should_record({&x})) detail::record(kind, {x}, {out}, SoftmaxAttrs{d});
   return out;
 }
 
@@ -325,10 +312,7 @@ Tensor min(const Tensor& x) {
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   auto result = arg_extreme("max", true, x, dim, keepdim, true);
   if (should_record({&x})) {
-    OpAttrs attrs;
-    attrs.dim = wrap_dim(dim, x.dim(), "max");
-    attrs.flag = keepdim;
-    attrs.sizes = x.sizes();
+    const ArgReductionAttrs attrs{wrap_dim(dim, x.dim(), "max"), keepdim};
     detail::record(OpKind::MaxDim, {x}, {result.first, result.second}, attrs);
   }
   return result;
@@ -337,10 +321,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   auto result = arg_extreme("min", false, x, dim, keepdim, true);
   if (should_record({&x})) {
-    OpAttrs attrs;
-    attrs.dim = wrap_dim(dim, x.dim(), "min");
-    attrs.flag = keepdim;
-    attrs.sizes = x.sizes();
+    const ArgReductionAttrs attrs{wrap_dim(dim, x.dim(), "min"), keepdim};
     detail::record(OpKind::MinDim, {x}, {result.first, result.second}, attrs);
   }
   return result;
@@ -371,7 +352,7 @@ Tensor logsumexp(const Tensor& input, const Shape& dims, bool keepdim) {
   const Reduction r = plan_reduction("logsumexp", x, dims, keepdim);
   Tensor out = new_tensor(r.out_shape, x.dtype(), x.device());
   kernels_for(x.device()).logsumexp(reduced_operand(out, x, r), operand(x));
-  if (should_record({&x})) detail::record(OpKind::LogSumExp, {x}, {out}, reduction_attrs(x, r));
+  if (should_record({&x})) detail::record(OpKind::LogSumExp, {x}, {out}, reduction_attrs(r));
   return out;
 }
 
@@ -385,9 +366,7 @@ Tensor norm(const Tensor& input, double p, const Shape& dims, bool keepdim) {
   Tensor out = new_tensor(r.out_shape, x.dtype(), x.device());
   kernels_for(x.device()).norm(reduced_operand(out, x, r), operand(x), p);
   if (should_record({&x})) {
-    OpAttrs attrs = reduction_attrs(x, r);
-    attrs.alpha = p;
-    detail::record(OpKind::Norm, {x}, {out}, attrs);
+    detail::record(OpKind::Norm, {x}, {out}, NormAttrs{reduction_attrs(r), p});
   }
   return out;
 }
@@ -395,13 +374,13 @@ Tensor norm(const Tensor& input, double p, const Shape& dims, bool keepdim) {
 Tensor any(const Tensor& x) {
   detail::check_defined("any", x);
   TraceOpScope trace("any");
-  return fold(ReduceOp::Any, OpKind::NumOpKinds, x, plan_reduction("any", x, {}, false), kBool);
+  return fold(ReduceOp::Any, kNotDifferentiable, x, plan_reduction("any", x, {}, false), kBool);
 }
 
 Tensor all(const Tensor& x) {
   detail::check_defined("all", x);
   TraceOpScope trace("all");
-  return fold(ReduceOp::All, OpKind::NumOpKinds, x, plan_reduction("all", x, {}, false), kBool);
+  return fold(ReduceOp::All, kNotDifferentiable, x, plan_reduction("all", x, {}, false), kBool);
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) {

@@ -20,25 +20,13 @@ namespace {
 // The one place a view is made: same Storage shared_ptr, view_base = the root base (a view of a
 // view aliases the tensor that owns the storage, as in PyTorch), dtype kept.
 Tensor aliased(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
-               OpKind kind, const OpAttrs& attrs) {
+               OpKind kind, const OpAttrs& attrs = NoAttrs{}) {
   auto impl = std::make_shared<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset,
                                            x.dtype());
   impl->set_view_base(x.is_view() ? x.impl()->view_base() : x.impl_ptr());
   Tensor out(std::move(impl));
   if (detail::should_record({&x})) detail::record(kind, {x}, {out}, attrs);
   return out;
-}
-
-OpAttrs sizes_attrs(const Tensor& x) {
-  OpAttrs attrs;
-  attrs.sizes = x.sizes();
-  return attrs;
-}
-
-// A view with a new layout recorded as `kind` with attrs.sizes = the input's sizes.
-Tensor aliased_sized(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
-                     OpKind kind) {
-  return aliased(x, sizes, strides, offset, kind, sizes_attrs(x));
 }
 
 // Ops that need at least one dimension (select, slice, narrow, split, ...).
@@ -95,11 +83,8 @@ Tensor make_view(const Tensor& x, const Shape& sizes, const Shape& strides, int6
   detail::check_defined("make_view", x);
   internal_check(sizes.size() == strides.size(), "make_view: sizes and strides differ in length");
   check_in_storage("make_view", x, sizes, strides, offset);
-  OpAttrs attrs;
-  attrs.sizes = sizes;
-  attrs.strides = strides;
-  attrs.start = offset;
-  return aliased(x, sizes, strides, offset, OpKind::AsStrided, attrs);
+  return aliased(x, sizes, strides, offset, OpKind::AsStrided,
+                 AsStridedAttrs{sizes, strides, offset});
 }
 
 // ---- reshaping ----
@@ -108,7 +93,7 @@ Tensor view(const Tensor& x, const Shape& sizes) {
   detail::check_defined("view", x);
   const Shape target = infer_size(sizes, x.numel(), "view");
   const Shape strides = view_strides_or_throw(x, target);
-  return aliased_sized(x, target, strides, x.storage_offset(), OpKind::View);
+  return aliased(x, target, strides, x.storage_offset(), OpKind::View);
 }
 
 Tensor reshape(const Tensor& x, const Shape& sizes) {
@@ -116,7 +101,7 @@ Tensor reshape(const Tensor& x, const Shape& sizes) {
   const Shape target = infer_size(sizes, x.numel(), "reshape");
   bool ok = false;
   const Shape strides = view_strides(x.sizes(), x.strides(), target, ok);
-  if (ok) return aliased_sized(x, target, strides, x.storage_offset(), OpKind::View);
+  if (ok) return aliased(x, target, strides, x.storage_offset(), OpKind::View);
   // No strides express the new shape: copy (recorded as Clone), then view the copy.
   return view(clone(x), target);
 }
@@ -189,12 +174,8 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Shape strides = x.strides();
   sizes[d] = (end - start + step - 1) / step;
   strides[d] *= step;
-  OpAttrs attrs = sizes_attrs(x);
-  attrs.dim = d;
-  attrs.start = start;
-  attrs.step = step;
   return aliased(x, sizes, strides, x.storage_offset() + start * x.stride(d), OpKind::Slice,
-                 attrs);
+                 SliceAttrs{d, start, step});
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
@@ -232,11 +213,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   Shape strides = x.strides();
   sizes.erase(d);
   strides.erase(d);
-  OpAttrs attrs = sizes_attrs(x);
-  attrs.dim = d;
-  attrs.start = index;
   return aliased(x, sizes, strides, x.storage_offset() + index * x.stride(d), OpKind::Select,
-                 attrs);
+                 SelectAttrs{d, index});
 }
 
 // ---- reordering dimensions ----
@@ -251,10 +229,8 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
     std::swap(sizes[d0], sizes[d1]);
     std::swap(strides[d0], strides[d1]);
   }
-  OpAttrs attrs = sizes_attrs(x);
-  attrs.dim = d0;
-  attrs.dim2 = d1;
-  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Transpose, attrs);
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Transpose,
+                 TransposeAttrs{d0, d1});
 }
 
 Tensor t(const Tensor& x) {
@@ -297,9 +273,7 @@ Tensor permute(const Tensor& x, const Shape& dims) {
     sizes.push_back(x.size(d));
     strides.push_back(x.stride(d));
   }
-  OpAttrs attrs = sizes_attrs(x);
-  attrs.dims = wrapped;
-  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Permute, attrs);
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Permute, PermuteAttrs{wrapped});
 }
 
 // ---- broadcasting and size-1 dimensions ----
@@ -351,7 +325,7 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
     out_sizes[i] = size;
     out_strides[i] = stride;
   }
-  return aliased_sized(x, out_sizes, out_strides, x.storage_offset(), OpKind::Expand);
+  return aliased(x, out_sizes, out_strides, x.storage_offset(), OpKind::Expand);
 }
 
 Tensor squeeze(const Tensor& x) {
@@ -363,7 +337,7 @@ Tensor squeeze(const Tensor& x) {
     sizes.push_back(x.size(d));
     strides.push_back(x.stride(d));
   }
-  return aliased_sized(x, sizes, strides, x.storage_offset(), OpKind::Squeeze);
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Squeeze);
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
@@ -375,7 +349,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
     sizes.erase(d);
     strides.erase(d);
   }
-  return aliased_sized(x, sizes, strides, x.storage_offset(), OpKind::Squeeze);
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Squeeze);
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
@@ -387,7 +361,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   const int64_t stride = d >= x.dim() ? 1 : x.size(d) * x.stride(d);
   sizes.insert(d, 1);
   strides.insert(d, stride);
-  return aliased_sized(x, sizes, strides, x.storage_offset(), OpKind::Unsqueeze);
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Unsqueeze);
 }
 
 // ---- arbitrary geometry ----
@@ -412,11 +386,8 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   }
   const int64_t offset = storage_offset.value_or(x.storage_offset());
   check_in_storage("as_strided", x, sizes, strides, offset);
-  OpAttrs attrs;
-  attrs.sizes = sizes;
-  attrs.strides = strides;
-  attrs.start = offset;
-  return aliased(x, sizes, strides, offset, OpKind::AsStrided, attrs);
+  return aliased(x, sizes, strides, offset, OpKind::AsStrided,
+                 AsStridedAttrs{sizes, strides, offset});
 }
 
 Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
@@ -442,11 +413,7 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   strides.erase(std::min(d1, d2));
   sizes.push_back(length);
   strides.push_back(x.stride(d1) + x.stride(d2));
-  OpAttrs attrs = sizes_attrs(x);
-  attrs.start = offset;
-  attrs.dim = d1;
-  attrs.dim2 = d2;
-  return aliased(x, sizes, strides, start, OpKind::Diagonal, attrs);
+  return aliased(x, sizes, strides, start, OpKind::Diagonal, DiagonalAttrs{offset, d1, d2});
 }
 
 // ---- splitting into several views ----

@@ -1,8 +1,6 @@
 // Shared formula helpers.
 #include "autograd/functions/common.h"
 
-#include "autograd/functions/registry.h"
-#include "autograd/graph.h"
 
 namespace memgrad::autograd {
 
@@ -26,16 +24,6 @@ Tensor sum_to(const Tensor& grad, const Shape& sizes) {
 
 Tensor zeros_for(const TensorMeta& meta) {
   return zeros(meta.sizes, TensorOptions(meta.dtype).with_device(meta.device));
-}
-
-Tensor grad_or_zeros(OpNode& node, const std::vector<Tensor>& grads, size_t i) {
-  if (i < grads.size() && grads[i].defined()) return grads[i];
-  return zeros_for(node.output_meta()[i]);
-}
-
-std::shared_ptr<OpNode> node_for(OpKind kind, std::span<const Tensor> inputs,
-                                 std::span<const Tensor> outputs, const OpAttrs& attrs) {
-  return make_op_node(kind, formula_for(kind), inputs, outputs, attrs);
 }
 
 }  // namespace memgrad::autograd

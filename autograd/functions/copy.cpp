@@ -1,52 +1,61 @@
-// Copies and casts: gradients pass through, converted back to the input's dtype or device.
+// Copies and casts: nothing is saved; gradients pass through, converted back to the input's
+// dtype or device.
 #include "autograd/functions/common.h"
-#include "autograd/functions/registry.h"
 
 namespace memgrad::autograd {
 namespace {
 
-using Grads = std::vector<Tensor>;
+// ---- clone (and contiguous's copy): d = g ----
+struct Clone {
+  static constexpr OpKind kind = OpKind::Clone;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode&, const Grads& g) { return {g[0]}; }
+};
 
-void record_plain(OpKind kind, std::span<const Tensor> in, std::span<const Tensor> out,
-                  const OpAttrs& a) {
-  node_for(kind, in, out, a);
-}
+// ---- to(dtype): d = g in the input's dtype ----
+struct ToDtype {
+  static constexpr OpKind kind = OpKind::ToDtype;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) { return {g[0].to(n.input(0).dtype)}; }
+};
 
-template <OpKind K>
-void record(std::span<const Tensor> in, std::span<const Tensor> out, const OpAttrs& a) {
-  record_plain(K, in, out, a);
-}
+// ---- to(device): d = g on the input's device ----
+struct ToDevice {
+  static constexpr OpKind kind = OpKind::ToDevice;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) { return {g[0].to(n.input(0).device)}; }
+};
 
-// d clone(x) = g (also contiguous's copy)
-Grads pass_backward(OpNode&, const Grads& g) { return {g[0]}; }
-
-// d to(x, dtype) = g in x's dtype
-Grads to_dtype_backward(OpNode& n, const Grads& g) { return {g[0].to(n.input(0).dtype)}; }
-
-// d to(x, device) = g on x's device
-Grads to_device_backward(OpNode& n, const Grads& g) { return {g[0].to(n.input(0).device)}; }
-
-// self.copy_(src): self's old value gets no gradient; src gets g summed to its shape, in its
-// dtype and device.
-Grads copy_backward(OpNode& n, const Grads& g) {
-  Tensor gsrc;
-  if (n.needs_grad(1)) {
-    gsrc = sum_to(g[0], n.input(1).sizes).to(n.input(1).dtype).to(n.input(1).device);
+// ---- self.copy_(src): self's old value gets no gradient; src gets g summed to its shape, in
+// its dtype and on its device ----
+struct Copy {
+  static constexpr OpKind kind = OpKind::Copy;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
+    Tensor gsrc;
+    if (n.needs_grad(1)) {
+      const TensorMeta& src = n.input(1);
+      gsrc = sum_to(g[0], src.sizes).to(src.dtype).to(src.device);
+    }
+    return {Tensor(), gsrc};
   }
-  return {Tensor(), gsrc};
-}
+};
 
-// fill_ / zero_ / random fills: the old value gets no gradient.
-Grads fill_backward(OpNode&, const Grads&) { return {Tensor()}; }
+// ---- fill_ / zero_ / uniform_ / normal_: the old value gets no gradient ----
+struct Fill {
+  static constexpr OpKind kind = OpKind::Fill;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode&, const Grads&) { return {Tensor()}; }
+};
 
 }  // namespace
 
 void register_copy_ops() {
-  set_op_entry(OpKind::Clone, {record<OpKind::Clone>, pass_backward});
-  set_op_entry(OpKind::ToDtype, {record<OpKind::ToDtype>, to_dtype_backward});
-  set_op_entry(OpKind::ToDevice, {record<OpKind::ToDevice>, to_device_backward});
-  set_op_entry(OpKind::Copy, {record<OpKind::Copy>, copy_backward});
-  set_op_entry(OpKind::Fill, {record<OpKind::Fill>, fill_backward});
+  register_op<Clone>();
+  register_op<ToDtype>();
+  register_op<ToDevice>();
+  register_op<Copy>();
+  register_op<Fill>();
 }
 
 }  // namespace memgrad::autograd

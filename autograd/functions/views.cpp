@@ -8,59 +8,76 @@
 
 #include "autograd/error.h"
 #include "autograd/functions/common.h"
-#include "autograd/functions/registry.h"
 
 namespace memgrad::autograd {
 namespace {
 
-using Grads = std::vector<Tensor>;
+// Views need nothing beyond their input's metadata and their attributes.
+template <OpKind K, class Formula>
+struct ViewOp {
+  static constexpr OpKind kind = K;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) { return {Formula::grad(n, g[0])}; }
+};
 
-template <OpKind K>
-void record(std::span<const Tensor> in, std::span<const Tensor> out, const OpAttrs& a) {
-  node_for(K, in, out, a);
-}
-
-// d view(x) = g reshaped to x (also unsqueeze, squeeze, flatten)
-Grads reshape_backward(OpNode& n, const Grads& g) { return {g[0].reshape(n.input(0).sizes)}; }
+// d view(x) = g reshaped to x (also squeeze, unsqueeze, flatten)
+struct Reshaped {
+  static Tensor grad(OpNode& n, const Tensor& g) { return g.reshape(n.input(0).sizes); }
+};
 
 // d expand(x) = g summed over the expanded dims
-Grads expand_backward(OpNode& n, const Grads& g) { return {sum_to(g[0], n.input(0).sizes)}; }
+struct Unexpanded {
+  static Tensor grad(OpNode& n, const Tensor& g) { return sum_to(g, n.input(0).sizes); }
+};
 
 // d x[start::step] = g written into zeros at the slice
-Grads slice_backward(OpNode& n, const Grads& g) {
-  const OpAttrs& a = n.attrs();
-  Tensor out = zeros_for(n.input(0));
-  const int64_t len = g[0].size(a.dim);
-  out.slice(a.dim, a.start, a.start + len * a.step, a.step).copy_(g[0]);
-  return {out};
-}
+struct IntoSlice {
+  static Tensor grad(OpNode& n, const Tensor& g) {
+    const SliceAttrs& a = n.attrs<SliceAttrs>();
+    Tensor out = zeros_for(n.input(0));
+    const int64_t len = g.size(a.dim);
+    out.slice(a.dim, a.start, a.start + len * a.step, a.step).copy_(g);
+    return out;
+  }
+};
 
 // d x.select(dim, i) = g written into zeros at index i
-Grads select_backward(OpNode& n, const Grads& g) {
-  Tensor out = zeros_for(n.input(0));
-  out.select(n.attrs().dim, n.attrs().start).copy_(g[0]);
-  return {out};
-}
+struct IntoSelect {
+  static Tensor grad(OpNode& n, const Tensor& g) {
+    const SelectAttrs& a = n.attrs<SelectAttrs>();
+    Tensor out = zeros_for(n.input(0));
+    out.select(a.dim, a.index).copy_(g);
+    return out;
+  }
+};
 
 // d transpose = the same transpose of g
-Grads transpose_backward(OpNode& n, const Grads& g) {
-  return {g[0].transpose(n.attrs().dim, n.attrs().dim2)};
-}
+struct Transposed {
+  static Tensor grad(OpNode& n, const Tensor& g) {
+    const TransposeAttrs& a = n.attrs<TransposeAttrs>();
+    return g.transpose(a.dim0, a.dim1);
+  }
+};
 
 // d permute(x, p) = g permuted by the inverse of p
-Grads permute_backward(OpNode& n, const Grads& g) {
-  const Shape& p = n.attrs().dims;
-  Shape inverse = Shape::filled(p.size(), 0);
-  for (int i = 0; i < p.size(); ++i) inverse[static_cast<int>(p[i])] = i;
-  return {g[0].permute(inverse)};
-}
+struct InversePermuted {
+  static Tensor grad(OpNode& n, const Tensor& g) {
+    const Shape& p = n.attrs<PermuteAttrs>().dims;
+    Shape inverse = Shape::filled(p.size(), 0);
+    for (int i = 0; i < p.size(); ++i) inverse[static_cast<int>(p[i])] = i;
+    return g.permute(inverse);
+  }
+};
 
 // d diagonal = g written into zeros on the diagonal
-Grads diagonal_backward(OpNode& n, const Grads& g) {
-  Tensor out = zeros_for(n.input(0));
-  out.diagonal(n.attrs().start, n.attrs().dim, n.attrs().dim2).copy_(g[0]);
-  return {out};
-}
+struct IntoDiagonal {
+  static Tensor grad(OpNode& n, const Tensor& g) {
+    const DiagonalAttrs& a = n.attrs<DiagonalAttrs>();
+    Tensor out = zeros_for(n.input(0));
+    out.diagonal(a.offset, a.dim1, a.dim2).copy_(g);
+    return out;
+  }
+};
 
 // Storage positions of every element of a geometry, as an int64 tensor (row-major order).
 Tensor positions(const Shape& sizes, const Shape& strides, int64_t offset, Device device) {
@@ -80,10 +97,14 @@ Tensor positions(const Shape& sizes, const Shape& strides, int64_t offset, Devic
 
 // d as_strided: scatter-add g into a flat buffer covering both geometries (overlapping output
 // elements accumulate), then read the input's elements back out of it.
-Grads as_strided_backward(OpNode& n, const Grads& g) {
+struct FromStrided {
+  static Tensor grad(OpNode& n, const Tensor& g);
+};
+
+Tensor FromStrided::grad(OpNode& n, const Tensor& g) {
   const TensorMeta& in = n.input(0);
-  const OpAttrs& a = n.attrs();
-  const Tensor out_pos = positions(a.sizes, a.strides, a.start, in.device);
+  const AsStridedAttrs& a = n.attrs<AsStridedAttrs>();
+  const Tensor out_pos = positions(a.sizes, a.strides, a.storage_offset, in.device);
   const Tensor in_pos = positions(in.sizes, in.strides, in.storage_offset, in.device);
   if (in_pos.numel() > 0 && in_pos.max().item<int64_t>() >= 0) {
     // An input whose elements overlap would need its gradient divided among them.
@@ -97,28 +118,30 @@ Grads as_strided_backward(OpNode& n, const Grads& g) {
   int64_t extent = 1;
   if (out_pos.numel() > 0) extent = std::max(extent, out_pos.max().item<int64_t>() + 1);
   if (in_pos.numel() > 0) extent = std::max(extent, in_pos.max().item<int64_t>() + 1);
-  Tensor buffer = zeros({extent}, TensorOptions(g[0].dtype()).with_device(in.device));
-  buffer.scatter_add_(0, out_pos, g[0].contiguous().reshape({-1}));
-  return {buffer.index_select(0, in_pos).reshape(in.sizes)};
+  Tensor buffer = zeros({extent}, TensorOptions(g.dtype()).with_device(in.device));
+  buffer.scatter_add_(0, out_pos, g.contiguous().reshape({-1}));
+  return buffer.index_select(0, in_pos).reshape(in.sizes);
 }
 
 // detach: no gradient flows.
-Grads detach_backward(OpNode&, const Grads&) { return {Tensor()}; }
+struct NoGradient {
+  static Tensor grad(OpNode&, const Tensor&) { return Tensor(); }
+};
 
 }  // namespace
 
 void register_view_ops() {
-  set_op_entry(OpKind::View, {record<OpKind::View>, reshape_backward});
-  set_op_entry(OpKind::Squeeze, {record<OpKind::Squeeze>, reshape_backward});
-  set_op_entry(OpKind::Unsqueeze, {record<OpKind::Unsqueeze>, reshape_backward});
-  set_op_entry(OpKind::Expand, {record<OpKind::Expand>, expand_backward});
-  set_op_entry(OpKind::Slice, {record<OpKind::Slice>, slice_backward});
-  set_op_entry(OpKind::Select, {record<OpKind::Select>, select_backward});
-  set_op_entry(OpKind::Transpose, {record<OpKind::Transpose>, transpose_backward});
-  set_op_entry(OpKind::Permute, {record<OpKind::Permute>, permute_backward});
-  set_op_entry(OpKind::Diagonal, {record<OpKind::Diagonal>, diagonal_backward});
-  set_op_entry(OpKind::AsStrided, {record<OpKind::AsStrided>, as_strided_backward});
-  set_op_entry(OpKind::Detach, {record<OpKind::Detach>, detach_backward});
+  register_op<ViewOp<OpKind::View, Reshaped>>();
+  register_op<ViewOp<OpKind::Squeeze, Reshaped>>();
+  register_op<ViewOp<OpKind::Unsqueeze, Reshaped>>();
+  register_op<ViewOp<OpKind::Expand, Unexpanded>>();
+  register_op<ViewOp<OpKind::Slice, IntoSlice>>();
+  register_op<ViewOp<OpKind::Select, IntoSelect>>();
+  register_op<ViewOp<OpKind::Transpose, Transposed>>();
+  register_op<ViewOp<OpKind::Permute, InversePermuted>>();
+  register_op<ViewOp<OpKind::Diagonal, IntoDiagonal>>();
+  register_op<ViewOp<OpKind::AsStrided, FromStrided>>();
+  register_op<ViewOp<OpKind::Detach, NoGradient>>();
 }
 
 }  // namespace memgrad::autograd

@@ -63,9 +63,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
       .layer_norm(operand(y), operand(mean), operand(rstd), operand(x), optional_operand(w),
                   optional_operand(b), rows, n, eps);
   if (detail::should_record({&x, &w, &b})) {
-    OpAttrs attrs;
-    attrs.dims = normalized_shape;
-    detail::record(OpKind::LayerNorm, {x, w, b}, {y, mean, rstd}, attrs);
+    detail::record(OpKind::LayerNorm, {x, w, b}, {y, mean, rstd},
+                   LayerNormAttrs{normalized_shape});
   }
   return y;
 }
@@ -88,9 +87,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
     y = mul(x, mask) * scale;
   }
   if (detail::should_record({&x})) {
-    OpAttrs attrs;
-    attrs.alpha = scale;
-    detail::record(OpKind::Dropout, {x, mask}, {y}, attrs);
+    detail::record(OpKind::Dropout, {x, mask}, {y}, DropoutAttrs{scale});
   }
   return y;
 }
@@ -151,12 +148,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
     }
   }
   if (detail::should_record({&logits})) {
-    OpAttrs attrs;
-    attrs.alpha = label_smoothing;
-    attrs.start = ignore_index;
-    attrs.flag = reduction == Reduction::Mean;
-    attrs.beta = reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
-    attrs.correction = reduction == Reduction::None ? 0 : 1;  // 0: per-row gradient
+    CrossEntropyAttrs attrs;
+    attrs.ignore_index = ignore_index;
+    attrs.label_smoothing = label_smoothing;
+    attrs.grad_scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
     detail::record(OpKind::CrossEntropy, {logits, target, log_probs}, {out}, attrs);
   }
   return out;
