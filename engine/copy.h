@@ -6,7 +6,8 @@
 //     Returns self (allocating nothing) when nothing would change.
 //   copy_(self, src): Allocates nothing; bumps self's version; src broadcasts to self and is
 //     converted to self's dtype and device.
-//   Saves (autograd): nothing (to, clone, copy_ pass gradients through, converting back).
+//   Saves for backward: nothing. to, clone and copy_ pass gradients through, converted back;
+//     fill_, zero_, uniform_ and normal_ give the overwritten values no gradient.
 #pragma once
 
 #include "engine/tensor.h"

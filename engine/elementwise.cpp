@@ -357,6 +357,13 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
   return binary_op("logical_or", BinaryOp::LogicalOr, kNotDifferentiable, a, b, 1);
 }
 
+namespace {
+
+// A new float64 tensor with x's values (never x itself).
+Tensor float64_copy(const Tensor& x) { return x.dtype() == kFloat64 ? x.clone() : x.to(kFloat64); }
+
+}  // namespace
+
 bool equal(const Tensor& a, const Tensor& b) {
   if (!(a.sizes() == b.sizes())) return false;
   if (a.numel() == 0) return true;
@@ -366,10 +373,12 @@ bool equal(const Tensor& a, const Tensor& b) {
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (!(a.sizes() == b.sizes())) return false;
   if (a.numel() == 0) return true;
-  const Tensor x = a.to(kFloat64);
-  const Tensor y = b.to(kFloat64);
-  const Tensor diff = abs(sub(x, y));
-  const Tensor bound = add(mul(abs(y), rtol), atol);
+  GradModeGuard no_grad(false);
+  // Two float64 buffers, each updated in place: |a - b| and atol + rtol |b|.
+  Tensor diff = float64_copy(a);
+  diff.sub_(b).abs_();
+  Tensor bound = float64_copy(b);
+  bound.abs_().mul_(rtol).add_(atol);
   return all(le(diff, bound)).item<bool>();
 }
 

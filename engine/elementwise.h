@@ -3,13 +3,28 @@
 // Memory contract for the whole family:
 //   out-of-place  Allocates: the broadcast result (numel x result element size).
 //   *_out(out, …) Allocates: nothing when `out` already has the result's shape and dtype;
-//                 otherwise out is resized (a new storage of the result's size).
-//   in-place (_)  Allocates: nothing. Version: bumps self's. The result keeps self's dtype and
+//                 otherwise out is resized (a new storage of the result's size). Never recorded.
+//   in-place (_)  Allocates: nothing, except a copy of self where autograd needs the values it
+//                 overwrites (below). Version: bumps self's. The result keeps self's dtype and
 //                 shape (other must broadcast to self).
 //   Aliases:      nothing (in-place ops write into self).
-//   Saves (autograd), as PyTorch's formulas need: add/sub/neg nothing; mul/div both inputs;
-//   exp, tanh, sigmoid, relu, sqrt, rsqrt, reciprocal their output; log, abs, gelu, silu,
-//   square, pow, clamp their input.
+//   Saves for backward (when an input requires grad; PyTorch's derivatives.yaml choices):
+//     add, sub, neg, and add/sub/mul/div with a scalar: nothing
+//     mul: self if other requires grad, other if self requires grad
+//     div: other; self if other requires grad
+//     rdiv (s / x): x
+//     pow: self and exponent
+//     pow with a scalar exponent: self
+//     exp, tanh, sigmoid, relu, sqrt, rsqrt, reciprocal: the result
+//     log, abs, gelu, silu, square, clamp: self
+//     sign: nothing (its gradient is zero)
+//     maximum, minimum: both inputs
+//     where: the condition
+//   In place, where backward reads self's old value, self is copied first (Allocates: self's
+//   nbytes, kept until backward runs): log_, abs_, silu_, clamp_ and pow_ with a scalar exponent
+//   copy self when self requires grad; mul_ and div_ with a tensor copy self when other requires
+//   grad. exp_, tanh_, sigmoid_, relu_, sqrt_, rsqrt_ and reciprocal_ save self's new value: no
+//   copy. add_, sub_, neg_ and the scalar forms of mul_ and div_ save nothing.
 // Errors: ShapeError (shapes that do not broadcast), DeviceError (inputs on different devices),
 // DTypeError (e.g. a float result written in place into an int64 tensor).
 #pragma once
@@ -83,8 +98,11 @@ Tensor ge(const Tensor& a, Scalar b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 
-// Whether a and b have the same shape and exactly equal values (no allocation visible to the
-// caller; returns a plain bool). allclose: |a - b| <= atol + rtol |b| everywhere.
+// Whether a and b have the same shape and exactly equal values; allclose: whether
+// |a - b| <= atol + rtol |b| everywhere (computed in float64). Both return a plain bool and keep
+// nothing, but allocate temporaries while they run, all freed before they return: equal a bool
+// tensor of numel bytes and a 0-d result; allclose two float64 tensors of numel elements (updated
+// in place), a bool tensor of numel bytes and a 0-d result. Different shapes: false, no allocation.
 bool equal(const Tensor& a, const Tensor& b);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 

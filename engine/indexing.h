@@ -6,7 +6,11 @@
 //              small temporaries, freed before return: embedding copies non-contiguous indices
 //              to a contiguous tensor; one_hot with num_classes < 0 reads max() (a 0-d tensor).
 //   Aliases:   nothing. Version: bumped by the in-place forms.
-//   Saves (autograd): the index tensors (and sizes); masked_fill the mask; cat only the sizes.
+//   Saves for backward (the indices, never the data):
+//     index_select, gather, scatter_add: the index
+//     embedding: the indices
+//     masked_fill: the mask
+//     cat, stack, pad: nothing
 // Indices are int64; an index out of range throws IndexError naming the op, the index value,
 // the dim and its size.
 #pragma once

@@ -5,7 +5,11 @@
 //              as transposes, not copied; other non-contiguous operands are copied to a
 //              contiguous temporary first (freed before return).
 //   Aliases:   nothing. Version: unchanged (the _out forms write into out).
-//   Saves (autograd): both operands (mm, bmm, matmul, linear: input and weight; addmm: a, b).
+//   Saves for backward (each operand only when the other one's gradient reads it):
+//     mm, bmm, matmul: self if other requires grad, other if self requires grad
+//     addmm: a if b requires grad, b if a requires grad (never the bias)
+//     linear: the input if the weight requires grad, the weight if the input requires grad
+//     (never the bias)
 // Errors: ShapeError naming both shapes and the mismatching sizes.
 #pragma once
 

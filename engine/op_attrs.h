@@ -24,10 +24,10 @@ struct AlphaAttrs {
   double alpha = 1.0;
 };
 
-// A tensor with a scalar operand: x + s, x s, x / s (or s / x), s - x, x ^ s (or s ^ x).
+// A tensor with a scalar operand: x + s, x s, x / s (or s / x), s - x, x ^ s.
 struct ScalarAttrs {
   double scalar = 0.0;
-  bool scalar_first = false;  // the scalar is the left operand: s / x, s ^ x
+  bool scalar_first = false;  // the scalar is the left operand: s / x, s - x
 };
 
 // gelu: exact (erf) or the tanh approximation.

@@ -21,7 +21,7 @@ enum class OpKind : uint16_t {
   RSubScalar,  // s - a                                 ScalarAttrs
   Neg,
   Pow,         // a ^ b (tensor exponent)
-  PowScalar,   // a ^ s, or s ^ a                       ScalarAttrs
+  PowScalar,   // a ^ s                                 ScalarAttrs
   Exp,
   Log,
   Sqrt,
@@ -85,7 +85,6 @@ enum class OpKind : uint16_t {
   Unsqueeze,
   AsStrided,    // the input's geometry is on the node  AsStridedAttrs
   Diagonal,     //                                      DiagonalAttrs
-  Detach,       // no gradient flows
   // ---- nn ----
   LayerNorm,    // inputs: x, weight, bias; outputs: y, mean, rstd     LayerNormAttrs
   CrossEntropy, // inputs: logits, target, log_probs                   CrossEntropyAttrs

@@ -8,9 +8,14 @@
 //              without a dim of a non-contiguous input flatten a temporary contiguous copy
 //              (freed before returning), as PyTorch's reshape(-1) does.
 //   Aliases:   nothing. Version: unchanged.
-//   Saves (autograd): sum/mean nothing (only sizes); var/std the input; max/min along a dim the
-//              indices; full max/min, amax/amin, logsumexp, norm the input and the result;
-//              softmax/log_softmax their output only (PyTorch's formulas).
+//   Saves for backward (when the input requires grad; PyTorch's formulas):
+//     sum, mean: nothing
+//     var: self
+//     std: self and the result
+//     max, min along a dim: the indices
+//     max, min of all elements, amax, amin, logsumexp, norm: self and the result
+//     softmax, log_softmax: the result
+//     any, all, argmax, argmin: never recorded
 // `dims` empty means every dimension. Integer and bool inputs sum to int64; mean, var, std,
 // norm and softmax need floating inputs (DTypeError otherwise). Float16 inputs accumulate in
 // float32 and store float16.

@@ -8,7 +8,8 @@
 //   Version:    whether it bumps the storage's version counter
 //   Saves:      what autograd keeps for backward when an input requires grad
 // The short form used below: views allocate nothing and alias self; out-of-place ops allocate
-// their result; in-place ops (trailing underscore) allocate nothing and bump the version.
+// their result; in-place ops (trailing underscore) bump the version and allocate nothing, except
+// a copy of self where autograd needs the values they overwrite (elementwise.h lists which).
 #pragma once
 
 #include <functional>
@@ -150,7 +151,8 @@ class Tensor {
   std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> unbind(int64_t dim = 0) const;
 
-  // ---- elementwise: out-of-place allocate the broadcast result; in-place allocate nothing ----
+  // ---- elementwise: out-of-place allocate the broadcast result; in-place allocate nothing but
+  // the copy of self some need under autograd (elementwise.h) ----
   Tensor add(const Tensor& other, Scalar alpha = 1) const;
   Tensor add(Scalar other) const;
   Tensor sub(const Tensor& other, Scalar alpha = 1) const;

@@ -5,7 +5,7 @@
 //   Allocates: nothing (reshape: a copy of self when no view is possible).
 //   Aliases:   self's storage; is_view() is true and the result shares self's version counter.
 //   Version:   unchanged.
-//   Saves (autograd): nothing; backward needs only sizes (and for as_strided, the geometry).
+//   Saves for backward: nothing; backward needs only sizes (and for as_strided, the geometry).
 // Errors: ShapeError for incompatible sizes (with "use .reshape(...) instead" when a view is
 // impossible only because of the strides), IndexError for bad dims or indices.
 #pragma once

@@ -1,14 +1,12 @@
 // Elementwise ops: for each, what it saves and its backward formula, side by side.
 //
-// Saved, as PyTorch's derivatives.yaml: add/sub/neg and the scalar ops nothing (s / x and s ^ x
-// their input or result); mul each input only when the other needs a gradient; div the divisor,
+// Saved, as PyTorch's derivatives.yaml: add/sub/neg and the scalar ops nothing (s / x its
+// input, x ^ s its input); mul each input only when the other needs a gradient; div the divisor,
 // and the dividend when the divisor needs a gradient; exp, tanh, sigmoid, relu, sqrt, rsqrt,
 // reciprocal their result; log, abs, gelu, silu, square, clamp their input; pow, maximum,
 // minimum both inputs; sign nothing (its gradient is zero); where its condition. Unary backward
 // rules run as one fused kernel (grad_in = grad_out * f'(saved)), so backward allocates only the
 // gradient.
-#include <cmath>
-
 #include "autograd/functions/common.h"
 
 namespace memgrad::autograd {
@@ -105,23 +103,14 @@ struct DivScalar {
   }
 };
 
-// ---- x ^ e: d = g e x^(e-1);  s ^ x: d = g s^x log(s) ----
+// ---- x ^ e: d = g e x^(e-1), fused ----
 struct PowScalar {
   static constexpr OpKind kind = OpKind::PowScalar;
   static constexpr ReadsSelf reads_self = ReadsSelf::ForSelfGrad;
-  enum Saved { kXOrResult };
-  // x for x ^ e; the result for s ^ x (its gradient is result * log(s)).
-  static void save(OpNode& n, Inputs in, Outputs out) {
-    if (n.attrs<ScalarAttrs>().scalar_first) {
-      n.save_output(kXOrResult, out[0]);
-    } else {
-      n.save(kXOrResult, in[0]);
-    }
-  }
+  enum Saved { kX };
+  static void save(OpNode& n, Inputs in, Outputs) { n.save(kX, in[0]); }
   static Grads backward(OpNode& n, const Grads& g) {
-    const ScalarAttrs& a = n.attrs<ScalarAttrs>();
-    if (a.scalar_first) return {g[0] * n.unpack(kXOrResult) * std::log(a.scalar)};
-    return {pow_scalar_backward(g[0], n.unpack(kXOrResult), a.scalar)};
+    return {pow_scalar_backward(g[0], n.unpack(kX), n.attrs<ScalarAttrs>().scalar)};
   }
 };
 

@@ -123,11 +123,6 @@ Tensor FromStrided::grad(OpNode& n, const Tensor& g) {
   return buffer.index_select(0, in_pos).reshape(in.sizes);
 }
 
-// detach: no gradient flows.
-struct NoGradient {
-  static Tensor grad(OpNode&, const Tensor&) { return Tensor(); }
-};
-
 }  // namespace
 
 void register_view_ops() {
@@ -141,7 +136,6 @@ void register_view_ops() {
   register_op<ViewOp<OpKind::Permute, InversePermuted>>();
   register_op<ViewOp<OpKind::Diagonal, IntoDiagonal>>();
   register_op<ViewOp<OpKind::AsStrided, FromStrided>>();
-  register_op<ViewOp<OpKind::Detach, NoGradient>>();
 }
 
 }  // namespace memgrad::autograd

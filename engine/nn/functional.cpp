@@ -84,7 +84,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   {
     // y = x * mask * scale, recorded as one Dropout node rather than two multiplications.
     GradModeGuard no_grad(false);
-    y = mul(x, mask) * scale;
+    y = mul(x, mask);
+    y.mul_(scale);
   }
   if (detail::should_record({&x})) {
     detail::record(OpKind::Dropout, {x, mask}, {y}, DropoutAttrs{scale});

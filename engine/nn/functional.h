@@ -2,12 +2,18 @@
 //
 // Memory contracts:
 //   layer_norm     Allocates: y, plus mean and rstd (one float32 per row, float64 for float64
-//                  inputs). Saves: x, mean, rstd, weight (PyTorch's native_layer_norm).
+//                  inputs); a contiguous copy of a non-contiguous input, and copies of weight
+//                  and bias in x's dtype when they differ (under autocast).
+//                  Saves: layer_norm: x, mean, rstd and the weight (PyTorch's native_layer_norm).
 //   dropout        Allocates: y and a bool mask (1 byte per element) in training; nothing in
-//                  eval (returns x). Saves: the mask.
+//                  eval (returns x). Saves: dropout: the mask.
 //   cross_entropy  Fused log-softmax + NLL. Allocates: the log-probabilities (N x C), the
-//                  per-row losses (N) and the reduced loss. Saves: log-probabilities and target.
-//   mse_loss       Composed of sub, square, mean. Saves: the difference (from square).
+//                  per-row losses (N) and the loss; with reduction mean also, freed before it
+//                  returns, the 0-d sum, a bool mask of N bytes and its int64 count. The
+//                  losses (unless reduction is none) and, when nothing is recorded, the
+//                  log-probabilities are freed on return.
+//                  Saves: cross_entropy: the log-probabilities and the target.
+//   mse_loss       Composed of sub, square, mean. Saves: the difference (square saves it).
 #pragma once
 
 #include <optional>
