@@ -124,8 +124,10 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& option
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options) {
   if (steps < 0) throw ValueError(fmt::format("[linspace] number of steps must be >= 0, got {}", steps));
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  // Filled from both ends, as PyTorch does, so the last value is exactly `end`.
+  // Filled from both ends, as PyTorch does, so the last value is exactly `end`; one step is
+  // `start` (PyTorch and NumPy).
   auto value = [&](int64_t i) {
+    if (steps == 1) return start;
     return i < steps / 2 ? start + step * static_cast<double>(i)
                          : end - step * static_cast<double>(steps - 1 - i);
   };

@@ -211,22 +211,43 @@ void set_per_process_memory_fraction(double fraction, Device device) {
   allocator_for(device).set_memory_fraction(fraction);
 }
 
+// Each setter changes registry settings and installs a fresh allocator built with them. When the
+// install throws (a capacity no source can have, a missing device), the settings go back to what
+// they were, so a rejected value does not resurface in a later install of the same device.
+
 void set_allocator_config(Device device, const AllocatorConfig& config) {
   config.validate();
+  if (device.is_cuda()) check_cuda_device(device.index());
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto slot = static_cast<size_t>(slot_of(device));
+  const AllocatorConfig previous = r.configs[slot];
+  const bool was_configured = r.configured[slot];
   r.configs[slot] = config;
   r.configured[slot] = true;
-  install(r, device);
+  try {
+    install(r, device);
+  } catch (...) {
+    r.configs[slot] = previous;
+    r.configured[slot] = was_configured;
+    throw;
+  }
 }
 
 void set_cpu_memory_limit(size_t nbytes) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  const size_t previous = r.cpu_limit;
+  const bool was_read = r.cpu_limit_read;
   r.cpu_limit = nbytes;
   r.cpu_limit_read = true;
-  install(r, kCPU);
+  try {
+    install(r, kCPU);
+  } catch (...) {
+    r.cpu_limit = previous;
+    r.cpu_limit_read = was_read;
+    throw;
+  }
 }
 
 void set_sim_capacity(int index, size_t nbytes) {
@@ -234,8 +255,15 @@ void set_sim_capacity(int index, size_t nbytes) {
   if (nbytes == 0) throw ConfigError(fmt::format("sim:{}: capacity must be > 0 bytes", index));
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.sim_capacity[static_cast<size_t>(index)] = nbytes;
-  install(r, device);
+  size_t& capacity = r.sim_capacity[static_cast<size_t>(index)];
+  const size_t previous = capacity;
+  capacity = nbytes;
+  try {
+    install(r, device);
+  } catch (...) {
+    capacity = previous;
+    throw;
+  }
 }
 
 }  // namespace memgrad
