@@ -74,7 +74,7 @@ struct RunCounts {
 // returns a description of what broke (empty when all is well); run() stops at the first one.
 class RandomRun {
  public:
-  RandomRun(Allocator& allocator, const BoundedMemory& memory)
+  RandomRun(PolicyAllocator& allocator, const BoundedMemory& memory)
       : alloc_(allocator),
         memory_(memory),
         policy_(allocator.policy_name()),
@@ -380,7 +380,7 @@ class RandomRun {
     return {};
   }
 
-  Allocator& alloc_;
+  PolicyAllocator& alloc_;
   const BoundedMemory& memory_;
   std::string policy_;
   const CachingAllocator* caching_;  // null for every other policy
@@ -393,7 +393,7 @@ class RandomRun {
 };
 
 // After the drain: nothing allocated, totals balanced; then empty_cache returns everything.
-void check_released(Allocator& alloc, const BoundedMemory& memory) {
+void check_released(PolicyAllocator& alloc, const BoundedMemory& memory) {
   MemoryStats s = alloc.stats();
   CHECK_EQ(s.allocation.all().current, 0);
   CHECK_EQ(s.allocated_bytes.all().current, 0);
@@ -432,7 +432,7 @@ TEST_CASE("a random alloc/free sequence keeps blocks disjoint and stats exact un
   }
   CAPTURE(conf);
   BoundedMemory memory(kCapacity, "sim:0");
-  std::unique_ptr<Allocator> alloc = make_allocator(AllocatorConfig::parse(conf), memory);
+  std::unique_ptr<PolicyAllocator> alloc = make_allocator(AllocatorConfig::parse(conf), memory);
   RandomRun run(*alloc, memory);
   const std::string problem = run.run(kSteps);
   CHECK_MESSAGE(problem.empty(), problem);
