@@ -29,16 +29,14 @@ size_t roundup_power2_next_division(size_t size, size_t divisions) {
 }  // namespace
 
 CachingAllocator::CachingAllocator(MemorySource& source, AllocatorConfig config)
-    : Allocator(source), config_(std::move(config)), segments_(segment_before) {
+    : PolicyAllocator(source, config.memory_fraction),
+      config_(std::move(config)),
+      segments_(segment_before) {
   config_.policy = "caching";
   config_.validate();
   for (size_t d : config_.roundup_power2_divisions) any_divisions_ |= d > 1;
   stats_.max_split_size =
       config_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(config_.max_split_size);
-  if (config_.memory_fraction != 1.0) {
-    fraction_set_ = true;
-    fraction_ = config_.memory_fraction;
-  }
 }
 
 CachingAllocator::~CachingAllocator() {
@@ -69,10 +67,6 @@ size_t CachingAllocator::allocation_size(size_t rounded) {
   return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
 }
 
-size_t CachingAllocator::allowed_bytes() const {
-  return static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
-}
-
 // ---- allocate ----
 
 Block CachingAllocator::allocate_block(size_t nbytes, StreamId stream) {
@@ -84,7 +78,7 @@ Block CachingAllocator::allocate_block(size_t nbytes, StreamId stream) {
 
   BlockRecord* block = get_free_block(pool, stream, size);
   if (block == nullptr) {
-    if (fraction_set_ && config_.garbage_collection_threshold > 0.0) garbage_collect();
+    if (fraction_set() && config_.garbage_collection_threshold > 0.0) garbage_collect();
     block = alloc_segment(pool, stream, segment_size, false);
     if (block == nullptr && release_available_cached_blocks(pool, stream, size)) {
       block = alloc_segment(pool, stream, segment_size, false);
@@ -93,7 +87,7 @@ Block CachingAllocator::allocate_block(size_t nbytes, StreamId stream) {
       release_cached_blocks();
       block = alloc_segment(pool, stream, segment_size, true);
     }
-    if (block == nullptr) throw_oom(nbytes, segment_size);
+    if (block == nullptr) throw_oom(nbytes, segment_size, kDefaultStream);
   }
   return hand_out(block, size, nbytes);
 }
@@ -117,10 +111,10 @@ CachingAllocator::BlockRecord* CachingAllocator::get_free_block(BlockPool& pool,
 CachingAllocator::BlockRecord* CachingAllocator::alloc_segment(BlockPool& pool, StreamId stream,
                                                                size_t segment_size, bool retry) {
   if (retry) ++stats_.num_alloc_retries;
-  if (fraction_set_ && total_reserved_ + segment_size > allowed_bytes()) return nullptr;
-  void* ptr = source_.allocate(segment_size);
+  const StatPool sp = stat_pool(pool);
+  void* ptr = obtain_segment(sp, segment_size, stream);
   if (ptr == nullptr) return nullptr;
-  total_reserved_ += segment_size;
+  if (segment_size >= config_.max_split_size) stats_.oversize_segments.increase(1);
 
   auto* segment = new detail::Segment{static_cast<char*>(ptr), segment_size, stream,
                                       pool.is_small(), nullptr};
@@ -131,13 +125,6 @@ CachingAllocator::BlockRecord* CachingAllocator::alloc_segment(BlockPool& pool, 
   block->segment = segment;
   segment->head = block;
   segments_.insert(segment);
-
-  const StatPool sp = stat_pool(pool);
-  stats_.segment.increase(sp, 1);
-  stats_.reserved_bytes.increase(sp, static_cast<int64_t>(segment_size));
-  ++stats_.num_device_alloc;
-  if (segment_size >= config_.max_split_size) stats_.oversize_segments.increase(1);
-  trace(TraceAction::SegmentAlloc, segment->ptr, segment_size, 0, stream);
   return block;
 }
 
@@ -166,27 +153,21 @@ Block CachingAllocator::hand_out(BlockRecord* block, size_t size, size_t request
     pool.insert(rest);
     if (already_split) {
       // An inactive split block shrinks by the bytes handed out.
-      stats_.inactive_split_bytes.decrease(sp, static_cast<int64_t>(size));
+      count_split_delta(sp, 0, -static_cast<int64_t>(size));
     } else {
       // A new inactive split block appears in a segment that was whole.
-      stats_.inactive_split_bytes.increase(sp, static_cast<int64_t>(rest->size));
-      stats_.inactive_split.increase(sp, 1);
+      count_split_delta(sp, 1, static_cast<int64_t>(rest->size));
     }
   } else if (already_split) {
     // A whole inactive split block becomes active.
-    stats_.inactive_split_bytes.decrease(sp, static_cast<int64_t>(block->size));
-    stats_.inactive_split.decrease(sp, 1);
+    count_split_delta(sp, -1, -static_cast<int64_t>(block->size));
   }
   block->allocated = true;
   block->requested_size = requested;
 
-  stats_.allocation.increase(sp, 1);
-  stats_.allocated_bytes.increase(sp, static_cast<int64_t>(block->size));
-  stats_.active.increase(sp, 1);
-  stats_.active_bytes.increase(sp, static_cast<int64_t>(block->size));
-  stats_.requested_bytes.increase(sp, static_cast<int64_t>(requested));
+  count_alloc(sp, block->size, requested);
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
-  trace(TraceAction::Alloc, block->ptr, block->size, requested, block->stream);
+  trace_event(TraceAction::Alloc, block->ptr, block->size, requested, block->stream);
   return Block{block->ptr, block->size, requested, block->stream, block};
 }
 
@@ -199,11 +180,10 @@ void CachingAllocator::free(const Block& handle) {
   internal_check(block->allocated, "free of a block that is not allocated (double free?)");
   block->allocated = false;
   const StatPool sp = block->segment->small_pool ? StatPool::SmallPool : StatPool::LargePool;
-  stats_.allocation.decrease(sp, 1);
-  stats_.allocated_bytes.decrease(sp, static_cast<int64_t>(block->size));
+  count_free_requested(sp, block->size);
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
-  trace(TraceAction::FreeRequested, block->ptr, block->size, block->requested_size,
-        block->stream);
+  trace_event(TraceAction::FreeRequested, block->ptr, block->size, block->requested_size,
+              block->stream);
   if (!block->stream_uses.empty() && events_ != nullptr) {
     // Other streams may still read it: reuse only after their work recorded so far is done.
     for (StreamId s : block->stream_uses) {
@@ -217,8 +197,8 @@ void CachingAllocator::free(const Block& handle) {
 }
 
 void CachingAllocator::free_block(BlockRecord* block) {
-  trace(TraceAction::FreeCompleted, block->ptr, block->size, block->requested_size,
-        block->stream);
+  trace_event(TraceAction::FreeCompleted, block->ptr, block->size, block->requested_size,
+              block->stream);
   BlockPool& pool = block->segment->small_pool ? small_ : large_;
   const StatPool sp = stat_pool(pool);
   const size_t original_size = block->size;
@@ -238,13 +218,8 @@ void CachingAllocator::free_block(BlockRecord* block) {
     net_inactive_blocks += 1;
     net_inactive_bytes += static_cast<int64_t>(block->size);
   }
-  if (net_inactive_blocks > 0) stats_.inactive_split.increase(sp, net_inactive_blocks);
-  if (net_inactive_blocks < 0) stats_.inactive_split.decrease(sp, -net_inactive_blocks);
-  if (net_inactive_bytes > 0) stats_.inactive_split_bytes.increase(sp, net_inactive_bytes);
-  if (net_inactive_bytes < 0) stats_.inactive_split_bytes.decrease(sp, -net_inactive_bytes);
-  stats_.active.decrease(sp, 1);
-  stats_.active_bytes.decrease(sp, static_cast<int64_t>(original_size));
-  stats_.requested_bytes.decrease(sp, static_cast<int64_t>(requested));
+  count_split_delta(sp, net_inactive_blocks, net_inactive_bytes);
+  count_free_completed(sp, original_size, requested);
 }
 
 size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool) {
@@ -317,13 +292,8 @@ void CachingAllocator::release_segment(BlockRecord* block) {
   const StatPool sp = stat_pool(pool);
   detail::Segment* segment = block->segment;
   pool.erase(block);
-  source_.free(segment->ptr, segment->size);
-  total_reserved_ -= segment->size;
-  stats_.segment.decrease(sp, 1);
-  stats_.reserved_bytes.decrease(sp, static_cast<int64_t>(segment->size));
-  ++stats_.num_device_free;
   if (segment->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
-  trace(TraceAction::SegmentFree, segment->ptr, segment->size, 0, segment->stream);
+  return_segment(sp, segment->ptr, segment->size, segment->stream);
   segments_.erase(segment);
   delete segment;
   records_.recycle(block);
@@ -372,8 +342,9 @@ void CachingAllocator::garbage_collect() {
   // segments whose age (lookups since they were cached) is at least the average age.
   const auto threshold =
       static_cast<size_t>(config_.garbage_collection_threshold * static_cast<double>(allowed_bytes()));
-  if (total_reserved_ <= threshold) return;
-  const size_t target = total_reserved_ - threshold;
+  const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
+  if (reserved <= threshold) return;
+  const size_t target = reserved - threshold;
   size_t reclaimed = 0;
   bool freed_any = true;
   while (reclaimed < target && freed_any) {
@@ -399,55 +370,7 @@ void CachingAllocator::garbage_collect() {
   }
 }
 
-// ---- errors, stats, snapshots ----
-
-void CachingAllocator::throw_oom(size_t requested, size_t segment_size) {
-  throw_out_of_memory(stats_, requested, segment_size, kDefaultStream,
-                      fraction_set_ ? allowed_bytes() : source_.capacity(), fraction_set_);
-}
-
-void CachingAllocator::record_trace(TraceAction action, const char* ptr, size_t nbytes,
-                                    size_t requested, StreamId stream) {
-  trace_.record(action, trace_address(ptr), nbytes, requested, stream, stats_.allocated_bytes.all().current,
-                stats_.reserved_bytes.all().current);
-}
-
-MemoryStats CachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
-
-void CachingAllocator::reset_peak_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.reset_peak();
-}
-
-void CachingAllocator::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.reset_accumulated();
-}
-
-size_t CachingAllocator::memory_allocated() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<size_t>(stats_.allocated_bytes.all().current);
-}
-
-size_t CachingAllocator::memory_reserved() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<size_t>(stats_.reserved_bytes.all().current);
-}
-
-void CachingAllocator::set_memory_fraction(double fraction) {
-  if (!(fraction > 0.0 && fraction <= 1.0)) {
-    throw ConfigError("set_memory_fraction: fraction must be in (0, 1], got " +
-                          std::to_string(fraction),
-                      "per_process_memory_fraction", std::to_string(fraction));
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  fraction_ = fraction;
-  fraction_set_ = true;
-  config_.memory_fraction = fraction;
-}
+// ---- snapshots ----
 
 std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -17,12 +17,11 @@
 #pragma once
 
 #include <deque>
-#include <mutex>
 #include <set>
 
-#include "allocator/allocator.h"
 #include "allocator/block_pool.h"
 #include "allocator/config.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad {
 
@@ -49,7 +48,7 @@ class StreamEvents {
   virtual void release(void* event) = 0;
 };
 
-class CachingAllocator final : public Allocator {
+class CachingAllocator final : public PolicyAllocator {
  public:
   // A caching allocator over `source` with `config`'s options (the policy field is ignored).
   // Throws ConfigError for out-of-range options.
@@ -63,16 +62,8 @@ class CachingAllocator final : public Allocator {
   void free(const Block& block) override;
   void record_stream(const Block& block, StreamId stream) override;
   void empty_cache() override;
-  MemoryStats stats() const override;
-  void reset_peak_stats() override;
-  void reset_accumulated_stats() override;
-  size_t memory_allocated() const override;
-  size_t memory_reserved() const override;
   std::vector<SegmentSnapshot> snapshot() const override;
-  void set_memory_fraction(double fraction) override;
   std::string_view policy_name() const override { return "caching"; }
-  // The trace recorder; without this the private trace() helper below would hide it.
-  using Allocator::trace;
 
   // Installs the event provider for record_stream (the CUDA backend does this). Not owned.
   void set_stream_events(StreamEvents* events);
@@ -82,6 +73,7 @@ class CachingAllocator final : public Allocator {
   // The segment size obtained from the source for a rounded size.
   static size_t allocation_size(size_t rounded);
 
+  // The options it was built with (set_memory_fraction() changes the limit, not this copy).
   const AllocatorConfig& config() const { return config_; }
 
  private:
@@ -106,26 +98,13 @@ class CachingAllocator final : public Allocator {
   void garbage_collect();
   void process_events();
   void synchronize_and_free_events();
-  [[noreturn]] void throw_oom(size_t requested, size_t segment_size);
-  void trace(TraceAction action, const char* ptr, size_t nbytes, size_t requested,
-             StreamId stream) {
-    if (trace_.enabled()) [[unlikely]] record_trace(action, ptr, nbytes, requested, stream);
-  }
-  void record_trace(TraceAction action, const char* ptr, size_t nbytes, size_t requested,
-                    StreamId stream);
-  size_t allowed_bytes() const;
 
   AllocatorConfig config_;
   bool any_divisions_ = false;  // whether roundup_power2_divisions is set for any bucket
-  mutable std::mutex mutex_;
   detail::RecordPool records_;
   BlockPool small_{true};
   BlockPool large_{false};
   std::set<detail::Segment*, bool (*)(const detail::Segment*, const detail::Segment*)> segments_;
-  MemoryStats stats_;
-  size_t total_reserved_ = 0;  // bytes obtained from the source
-  bool fraction_set_ = false;
-  double fraction_ = 1.0;
   StreamEvents* events_ = nullptr;
   std::deque<std::pair<void*, BlockRecord*>> pending_events_;  // (event, block) in record order
 };

@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 
 namespace memgrad {
 
-using kernels::cuda::check_cuda;
-using kernels::cuda::DeviceGuard;
+using detail::check_cuda;
+using detail::DeviceGuard;
 
 namespace {
 

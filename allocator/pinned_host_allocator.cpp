@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <string>
 
 #include "allocator/error.h"
 
@@ -15,14 +14,14 @@ namespace memgrad {
 namespace {
 
 // The host allocator keeps only aggregate figures: PyTorch's host stats have no pools.
-void add(PooledStat& stat, int64_t amount) { stat.pools[0].increase(amount); }
-void sub(PooledStat& stat, int64_t amount) { stat.pools[0].decrease(amount); }
+constexpr StatPool kPool = StatPool::All;
 
 size_t size_class(size_t rounded) { return static_cast<size_t>(std::countr_zero(rounded)); }
 
 }  // namespace
 
-PinnedHostAllocator::PinnedHostAllocator(MemorySource& source) : Allocator(source) {}
+PinnedHostAllocator::PinnedHostAllocator(MemorySource& source, const AllocatorConfig& config)
+    : PolicyAllocator(source, config.memory_fraction) {}
 
 PinnedHostAllocator::~PinnedHostAllocator() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -37,7 +36,7 @@ size_t PinnedHostAllocator::round_size(size_t nbytes) {
 Block PinnedHostAllocator::allocate_block(size_t nbytes, StreamId stream) {
   constexpr size_t kLargest = size_t{1} << 62;  // bit_ceil above this is undefined
   std::lock_guard<std::mutex> lock(mutex_);
-  if (nbytes > kLargest) throw_oom(nbytes, nbytes);
+  if (nbytes > kLargest) throw_oom(nbytes, nbytes, kDefaultStream);
   if (!pending_events_.empty()) process_events();
   const size_t size = round_size(nbytes);
   std::vector<Record*>& list = free_lists_[size_class(size)];
@@ -46,36 +45,25 @@ Block PinnedHostAllocator::allocate_block(size_t nbytes, StreamId stream) {
     record = list.back();  // most recently freed first: its pages are the warmest
     list.pop_back();
   } else {
-    void* ptr = from_source(size);
+    void* ptr = from_source(size, stream);
     if (ptr == nullptr && stats_.reserved_bytes.all().current > stats_.active_bytes.all().current) {
       release_cached();  // cached blocks of other sizes may make room
-      ptr = from_source(size);
+      ptr = from_source(size, stream);
     }
-    if (ptr == nullptr) throw_oom(nbytes, size);
+    if (ptr == nullptr) throw_oom(nbytes, size, kDefaultStream);
     record = &records_[ptr];
     record->ptr = ptr;
     record->size = size;
-    add(stats_.segment, 1);
-    add(stats_.reserved_bytes, static_cast<int64_t>(size));
-    ++stats_.num_device_alloc;
-    trace(TraceAction::SegmentAlloc, ptr, size, 0, stream);
   }
   record->allocated = true;
   record->requested = nbytes;
-  const auto n = static_cast<int64_t>(size);
-  add(stats_.allocation, 1);
-  add(stats_.allocated_bytes, n);
-  add(stats_.active, 1);
-  add(stats_.active_bytes, n);
-  add(stats_.requested_bytes, static_cast<int64_t>(nbytes));
-  trace(TraceAction::Alloc, record->ptr, size, nbytes, stream);
+  count_alloc(kPool, size, nbytes);
+  trace_event(TraceAction::Alloc, record->ptr, size, nbytes, stream);
   return Block{record->ptr, size, nbytes, stream, record};
 }
 
-void* PinnedHostAllocator::from_source(size_t size) {
-  const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
-  const auto allowed = static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
-  return reserved + size <= allowed ? source_.allocate(size) : nullptr;
+void* PinnedHostAllocator::from_source(size_t size, StreamId stream) {
+  return within_allowed(size) ? obtain_segment(kPool, size, stream) : nullptr;
 }
 
 void PinnedHostAllocator::free(const Block& block) {
@@ -84,11 +72,11 @@ void PinnedHostAllocator::free(const Block& block) {
   std::lock_guard<std::mutex> lock(mutex_);
   internal_check(record->allocated, "free of a pinned block that is not allocated (double free?)");
   record->allocated = false;
-  const auto n = static_cast<int64_t>(record->size);
-  sub(stats_.allocation, 1);
-  sub(stats_.allocated_bytes, n);
-  sub(stats_.requested_bytes, static_cast<int64_t>(record->requested));
-  trace(TraceAction::FreeRequested, record->ptr, record->size, record->requested, block.stream);
+  count_free_requested(kPool, record->size);
+  // Unlike the device policy, requested bytes drop at once, whether the block waits or not.
+  stats_.requested_bytes.decrease(kPool, static_cast<int64_t>(record->requested));
+  trace_event(TraceAction::FreeRequested, record->ptr, record->size, record->requested,
+              block.stream);
   record->requested = 0;
   if (!record->stream_uses.empty() && events_ != nullptr) {
     // A copy queued on these streams may still read or write the bytes.
@@ -104,10 +92,9 @@ void PinnedHostAllocator::free(const Block& block) {
 
 void PinnedHostAllocator::make_free(Record* record) {
   record->stream_uses.clear();
-  sub(stats_.active, 1);
-  sub(stats_.active_bytes, static_cast<int64_t>(record->size));
+  count_free_completed(kPool, record->size, 0);  // requested bytes dropped in free()
   free_lists_[size_class(record->size)].push_back(record);
-  trace(TraceAction::FreeCompleted, record->ptr, record->size, 0, kDefaultStream);
+  trace_event(TraceAction::FreeCompleted, record->ptr, record->size, 0, kDefaultStream);
 }
 
 void PinnedHostAllocator::record_stream(const Block& block, StreamId stream) {
@@ -146,13 +133,8 @@ void PinnedHostAllocator::release_cached() {
   process_events();
   for (std::vector<Record*>& list : free_lists_) {
     for (Record* record : list) {
-      const size_t size = record->size;
       void* ptr = record->ptr;
-      source_.free(ptr, size);
-      sub(stats_.segment, 1);
-      sub(stats_.reserved_bytes, static_cast<int64_t>(size));
-      ++stats_.num_device_free;
-      trace(TraceAction::SegmentFree, ptr, size, 0, kDefaultStream);
+      return_segment(kPool, ptr, record->size);
       records_.erase(ptr);
     }
     list.clear();
@@ -162,44 +144,6 @@ void PinnedHostAllocator::release_cached() {
 void PinnedHostAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   release_cached();
-}
-
-void PinnedHostAllocator::trace(TraceAction action, const void* ptr, size_t nbytes,
-                                size_t requested, StreamId stream) {
-  if (!trace_.enabled()) return;
-  trace_.record(action, trace_address(ptr), nbytes, requested, stream,
-                stats_.allocated_bytes.all().current, stats_.reserved_bytes.all().current);
-}
-
-void PinnedHostAllocator::throw_oom(size_t requested, size_t size) {
-  throw_out_of_memory(stats_, requested, size, kDefaultStream,
-                      static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity())),
-                      fraction_ != 1.0);
-}
-
-MemoryStats PinnedHostAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
-
-void PinnedHostAllocator::reset_peak_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.reset_peak();
-}
-
-void PinnedHostAllocator::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.reset_accumulated();
-}
-
-size_t PinnedHostAllocator::memory_allocated() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<size_t>(stats_.allocated_bytes.all().current);
-}
-
-size_t PinnedHostAllocator::memory_reserved() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<size_t>(stats_.reserved_bytes.all().current);
 }
 
 std::vector<SegmentSnapshot> PinnedHostAllocator::snapshot() const {
@@ -216,16 +160,6 @@ std::vector<SegmentSnapshot> PinnedHostAllocator::snapshot() const {
   std::sort(out.begin(), out.end(),
             [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
   return out;
-}
-
-void PinnedHostAllocator::set_memory_fraction(double fraction) {
-  if (!(fraction > 0.0 && fraction <= 1.0)) {
-    throw ConfigError("set_memory_fraction: fraction must be in (0, 1], got " +
-                          std::to_string(fraction),
-                      "per_process_memory_fraction", std::to_string(fraction));
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  fraction_ = fraction;
 }
 
 }  // namespace memgrad

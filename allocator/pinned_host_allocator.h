@@ -19,24 +19,26 @@
 
 #include <array>
 #include <deque>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
-#include "allocator/allocator.h"
 #include "allocator/caching_allocator.h"
+#include "allocator/config.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad {
 
-class PinnedHostAllocator final : public Allocator {
+class PinnedHostAllocator final : public PolicyAllocator {
  public:
-  explicit PinnedHostAllocator(MemorySource& source);
+  // Uses `config.memory_fraction`; the device policies' options are ignored. Throws ConfigError.
+  explicit PinnedHostAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~PinnedHostAllocator() override;
 
  protected:
   // Allocates: nbytes rounded up to the next power of two, from the size class's free list or
-  // the source. Throws OutOfMemoryError when the source has no room even after the cache was
-  // returned to it.
+  // the source. A new block that would take reserved bytes past fraction x capacity is not asked
+  // of the source, fraction set or not. Throws OutOfMemoryError when the source has no room even
+  // after the cache was returned to it.
   Block allocate_block(size_t nbytes, StreamId stream) override;
 
  public:
@@ -47,17 +49,9 @@ class PinnedHostAllocator final : public Allocator {
   void record_stream(const Block& block, StreamId stream) override;
   // Returns every cached block (not waiting on an event) to the source.
   void empty_cache() override;
-  MemoryStats stats() const override;
-  void reset_peak_stats() override;
-  void reset_accumulated_stats() override;
-  size_t memory_allocated() const override;
-  size_t memory_reserved() const override;
-  // One segment per block (blocks are never split).
+  // One segment per block (blocks are never split), at absolute host addresses.
   std::vector<SegmentSnapshot> snapshot() const override;
-  void set_memory_fraction(double fraction) override;
   std::string_view policy_name() const override { return "pinned"; }
-  // The trace recorder; without this the private trace() helper below would hide it.
-  using Allocator::trace;
 
   // Installs the event provider for record_stream. Not owned. Without one, record_stream is
   // ignored (frees are immediate).
@@ -81,17 +75,11 @@ class PinnedHostAllocator final : public Allocator {
   static constexpr size_t kNumClasses = 64;  // one free list per power of two
 
   // All private members below require mutex_.
-  void* from_source(size_t size);  // nullptr when full or over the memory fraction
+  void* from_source(size_t size, StreamId stream);  // nullptr when full or over the fraction
   void process_events();
   void make_free(Record* record);
   void release_cached();
-  void trace(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
-             StreamId stream);
-  [[noreturn]] void throw_oom(size_t requested, size_t size);
 
-  mutable std::mutex mutex_;
-  MemoryStats stats_;
-  double fraction_ = 1.0;
   StreamEvents* events_ = nullptr;
   std::unordered_map<void*, Record> records_;               // every block held, by pointer
   std::array<std::vector<Record*>, kNumClasses> free_lists_;  // cached blocks per size class

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 
 namespace memgrad {
 namespace {
@@ -19,8 +19,8 @@ constexpr int kPinningDevice = 0;
 
 }  // namespace
 
-using kernels::cuda::check_cuda;
-using kernels::cuda::DeviceGuard;
+using detail::check_cuda;
+using detail::DeviceGuard;
 
 void* PinnedHostMemory::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;

@@ -15,15 +15,15 @@
 
 namespace memgrad {
 
-std::unique_ptr<Allocator> make_allocator(const AllocatorConfig& config, MemorySource& source) {
+std::unique_ptr<PolicyAllocator> make_allocator(const AllocatorConfig& config,
+                                                MemorySource& source) {
   config.validate();
   const std::string& p = config.policy;
-  std::unique_ptr<Allocator> allocator;
+  std::unique_ptr<PolicyAllocator> allocator;
   if (p == "caching") {
     allocator = std::make_unique<CachingAllocator>(source, config);
   } else if (p == "passthrough") {
-    allocator = std::make_unique<PassthroughAllocator>(source);
-    if (config.memory_fraction != 1.0) allocator->set_memory_fraction(config.memory_fraction);
+    allocator = std::make_unique<PassthroughAllocator>(source, config);
   } else if (p == "first_fit") {
     allocator = std::make_unique<FirstFitAllocator>(source, config);
   } else if (p == "buddy") {

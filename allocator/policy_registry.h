@@ -5,14 +5,15 @@
 
 #include <memory>
 
-#include "allocator/allocator.h"
 #include "allocator/config.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad {
 
 // A new allocator of `config.policy` over `source` (not owned; it must outlive the allocator).
 // Throws ConfigError for an unknown policy, out-of-range options, or a policy the source cannot
 // serve (expandable on a source without expansion).
-std::unique_ptr<Allocator> make_allocator(const AllocatorConfig& config, MemorySource& source);
+std::unique_ptr<PolicyAllocator> make_allocator(const AllocatorConfig& config,
+                                                MemorySource& source);
 
 }  // namespace memgrad

@@ -45,7 +45,8 @@ struct Stat {
 enum class StatPool : int { All = 0, SmallPool = 1, LargePool = 2 };
 inline constexpr int kNumStatPools = 3;
 
-// A Stat per pool; updates touch the aggregate and the pool's own entry together.
+// A Stat per pool; updates touch the aggregate and the pool's own entry together. StatPool::All
+// touches the aggregate only (an allocator without pools, like the pinned host one).
 struct PooledStat {
   std::array<Stat, kNumStatPools> pools;
 
@@ -54,11 +55,11 @@ struct PooledStat {
   const Stat& large_pool() const { return pools[2]; }
   void increase(StatPool pool, int64_t amount) {
     pools[0].increase(amount);
-    pools[static_cast<int>(pool)].increase(amount);
+    if (pool != StatPool::All) pools[static_cast<int>(pool)].increase(amount);
   }
   void decrease(StatPool pool, int64_t amount) {
     pools[0].decrease(amount);
-    pools[static_cast<int>(pool)].decrease(amount);
+    if (pool != StatPool::All) pools[static_cast<int>(pool)].decrease(amount);
   }
 };
 

@@ -81,7 +81,7 @@ using Clock = std::chrono::steady_clock;
 double timed_pass(const ReplayPlan& plan, const AllocatorConfig& config, size_t capacity,
                   size_t end) {
   BoundedMemory memory(capacity, "sim:0");
-  std::unique_ptr<Allocator> alloc = make_allocator(config, memory);
+  std::unique_ptr<PolicyAllocator> alloc = make_allocator(config, memory);
   std::vector<Block> blocks(plan.slots);
   const Clock::time_point start = Clock::now();
   for (size_t i = 0; i < end; ++i) {
@@ -195,7 +195,7 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
   r.policy = config.policy;
   r.capacity = capacity;
   BoundedMemory memory(capacity, "sim:0");
-  std::unique_ptr<Allocator> alloc = make_allocator(config, memory);
+  std::unique_ptr<PolicyAllocator> alloc = make_allocator(config, memory);
   if (options.record_trace) alloc->trace().enable();
   std::vector<Block> blocks(plan.slots);
   double fragmentation_sum = 0.0;

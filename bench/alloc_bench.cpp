@@ -79,8 +79,8 @@ double median_ns(Pair&& pair, double repetition_ns) {
   return runs[runs.size() / 2];
 }
 
-Timing measure(size_t n, double repetition_ns, memgrad::Allocator& caching,
-               memgrad::Allocator& passthrough) {
+Timing measure(size_t n, double repetition_ns, memgrad::PolicyAllocator& caching,
+               memgrad::PolicyAllocator& passthrough) {
   // One pair first, so the caching policy holds a segment that fits and later pairs are hits.
   caching.free(caching.allocate(n));
   Timing t;

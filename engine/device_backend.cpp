@@ -60,7 +60,7 @@ kernels::KernelBackend& detail::kernels_for(Device device) {
   return kernels::cuda::backend(device.index());
 }
 
-void attach_device_hooks(Device device, Allocator& allocator) {
+void attach_device_hooks(Device device, PolicyAllocator& allocator) {
   if (!device.is_cuda()) return;
   if (auto* caching = dynamic_cast<CachingAllocator*>(&allocator)) {
     caching->set_stream_events(&kernels::cuda::stream_events(device.index()));
@@ -219,7 +219,7 @@ kernels::KernelBackend& detail::kernels_for(Device device) {
   return kernels::cpu_backend();
 }
 
-void attach_device_hooks(Device, Allocator&) {}
+void attach_device_hooks(Device, PolicyAllocator&) {}
 
 StreamId allocation_stream(Device) { return kDefaultStream; }
 

@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "allocator/allocator.h"
 #include "allocator/memory_source.h"
+#include "allocator/policy_allocator.h"
 #include "allocator/stream.h"
 #include "engine/cuda.h"
 #include "engine/device.h"
@@ -39,7 +39,7 @@ bool storage_is_pinned(const Storage& storage);
 
 // Connects a freshly created allocator to its device (for CUDA: stream events for
 // record_stream, and the cuBLAS workspaces are taken from it). Nothing to do for cpu and sim.
-void attach_device_hooks(Device device, Allocator& allocator);
+void attach_device_hooks(Device device, PolicyAllocator& allocator);
 
 // The stream a new allocation on `device` is tied to: the calling thread's current stream for
 // cuda:N, kDefaultStream for host devices.

@@ -39,9 +39,9 @@ constexpr size_t kDefaultSimCapacity = 1 * kGiB;
 
 struct Registry {
   std::mutex mutex;
-  std::array<std::atomic<Allocator*>, kNumSlots> slots{};
+  std::array<std::atomic<PolicyAllocator*>, kNumSlots> slots{};
   std::vector<std::unique_ptr<MemorySource>> sources;  // kept for the life of the process
-  std::vector<std::unique_ptr<Allocator>> allocators;  // likewise, including replaced ones
+  std::vector<std::unique_ptr<PolicyAllocator>> allocators;  // likewise, including replaced ones
   std::array<AllocatorConfig, kNumSlots> configs{};
   std::array<bool, kNumSlots> configured{};
   size_t cpu_limit = 0;  // 0: host memory
@@ -115,13 +115,13 @@ constexpr int kTraceWriteFailed = 3;
 void write_traces() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<Allocator*> traced;
-  for (const std::atomic<Allocator*>& slot : r.slots) {
-    Allocator* a = slot.load(std::memory_order_acquire);
+  std::vector<PolicyAllocator*> traced;
+  for (const std::atomic<PolicyAllocator*>& slot : r.slots) {
+    PolicyAllocator* a = slot.load(std::memory_order_acquire);
     if (a != nullptr && a->trace().enabled() && !a->trace().events().empty()) traced.push_back(a);
   }
   bool failed = false;
-  for (Allocator* a : traced) {
+  for (PolicyAllocator* a : traced) {
     const MemorySource& source = a->source();
     const std::string path =
         traced.size() == 1 ? *r.trace_path : trace_file_for(*r.trace_path, source.name());
@@ -140,7 +140,7 @@ void write_traces() {
 }
 
 // Requires r.mutex. Switches tracing on for a new allocator when MEMGRAD_TRACE asks for it.
-void maybe_trace(Registry& r, Allocator& allocator) {
+void maybe_trace(Registry& r, PolicyAllocator& allocator) {
   if (!r.trace_path_read) {
     const char* path = std::getenv("MEMGRAD_TRACE");
     if (path != nullptr && *path != '\0') r.trace_path = path;
@@ -155,7 +155,7 @@ void maybe_trace(Registry& r, Allocator& allocator) {
 }
 
 // Requires r.mutex. Builds a fresh source + allocator for `d` and publishes it.
-Allocator& install(Registry& r, Device d) {
+PolicyAllocator& install(Registry& r, Device d) {
   const int slot = slot_of(d);
   if (!r.configured[static_cast<size_t>(slot)]) {
     r.configs[static_cast<size_t>(slot)] = AllocatorConfig::from_env();
@@ -163,7 +163,7 @@ Allocator& install(Registry& r, Device d) {
   }
   r.sources.push_back(make_source(r, d));
   r.allocators.push_back(make_allocator(r.configs[static_cast<size_t>(slot)], *r.sources.back()));
-  Allocator* allocator = r.allocators.back().get();
+  PolicyAllocator* allocator = r.allocators.back().get();
   maybe_trace(r, *allocator);
   attach_device_hooks(d, *allocator);
   r.slots[static_cast<size_t>(slot)].store(allocator, std::memory_order_release);
@@ -172,9 +172,10 @@ Allocator& install(Registry& r, Device d) {
 
 }  // namespace
 
-Allocator& allocator_for(Device device) {
+PolicyAllocator& allocator_for(Device device) {
   Registry& r = registry();
-  Allocator* a = r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);
+  PolicyAllocator* a =
+      r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);
   if (a != nullptr) [[likely]] return *a;
   if (device.is_cuda()) check_cuda_device(device.index());
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -198,7 +199,7 @@ void reset_accumulated_memory_stats(Device device) {
 void empty_cache(Device device) { allocator_for(device).empty_cache(); }
 
 std::string memory_summary(Device device, bool abbreviated) {
-  Allocator& a = allocator_for(device);
+  PolicyAllocator& a = allocator_for(device);
   return memgrad::memory_summary(a.stats(), device.str(), a.policy_name(), abbreviated);
 }
 

@@ -26,15 +26,15 @@
 #include <string_view>
 #include <utility>
 
-#include "allocator/allocator.h"
 #include "allocator/config.h"
+#include "allocator/policy_allocator.h"
 #include "engine/device.h"
 
 namespace memgrad {
 
 // The allocator serving `device`, created on first use. Throws DeviceError for a device this
 // build or machine does not have, ConfigError for a bad MEMGRAD_ALLOC_CONF.
-Allocator& allocator_for(Device device);
+PolicyAllocator& allocator_for(Device device);
 
 size_t memory_allocated(Device device = kCPU);
 size_t max_memory_allocated(Device device = kCPU);

@@ -12,7 +12,7 @@ Storage::Storage(size_t nbytes, Device device)
 
 // A CUDA block belongs to the current stream: the caching allocator reuses it, once freed, only
 // on that stream (other streams must record_stream it).
-Storage::Storage(size_t nbytes, Device device, Allocator& allocator)
+Storage::Storage(size_t nbytes, Device device, PolicyAllocator& allocator)
     : allocator_(&allocator),
       block_(allocator.allocate(nbytes, allocation_stream(device))),
       device_(device),

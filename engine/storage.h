@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/allocator.h"
+#include "allocator/policy_allocator.h"
 #include "engine/device.h"
 
 namespace memgrad {
@@ -22,7 +22,7 @@ class Storage {
   // calling thread's current stream for a CUDA device. Throws OutOfMemoryError.
   Storage(size_t nbytes, Device device);
   // Allocates: nbytes from `allocator` (the pinned host allocator, for instance), for `device`.
-  Storage(size_t nbytes, Device device, Allocator& allocator);
+  Storage(size_t nbytes, Device device, PolicyAllocator& allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -33,7 +33,7 @@ class Storage {
   // Bytes the allocator set aside for it (what memory_allocated() counts).
   size_t allocated_nbytes() const { return block_.nbytes; }
   Device device() const { return device_; }
-  Allocator& allocator() const { return *allocator_; }
+  PolicyAllocator& allocator() const { return *allocator_; }
   const Block& block() const { return block_; }
 
   // The version counter: bumped once by every in-place op through any alias.
@@ -41,7 +41,7 @@ class Storage {
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  Allocator* allocator_;
+  PolicyAllocator* allocator_;
   Block block_;
   Device device_;
   size_t nbytes_;

@@ -25,12 +25,11 @@ SplitTally ArenaAllocator::tally(const Chunk& chunk) const {
 }
 
 ArenaAllocator::Chunk* ArenaAllocator::new_chunk(size_t nbytes) {
-  void* ptr = source_allocate(nbytes);
+  const StatPool pool = pool_of_segment(nbytes);
+  void* ptr = obtain_segment(pool, nbytes);
   if (ptr == nullptr) return nullptr;
-  auto* chunk = new Chunk{static_cast<char*>(ptr), nbytes, pool_of_segment(nbytes)};
+  auto* chunk = new Chunk{static_cast<char*>(ptr), nbytes, pool};
   chunks_.emplace(chunk->ptr, chunk);
-  count_segment_alloc(chunk->pool, nbytes);
-  trace_event(TraceAction::SegmentAlloc, chunk->ptr, nbytes, 0, kDefaultStream);
   return chunk;
 }
 
@@ -122,9 +121,7 @@ size_t ArenaAllocator::release_empty_chunks() {
       continue;
     }
     if (chunk == current_) current_ = nullptr;
-    source_.free(chunk->ptr, chunk->nbytes);
-    count_segment_free(chunk->pool, chunk->nbytes);
-    trace_event(TraceAction::SegmentFree, chunk->ptr, chunk->nbytes, 0, kDefaultStream);
+    return_segment(chunk->pool, chunk->ptr, chunk->nbytes);
     it = chunks_.erase(it);
     delete chunk;
     ++released;

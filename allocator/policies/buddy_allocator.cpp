@@ -46,12 +46,11 @@ void BuddyAllocator::remove_free(Arena& arena, size_t offset, size_t nbytes) {
 }
 
 BuddyAllocator::Arena* BuddyAllocator::new_arena(size_t nbytes) {
-  void* ptr = source_allocate(nbytes);
+  const StatPool pool = pool_of_segment(nbytes);
+  void* ptr = obtain_segment(pool, nbytes);
   if (ptr == nullptr) return nullptr;
-  auto* arena = new Arena{static_cast<char*>(ptr), nbytes, pool_of_segment(nbytes)};
+  auto* arena = new Arena{static_cast<char*>(ptr), nbytes, pool};
   arenas_.emplace(arena->ptr, arena);
-  count_segment_alloc(arena->pool, nbytes);
-  trace_event(TraceAction::SegmentAlloc, arena->ptr, nbytes, 0, kDefaultStream);
   add_free(*arena, 0, nbytes);
   return arena;
 }
@@ -142,9 +141,7 @@ size_t BuddyAllocator::release_empty_arenas() {
       continue;
     }
     remove_free(*arena, 0, arena->nbytes);  // nothing allocated: merged back into one block
-    source_.free(arena->ptr, arena->nbytes);
-    count_segment_free(arena->pool, arena->nbytes);
-    trace_event(TraceAction::SegmentFree, arena->ptr, arena->nbytes, 0, kDefaultStream);
+    return_segment(arena->pool, arena->ptr, arena->nbytes);
     it = arenas_.erase(it);
     delete arena;
     ++released;

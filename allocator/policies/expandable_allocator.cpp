@@ -125,11 +125,7 @@ void ExpandableAllocator::map_pages(Region& r, size_t first, size_t count) {
   const bool right = first + count < r.mapped.size() && r.mapped[first + count];
   std::fill_n(r.mapped.begin() + static_cast<std::ptrdiff_t>(first), count, true);
   // A new run of mapped pages is a new segment; one that touches a run extends it.
-  const int delta = 1 - int{left} - int{right};
-  if (delta > 0) stats_.segment.increase(r.pool, delta);
-  if (delta < 0) stats_.segment.decrease(r.pool, -delta);
-  stats_.reserved_bytes.increase(r.pool, static_cast<int64_t>(count * r.page));
-  stats_.num_device_alloc += static_cast<int64_t>(count);
+  count_pages(r, 1 - int{left} - int{right}, count, true);
   set_state(r, first * r.page, count * r.page, State::Free);
   trace_event(TraceAction::SegmentMap, r.range.base + first * r.page, count * r.page, 0,
         kDefaultStream);
@@ -140,14 +136,24 @@ void ExpandableAllocator::unmap_pages(Region& r, size_t first, size_t count) {
   std::fill_n(r.mapped.begin() + static_cast<std::ptrdiff_t>(first), count, false);
   const bool left = first > 0 && r.mapped[first - 1];
   const bool right = first + count < r.mapped.size() && r.mapped[first + count];
-  const int delta = int{left} + int{right} - 1;
-  if (delta > 0) stats_.segment.increase(r.pool, delta);
-  if (delta < 0) stats_.segment.decrease(r.pool, -delta);
-  stats_.reserved_bytes.decrease(r.pool, static_cast<int64_t>(count * r.page));
-  stats_.num_device_free += static_cast<int64_t>(count);
+  count_pages(r, int{left} + int{right} - 1, count, false);
   set_state(r, first * r.page, count * r.page, State::Unmapped);
   trace_event(TraceAction::SegmentUnmap, r.range.base + first * r.page, count * r.page, 0,
         kDefaultStream);
+}
+
+void ExpandableAllocator::count_pages(const Region& r, int segments, size_t count, bool mapped) {
+  if (segments > 0) stats_.segment.increase(r.pool, segments);
+  if (segments < 0) stats_.segment.decrease(r.pool, -segments);
+  const auto nbytes = static_cast<int64_t>(count * r.page);
+  const auto pages = static_cast<int64_t>(count);
+  if (mapped) {
+    stats_.reserved_bytes.increase(r.pool, nbytes);
+    stats_.num_device_alloc += pages;
+  } else {
+    stats_.reserved_bytes.decrease(r.pool, nbytes);
+    stats_.num_device_free += pages;
+  }
 }
 
 bool ExpandableAllocator::map_range(Region& r, size_t offset, size_t size, size_t* tried) {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "allocator/config.h"
-#include "allocator/policies/policy_allocator.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad {
 
@@ -75,6 +75,9 @@ class ExpandableAllocator final : public PolicyAllocator {
   bool map_range(Region& r, size_t offset, size_t size, size_t* tried);
   void map_pages(Region& r, size_t first, size_t count);
   void unmap_pages(Region& r, size_t first, size_t count);
+  // Counts `count` pages of `r` mapped (or unmapped), which changed its number of segments (runs
+  // of mapped pages) by `segments`: reserved_bytes and num_device_alloc (num_device_free).
+  void count_pages(const Region& r, int segments, size_t count, bool mapped);
   size_t unmap_free_pages(Region& r);
   void split_at(Region& r, size_t offset);
   std::map<size_t, Piece>::iterator set_state(Region& r, size_t offset, size_t nbytes, State s);

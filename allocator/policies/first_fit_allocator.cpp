@@ -51,14 +51,13 @@ FirstFitAllocator::Rec* FirstFitAllocator::first_fit(size_t size) const {
 }
 
 FirstFitAllocator::Rec* FirstFitAllocator::new_segment(size_t nbytes) {
-  void* ptr = source_allocate(nbytes);
+  const StatPool pool = pool_of_segment(nbytes);
+  void* ptr = obtain_segment(pool, nbytes);
   if (ptr == nullptr) return nullptr;
-  auto* seg = new Segment{static_cast<char*>(ptr), nbytes, pool_of_segment(nbytes)};
+  auto* seg = new Segment{static_cast<char*>(ptr), nbytes, pool};
   auto* rec = new Rec{seg->ptr, nbytes, 0, false, seg, nullptr, nullptr};
   seg->head = rec;
   segments_.insert(seg);
-  count_segment_alloc(seg->pool, nbytes);
-  trace_event(TraceAction::SegmentAlloc, seg->ptr, nbytes, 0, kDefaultStream);
   add_free(rec);
   return rec;
 }
@@ -142,9 +141,7 @@ size_t FirstFitAllocator::release_free_segments() {
     }
     remove_free(seg->head);  // a segment with nothing allocated is one free block
     delete seg->head;
-    source_.free(seg->ptr, seg->nbytes);
-    count_segment_free(seg->pool, seg->nbytes);
-    trace_event(TraceAction::SegmentFree, seg->ptr, seg->nbytes, 0, kDefaultStream);
+    return_segment(seg->pool, seg->ptr, seg->nbytes);
     it = segments_.erase(it);
     delete seg;
     ++released;

@@ -17,7 +17,7 @@
 #include <set>
 
 #include "allocator/config.h"
-#include "allocator/policies/policy_allocator.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad {
 

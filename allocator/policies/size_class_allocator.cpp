@@ -40,18 +40,16 @@ SplitTally SizeClassAllocator::tally(const Slab& slab) {
 
 SizeClassAllocator::Slab* SizeClassAllocator::new_slab(size_t class_nbytes) {
   const size_t nbytes = slab_size(class_nbytes);
-  void* ptr = source_allocate(nbytes);
+  const StatPool pool = class_nbytes <= kSmallSize ? StatPool::SmallPool : StatPool::LargePool;
+  void* ptr = obtain_segment(pool, nbytes);
   if (ptr == nullptr) return nullptr;
   const size_t slots = nbytes / class_nbytes;
-  auto* slab = new Slab{static_cast<char*>(ptr), nbytes, class_nbytes,
-                        class_nbytes <= kSmallSize ? StatPool::SmallPool : StatPool::LargePool,
+  auto* slab = new Slab{static_cast<char*>(ptr), nbytes, class_nbytes, pool,
                         std::vector<size_t>(slots, 0),
                         std::vector<uint64_t>((slots + 63) / 64, ~uint64_t{0}), 0};
   if (slots % 64 != 0) slab->free_bits.back() = (uint64_t{1} << (slots % 64)) - 1;
   slabs_.emplace(slab->ptr, slab);
   with_free_[class_nbytes].emplace(slab->ptr, slab);
-  count_segment_alloc(slab->pool, nbytes);
-  trace_event(TraceAction::SegmentAlloc, slab->ptr, nbytes, 0, kDefaultStream);
   return slab;
 }
 
@@ -118,9 +116,7 @@ size_t SizeClassAllocator::release_empty_slabs() {
       continue;
     }
     with_free_[slab->class_nbytes].erase(slab->ptr);
-    source_.free(slab->ptr, slab->nbytes);
-    count_segment_free(slab->pool, slab->nbytes);
-    trace_event(TraceAction::SegmentFree, slab->ptr, slab->nbytes, 0, kDefaultStream);
+    return_segment(slab->pool, slab->ptr, slab->nbytes);
     it = slabs_.erase(it);
     delete slab;
     ++released;

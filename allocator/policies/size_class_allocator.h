@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "allocator/config.h"
-#include "allocator/policies/policy_allocator.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad {
 

@@ -88,7 +88,7 @@ TimelineResult record_training_step(int64_t size, Device device) {
     NoGradGuard no_grad;
     model.forward(zeros({kBatch, kInputs}, TensorOptions(kFloat32).with_device(device)));
   }
-  Allocator& allocator = allocator_for(device);
+  PolicyAllocator& allocator = allocator_for(device);
   reset_peak_memory_stats(device);
   allocator.trace().enable();
   Tensor x, y;

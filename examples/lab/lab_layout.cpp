@@ -59,7 +59,7 @@ size_t rows_of(const SegmentSnapshot& seg) { return (seg.nbytes + kRowBytes - 1)
 
 }  // namespace
 
-std::vector<SegmentSnapshot> run_layout_sequence(Allocator& allocator) {
+std::vector<SegmentSnapshot> run_layout_sequence(PolicyAllocator& allocator) {
   std::vector<Block> blocks;
   for (const Step& s : kSequence) {
     if (s.nbytes > 0) {

@@ -11,13 +11,13 @@
 #include <string_view>
 #include <vector>
 
-#include "allocator/allocator.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad::lab {
 
 // Serves the fixed sequence with `allocator` and returns its snapshot (blocks still live are
 // freed afterwards). Throws OutOfMemoryError when the source is too small (64 MiB is enough).
-std::vector<SegmentSnapshot> run_layout_sequence(Allocator& allocator);
+std::vector<SegmentSnapshot> run_layout_sequence(PolicyAllocator& allocator);
 
 // The sequence in words, as the docs describe it.
 std::string layout_sequence_text();

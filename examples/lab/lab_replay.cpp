@@ -238,7 +238,7 @@ int cmd_layout(const std::string& out_dir, bool summary_only) {
              "allocated", "requested");
   for (const std::string& policy : policies_or_all("")) {
     BoundedMemory memory(kLayoutCapacity, "sim:0");
-    std::unique_ptr<Allocator> alloc =
+    std::unique_ptr<PolicyAllocator> alloc =
         make_allocator(AllocatorConfig::parse("policy:" + policy), memory);
     const std::vector<SegmentSnapshot> snap = lab::run_layout_sequence(*alloc);
     size_t reserved = 0, allocated = 0, requested = 0;

@@ -68,7 +68,7 @@ class HostStreamEvents final : public StreamEvents {
 // A cuBLAS workspace and the allocator it came from.
 struct Workspace {
   Block block;
-  Allocator* allocator = nullptr;
+  PolicyAllocator* allocator = nullptr;
 };
 
 struct DeviceState {
@@ -78,7 +78,7 @@ struct DeviceState {
   DeviceProperties properties;
   std::mutex blas_mutex;  // guards everything below up to the index word
   cublasHandle_t blas = nullptr;
-  Allocator* workspace_allocator = nullptr;
+  PolicyAllocator* workspace_allocator = nullptr;
   std::map<StreamId, Workspace> workspaces;
   std::mutex index_mutex;
   unsigned long long* index_word = nullptr;
@@ -277,7 +277,7 @@ BlasSession::BlasSession(int device) {
       cublas_api().set_workspace(handle_, it->second.block.ptr, it->second.block.requested));
 }
 
-void set_workspace_allocator(int device, Allocator* allocator) {
+void set_workspace_allocator(int device, PolicyAllocator* allocator) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.blas_mutex);
   if (s.workspace_allocator == allocator) return;

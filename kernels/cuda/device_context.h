@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/allocator.h"
 #include "allocator/caching_allocator.h"
+#include "allocator/policy_allocator.h"
 #include "allocator/stream.h"
 #include "kernels/cuda/cuda_backend.h"
 
@@ -45,7 +45,7 @@ StreamId host_stream_key(int device, StreamId stream);
 // The allocator cuBLAS workspaces of `device` come from (the engine installs the device's
 // allocator; nullptr: cuBLAS keeps its own, outside the statistics). Workspaces already taken
 // are returned to the allocator they came from (after waiting for the device).
-void set_workspace_allocator(int device, Allocator* allocator);
+void set_workspace_allocator(int device, PolicyAllocator* allocator);
 // Returns every cuBLAS workspace of `device` to its allocator (torch._C._cuda_clearCublasWorkspaces):
 // the next GEMM on a stream takes a new one.
 void clear_cublas_workspaces(int device);

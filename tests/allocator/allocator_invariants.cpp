@@ -122,7 +122,7 @@ std::vector<std::string> known_policy_names() {
   return names;
 }
 
-std::string check_allocator(const Allocator& allocator, SnapshotTotals* totals) {
+std::string check_allocator(const PolicyAllocator& allocator, SnapshotTotals* totals) {
   SnapshotTotals local;
   SnapshotTotals& t = totals != nullptr ? *totals : local;
   const LayoutRules rules = layout_rules_for(allocator.policy_name());

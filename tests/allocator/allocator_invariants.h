@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocator/allocator.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad::testing {
 
@@ -61,6 +61,6 @@ std::vector<std::string> known_policy_names();
 // Both checks, with the rules of the allocator's policy, on a fresh snapshot and stats of
 // `allocator` (taken one after the other, so only when no other thread is allocating), filling
 // `totals` when given.
-std::string check_allocator(const Allocator& allocator, SnapshotTotals* totals = nullptr);
+std::string check_allocator(const PolicyAllocator& allocator, SnapshotTotals* totals = nullptr);
 
 }  // namespace memgrad::testing

@@ -167,9 +167,8 @@ TEST_CASE("passthrough over host memory hands out usable page-aligned memory") {
 
 TEST_CASE("make_allocator builds the passthrough policy with the configured fraction") {
   BoundedMemory memory(8 * kMiB, "sim:0");
-  std::unique_ptr<Allocator> alloc =
-      make_allocator(AllocatorConfig::parse("policy:passthrough,per_process_memory_fraction:0.25"),
-                     memory);
+  std::unique_ptr<PolicyAllocator> alloc = make_allocator(
+      AllocatorConfig::parse("policy:passthrough,per_process_memory_fraction:0.25"), memory);
   CHECK_EQ(alloc->policy_name(), "passthrough");
   CHECK_THROWS_AS(alloc->allocate(3 * kMiB), OutOfMemoryError);  // 3 MiB > 0.25 x 8 MiB
   Block b = alloc->allocate(2 * kMiB);

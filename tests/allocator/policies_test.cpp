@@ -30,7 +30,7 @@ using memgrad::testing::known_policy_names;
 
 namespace {
 
-uint64_t offset(const Allocator& a, const Block& b) {
+uint64_t offset(const PolicyAllocator& a, const Block& b) {
   return reinterpret_cast<uintptr_t>(b.ptr) - a.source().address_base();
 }
 
@@ -219,7 +219,8 @@ TEST_CASE("first_fit takes the lowest-addressed free block that fits, where cach
   BoundedMemory memory(64 * kMiB, "sim:0");
   FirstFitAllocator first(memory);
   CachingAllocator best(memory);
-  for (Allocator* alloc : {static_cast<Allocator*>(&first), static_cast<Allocator*>(&best)}) {
+  for (PolicyAllocator* alloc :
+       {static_cast<PolicyAllocator*>(&first), static_cast<PolicyAllocator*>(&best)}) {
     CAPTURE(alloc->policy_name());
     const Block a = alloc->allocate(300 * kKiB);
     const Block b = alloc->allocate(100 * kKiB);
@@ -338,7 +339,7 @@ TEST_CASE("every policy is registered and raises a typed OOM on a full bounded d
   BoundedMemory memory(64 * kMiB, "sim:3");
   AllocatorConfig config;
   config.policy = policy;
-  std::unique_ptr<Allocator> alloc = make_allocator(config, memory);
+  std::unique_ptr<PolicyAllocator> alloc = make_allocator(config, memory);
   CHECK_EQ(alloc->policy_name(), policy);
   alloc->trace().enable();
   const Block first = alloc->allocate(40 * kMiB);

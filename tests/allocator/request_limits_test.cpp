@@ -29,13 +29,13 @@ const size_t kAbsurdSizes[] = {Allocator::kMaxAllocationBytes + 1, (size_t{1} <<
                                std::numeric_limits<size_t>::max()};
 
 // A fresh allocator of the policy `name` over `source`.
-std::unique_ptr<Allocator> policy_over(const std::string& name, MemorySource& source) {
+std::unique_ptr<PolicyAllocator> policy_over(const std::string& name, MemorySource& source) {
   AllocatorConfig config;
   config.policy = name;
   return make_allocator(config, source);
 }
 
-void check_refuses_absurd_sizes(Allocator& alloc) {
+void check_refuses_absurd_sizes(PolicyAllocator& alloc) {
   Block keep = alloc.allocate(4096);
   std::memset(keep.ptr, 0x5a, 4096);
   const MemoryStats before = alloc.stats();
@@ -88,7 +88,7 @@ TEST_CASE("every policy answers a request larger than the device with a counted 
   for (const std::string& name : known_policy_names()) {
     SUBCASE(name.c_str()) {
       BoundedMemory source(64 * kMiB, "sim:0");
-      std::unique_ptr<Allocator> alloc = policy_over(name, source);
+      std::unique_ptr<PolicyAllocator> alloc = policy_over(name, source);
       int64_t ooms = 0;
       for (size_t nbytes : sizes) {
         CAPTURE(nbytes);

@@ -77,7 +77,7 @@ struct Live {
   uint64_t tag;
 };
 
-void worker(Allocator& alloc, int id, ThreadResult& result) {
+void worker(PolicyAllocator& alloc, int id, ThreadResult& result) {
   const testing::LayoutRules rules = layout_rules_for(alloc.policy_name());
   std::mt19937_64 rng(1000 + static_cast<uint64_t>(id));
   std::vector<Live> live;
@@ -132,8 +132,8 @@ TEST_CASE("four threads sharing one allocator never overlap and leave exact tota
   BoundedMemory memory(kCapacity, "sim:0");
   AllocatorConfig config;
   config.policy = policy;
-  std::unique_ptr<Allocator> owner = make_allocator(config, memory);
-  Allocator& alloc = *owner;
+  std::unique_ptr<PolicyAllocator> owner = make_allocator(config, memory);
+  PolicyAllocator& alloc = *owner;
   std::vector<ThreadResult> results(kThreads);
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {

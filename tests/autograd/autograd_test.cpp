@@ -269,7 +269,7 @@ TEST_CASE("autograd::grad returns gradients without touching .grad") {
 TEST_CASE("backward frees the saved activations as each node runs") {
   Tensor x = ones({1024}, TensorOptions().with_requires_grad());
   const Tensor seed = ones({1024});
-  Allocator& alloc = allocator_for(kCPU);
+  PolicyAllocator& alloc = allocator_for(kCPU);
   StatsDelta delta(alloc);
   // exp saves its output (4 KiB); the scalar multiply saves nothing.
   Tensor z = exp(x) * 3.0;

@@ -71,7 +71,7 @@ TEST_CASE("checkpointing keeps fewer activations: peak and saved bytes drop") {
   manual_seed(3);
   const auto layers = deep_mlp(8, 64, 0.0);
   const Tensor x = randn({128, 64}, TensorOptions().with_requires_grad());
-  Allocator& alloc = allocator_for(kCPU);
+  PolicyAllocator& alloc = allocator_for(kCPU);
   auto measure = [&](int segments) {
     zero_grads(layers);
     const int64_t before = static_cast<int64_t>(alloc.memory_allocated());
@@ -134,7 +134,7 @@ TEST_CASE("autocast runs matmul-family ops in float16 and sensitive ops in float
 TEST_CASE("autocast casts a parameter once per region and frees the copy on exit") {
   nn::Linear lin(256, 256);
   const Tensor x = randn({2, 256});
-  Allocator& alloc = allocator_for(kCPU);
+  PolicyAllocator& alloc = allocator_for(kCPU);
   const int64_t before = static_cast<int64_t>(alloc.memory_allocated());
   {
     autograd::AutocastGuard autocast;
@@ -153,7 +153,7 @@ TEST_CASE("autocast casts a parameter once per region and frees the copy on exit
 TEST_CASE("autocast halves the bytes of the activations a linear layer saves") {
   nn::Linear lin(64, 64), lin2(64, 64);
   const Tensor x = randn({32, 64});
-  Allocator& alloc = allocator_for(kCPU);
+  PolicyAllocator& alloc = allocator_for(kCPU);
   auto kept = [&](bool amp) {
     const int64_t before = static_cast<int64_t>(alloc.memory_allocated());
     Tensor y;

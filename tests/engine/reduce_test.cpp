@@ -484,7 +484,7 @@ TEST_CASE("repeated or out-of-range dims and wrong dtypes throw typed errors") {
 TEST_CASE("a reduction allocates exactly its result and returns no view") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
-    Allocator& alloc = allocator_for(dev);
+    PolicyAllocator& alloc = allocator_for(dev);
     const Tensor x = ones({64, 100}, dev);
     {
       StatsDelta d(alloc);

@@ -196,7 +196,7 @@ TEST_CASE("softmax allocates exactly its result and no full-size temporary") {
     for (int dim : {0, 1}) {
       CAPTURE(dim);
       CAPTURE(dtype_name(dtype));
-      Allocator& alloc = allocator_for(kCPU);
+      PolicyAllocator& alloc = allocator_for(kCPU);
       const Tensor x = randn({128, 96}).to(dtype);
       alloc.reset_peak_stats();
       const int64_t before = alloc.stats().allocated_bytes.all().current;
@@ -210,7 +210,7 @@ TEST_CASE("softmax allocates exactly its result and no full-size temporary") {
     }
   }
   // A strided input: still only the result.
-  Allocator& alloc = allocator_for(kCPU);
+  PolicyAllocator& alloc = allocator_for(kCPU);
   const Tensor t = randn({64, 80}).t();
   alloc.reset_peak_stats();
   const int64_t before = alloc.stats().allocated_bytes.all().current;

@@ -7,13 +7,13 @@
 
 #include <cstdint>
 
-#include "allocator/allocator.h"
+#include "allocator/policy_allocator.h"
 
 namespace memgrad::testing {
 
 class StatsDelta {
  public:
-  explicit StatsDelta(const Allocator& allocator)
+  explicit StatsDelta(const PolicyAllocator& allocator)
       : allocator_(allocator), before_(allocator.stats()) {}
 
   int64_t allocated() const { return now().allocated_bytes.all().current - before_.allocated_bytes.all().current; }
@@ -26,7 +26,7 @@ class StatsDelta {
 
  private:
   MemoryStats now() const { return allocator_.stats(); }
-  const Allocator& allocator_;
+  const PolicyAllocator& allocator_;
   MemoryStats before_;
 };
 
