@@ -294,7 +294,7 @@ TEST_CASE("a memory fraction outside (0, 1] is a ConfigError that leaves the lim
 
 TEST_CASE("set_allocator_config replaces the allocator and older tensors free into the old one") {
   const Device dev = fresh_sim(46, 64 * kMiB);
-  Allocator& old = allocator_for(dev);
+  PolicyAllocator& old = allocator_for(dev);
   REQUIRE_EQ(old.policy_name(), "caching");
   Tensor before = bytes_on(dev, 400);
   before.fill_(2.0);
@@ -303,7 +303,7 @@ TEST_CASE("set_allocator_config replaces the allocator and older tensors free in
   AllocatorConfig passthrough;
   passthrough.policy = "passthrough";
   set_allocator_config(dev, passthrough);
-  Allocator& now = allocator_for(dev);
+  PolicyAllocator& now = allocator_for(dev);
   CHECK_NE(&now, &old);
   CHECK_EQ(now.policy_name(), "passthrough");
   CHECK_EQ(&allocator_for(dev), &now);  // the same allocator on every later call
@@ -326,7 +326,7 @@ TEST_CASE("set_allocator_config replaces the allocator and older tensors free in
 
 TEST_CASE("an invalid allocator config is a ConfigError and the device keeps its allocator") {
   const Device dev = fresh_sim(46, 64 * kMiB);
-  Allocator& before = allocator_for(dev);
+  PolicyAllocator& before = allocator_for(dev);
   AllocatorConfig unknown;
   unknown.policy = "no_such_policy";
   CHECK_THROWS_WITH_AS(set_allocator_config(dev, unknown),
@@ -368,7 +368,7 @@ TEST_CASE("set_sim_capacity gives the device a fresh allocator of that capacity"
 TEST_CASE("a simulated capacity of 0 bytes or above the maximum is a ConfigError that changes "
           "nothing") {
   const Device dev = fresh_sim(48, 4 * kMiB);
-  Allocator& before = allocator_for(dev);
+  PolicyAllocator& before = allocator_for(dev);
   CHECK_THROWS_WITH_AS(set_sim_capacity(48, 0), doctest::Contains("sim:48: capacity must be > 0"),
                        ConfigError);
   CHECK_THROWS_WITH_AS(set_sim_capacity(48, size_t{1} << 63),
@@ -385,7 +385,7 @@ TEST_CASE("a simulated capacity of 0 bytes or above the maximum is a ConfigError
 TEST_CASE("set_cpu_memory_limit makes the CPU a bounded device and 0 gives it host memory back") {
   CpuScope restore;
   Tensor before = full({1000}, 2.0f);
-  Allocator& host_allocator = allocator_for(kCPU);
+  PolicyAllocator& host_allocator = allocator_for(kCPU);
   const int64_t before_block = rounded(before.nbytes());
   REQUIRE_GE(host_allocator.memory_allocated(), static_cast<size_t>(before_block));
 
@@ -420,7 +420,7 @@ TEST_CASE("set_cpu_memory_limit makes the CPU a bounded device and 0 gives it ho
 TEST_CASE("a CPU memory limit above the maximum is a ConfigError that changes nothing") {
   CpuScope restore;
   set_cpu_memory_limit(8 * kMiB);
-  Allocator& before = allocator_for(kCPU);
+  PolicyAllocator& before = allocator_for(kCPU);
   CHECK_THROWS_WITH_AS(set_cpu_memory_limit(size_t{1} << 63),
                        doctest::Contains("more than a simulated device can have"), ConfigError);
   CHECK_EQ(&allocator_for(kCPU), &before);
@@ -432,7 +432,7 @@ TEST_CASE("a CPU memory limit above the maximum is a ConfigError that changes no
 
 TEST_CASE("the memory functions default to the CPU") {
   const Tensor t = zeros({300});
-  Allocator& cpu = allocator_for(kCPU);
+  PolicyAllocator& cpu = allocator_for(kCPU);
   CHECK_EQ(&allocator_for(Device("cpu")), &cpu);
   CHECK_EQ(memory_allocated(), cpu.memory_allocated());
   CHECK_EQ(memory_reserved(), cpu.memory_reserved());
@@ -449,7 +449,7 @@ TEST_CASE("the memory functions default to the CPU") {
 TEST_CASE("each device has one allocator of its own, the same on every call") {
   const Device a = fresh_sim(49, 4 * kMiB);
   const Device b = fresh_sim(50, 4 * kMiB);
-  Allocator& first = allocator_for(a);
+  PolicyAllocator& first = allocator_for(a);
   CHECK_EQ(&allocator_for(Device("sim:49")), &first);
   CHECK_NE(&allocator_for(b), &first);
   CHECK_NE(&allocator_for(kCPU), &first);
