@@ -66,7 +66,8 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   const Shape shape = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
   if (!(shape == self.sizes())) {
     throw ShapeError(fmt::format("[copy_] src of shape {} cannot be broadcast to self's shape {}",
-                                 to_string(src.sizes()), to_string(self.sizes())));
+                                 to_string(src.sizes()), to_string(self.sizes())),
+                     "copy_", {src.sizes(), self.sizes()});
   }
   detail::InplaceRecord rec(OpKind::Copy, self, {src});
   if (src.device() == self.device()) {

@@ -37,7 +37,8 @@ DType binary_result(const char* name, BinaryOp op, DType a, DType b) {
   if (op == BinaryOp::Sub && a == kBool && b == kBool) {
     throw DTypeError(fmt::format("[{}] subtraction of two bool tensors is not supported; use "
                                  "logical_xor or ~ (logical_not) instead",
-                                 name));
+                                 name),
+                     name, {a, b});
   }
   if (op == BinaryOp::Div) return float_result(d);
   return d;
@@ -91,12 +92,14 @@ Tensor& binary_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, co
   const Shape shape = result_shape(name, a, b);
   if (!(shape == a.sizes())) {
     throw ShapeError(fmt::format("[{}] output with shape {} doesn't match the broadcast shape {}",
-                                 name, to_string(a.sizes()), to_string(shape)));
+                                 name, to_string(a.sizes()), to_string(shape)),
+                     name, {a.sizes(), shape});
   }
   const DType result = binary_result(name, op, a.dtype(), b.dtype());
   if (is_floating(result) && !is_floating(a.dtype())) {
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
-                                 name, dtype_name(result), dtype_name(a.dtype())));
+                                 name, dtype_name(result), dtype_name(a.dtype())),
+                     name, {result, a.dtype()});
   }
   detail::InplaceRecord rec(kind, a, {b}, binary_attrs(kind, alpha));
   kernels_for(a.device()).binary(op, operand(a), operand(a), operand(b, shape), alpha);
@@ -127,7 +130,8 @@ Tensor& scalar_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, Sc
   if (op == BinaryOp::Div) dt = float_result(dt);
   if (is_floating(dt) && !is_floating(a.dtype())) {
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
-                                 name, dtype_name(dt), dtype_name(a.dtype())));
+                                 name, dtype_name(dt), dtype_name(a.dtype())),
+                     name, {dt, a.dtype()});
   }
   detail::InplaceRecord rec(kind, a, {}, ScalarAttrs{s.to_double(), false});
   kernels_for(a.device()).binary_scalar(op, operand(a), operand(a), s.to_double(), false);
@@ -170,7 +174,8 @@ Tensor unary_op(const char* name, UnaryOp op, std::optional<OpKind> kind, const 
   if (op == UnaryOp::Neg && x.dtype() == kBool) {
     throw DTypeError(fmt::format("[{}] negation of a bool tensor is not supported; use "
                                  "logical_not instead",
-                                 name));
+                                 name),
+                     name, {x.dtype()});
   }
   Tensor out = new_tensor(x.sizes(), unary_result(op, x.dtype()), x.device());
   kernels_for(x.device()).unary(op, operand(out), operand(x));
@@ -193,7 +198,8 @@ Tensor& unary_inplace(const char* name, UnaryOp op, OpKind kind, Tensor& x) {
   if (unary_result(op, x.dtype()) != x.dtype()) {
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
                                  name, dtype_name(unary_result(op, x.dtype())),
-                                 dtype_name(x.dtype())));
+                                 dtype_name(x.dtype())),
+                     name, {unary_result(op, x.dtype()), x.dtype()});
   }
   detail::InplaceRecord rec(kind, x, {}, unary_attrs(op));
   kernels_for(x.device()).unary(op, operand(x), operand(x));
@@ -320,7 +326,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_same_device("where", cond, a);
   if (cond.dtype() != kBool) {
     throw DTypeError(fmt::format("[where] condition must be a bool tensor, got {}",
-                                 dtype_name(cond.dtype())));
+                                 dtype_name(cond.dtype())),
+                     "where", {cond.dtype()});
   }
   TraceOpScope trace("where");
   const Shape shape =

@@ -20,7 +20,8 @@ Tensor make(const char* op, const Shape& sizes, DType dtype, const TensorOptions
   for (int64_t s : sizes) {
     if (s < 0) {
       throw ShapeError(fmt::format("[{}] negative dimension {} in size {}", op, s,
-                                   to_string(sizes)));
+                                   to_string(sizes)),
+                       op, {sizes});
     }
   }
   TraceOpScope trace(op);
@@ -136,7 +137,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
 
 Tensor eye(int64_t n, int64_t m, const TensorOptions& options) {
   if (m < 0) m = n;
-  if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n));
+  if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n), "eye", {Shape{n, m}});
   Tensor t = zeros({n, m}, TensorOptions(options.dtype_or(kFloat32)).with_device(options.device));
   if (t.numel() > 0) t.diagonal().fill_(1);
   return finish(std::move(t), options);
@@ -184,7 +185,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& sizes, const Tenso
                           : sizes;
   if (numel_of(shape) != static_cast<int64_t>(values.size())) {
     throw ShapeError(fmt::format("[from_vector] {} values cannot fill a tensor of shape {}",
-                                 values.size(), to_string(shape)));
+                                 values.size(), to_string(shape)),
+                     "from_vector", {shape});
   }
   constexpr DType natural = [] {
     if constexpr (std::is_same_v<T, int>) {
@@ -229,7 +231,10 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows,
   for (const auto& row : rows) {
     if (row.size() != cols) {
       throw ShapeError(fmt::format("[tensor] rows have different lengths ({} and {})", cols,
-                                   row.size()));
+                                   row.size()),
+                       "tensor",
+                       {Shape{static_cast<int64_t>(cols)},
+                        Shape{static_cast<int64_t>(row.size())}});
     }
     v.insert(v.end(), row.begin(), row.end());
   }

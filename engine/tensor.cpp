@@ -50,7 +50,8 @@ template <typename T>
 T* Tensor::data_ptr() const {
   if (dtype() != dtype_of<T>()) {
     throw DTypeError(fmt::format("[data_ptr] tensor has dtype {} but {} was requested",
-                                 dtype_name(dtype()), dtype_name(dtype_of<T>())));
+                                 dtype_name(dtype()), dtype_name(dtype_of<T>())),
+                     "data_ptr", {dtype(), dtype_of<T>()});
   }
   return static_cast<T*>(checked("data_ptr").data());
 }
@@ -60,7 +61,8 @@ T Tensor::item() const {
   if (numel() != 1) {
     throw ShapeError(fmt::format("[item] a tensor with {} elements cannot be converted to a "
                                  "number (shape {})",
-                                 numel(), to_string(sizes())));
+                                 numel(), to_string(sizes())),
+                     "item", {sizes()});
   }
   return to_vector<T>()[0];
 }

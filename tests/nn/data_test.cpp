@@ -87,7 +87,10 @@ class Generated final : public data::Dataset {
   explicit Generated(size_t n) : n_(n) {}
   size_t size() const override { return n_; }
   data::Example get(size_t i) const override {
-    if (i >= n_) throw IndexError("[Generated] index out of range");
+    if (i >= n_) {
+      throw IndexError("[Generated] index out of range", "Generated",
+                       {.index = static_cast<int64_t>(i), .size = static_cast<int64_t>(n_)});
+    }
     return {full({64}, static_cast<double>(i)), scalar_tensor(static_cast<int64_t>(i), kInt64)};
   }
 
@@ -101,7 +104,10 @@ class Faulty final : public data::Dataset {
   Faulty(size_t n, size_t bad) : n_(n), bad_(bad) {}
   size_t size() const override { return n_; }
   data::Example get(size_t i) const override {
-    if (i == bad_) throw IndexError("[Faulty] item " + std::to_string(i) + " is unreadable");
+    if (i == bad_) {
+      throw IndexError("[Faulty] item " + std::to_string(i) + " is unreadable", "Faulty",
+                       {.index = static_cast<int64_t>(i), .size = static_cast<int64_t>(n_)});
+    }
     return {full({2}, static_cast<double>(i)), scalar_tensor(static_cast<int64_t>(i), kInt64)};
   }
 
