@@ -256,34 +256,40 @@ Tensor scalar_tensor(Scalar value, const TensorOptions& options) {
   return full({}, value, options);
 }
 
-// ---- in-place random fills of Tensor ----
+// ---- in-place random fills ----
 
-Tensor& Tensor::uniform_(double from, double to) {
+Tensor& uniform_(Tensor& self, double from, double to) {
   TraceOpScope trace("uniform_");
   // Its gradient is zero, as for fill_; the leaf checks apply (use NoGradGuard in init code).
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{});
-  Tensor target = is_contiguous() ? *this : detail::new_tensor(sizes(), dtype(), device());
-  const auto [seed, offset] = draw(nullptr, device(), numel());
-  if (numel() > 0) kernels_for(device()).uniform(operand(target), seed, offset, from, to);
-  if (!target.is_same(*this)) {
-    kernels_for(device()).copy(operand(*this), operand(target));
+  detail::InplaceRecord rec(OpKind::Fill, self, {}, FillAttrs{});
+  Tensor target =
+      self.is_contiguous() ? self : detail::new_tensor(self.sizes(), self.dtype(), self.device());
+  const auto [seed, offset] = draw(nullptr, self.device(), self.numel());
+  if (self.numel() > 0) {
+    kernels_for(self.device()).uniform(operand(target), seed, offset, from, to);
   }
-  rec.finish(*this);
-  return *this;
+  if (!target.is_same(self)) {
+    kernels_for(self.device()).copy(operand(self), operand(target));
+  }
+  rec.finish(self);
+  return self;
 }
 
-Tensor& Tensor::normal_(double mean, double std) {
+Tensor& normal_(Tensor& self, double mean, double std) {
   TraceOpScope trace("normal_");
   // Its gradient is zero, as for fill_; the leaf checks apply (use NoGradGuard in init code).
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{});
-  Tensor target = is_contiguous() ? *this : detail::new_tensor(sizes(), dtype(), device());
-  const auto [seed, offset] = draw(nullptr, device(), numel());
-  if (numel() > 0) kernels_for(device()).normal(operand(target), seed, offset, mean, std);
-  if (!target.is_same(*this)) {
-    kernels_for(device()).copy(operand(*this), operand(target));
+  detail::InplaceRecord rec(OpKind::Fill, self, {}, FillAttrs{});
+  Tensor target =
+      self.is_contiguous() ? self : detail::new_tensor(self.sizes(), self.dtype(), self.device());
+  const auto [seed, offset] = draw(nullptr, self.device(), self.numel());
+  if (self.numel() > 0) {
+    kernels_for(self.device()).normal(operand(target), seed, offset, mean, std);
   }
-  rec.finish(*this);
-  return *this;
+  if (!target.is_same(self)) {
+    kernels_for(self.device()).copy(operand(self), operand(target));
+  }
+  rec.finish(self);
+  return self;
 }
 
 }  // namespace memgrad
