@@ -10,7 +10,9 @@
 #include "engine/factories.h"
 #include "engine/indexing.h"
 #include "engine/linalg.h"
+#include "engine/nn/dropout.h"
 #include "engine/nn/functional.h"
+#include "engine/nn/gelu.h"
 #include "engine/reduce.h"
 
 namespace memgrad::nn {
