@@ -1,7 +1,8 @@
 // SavedTensor: save with its version, check on unpack, PyTorch's error texts.
 #include "autograd/saved_tensor.h"
 
-#include <fmt/format.h>
+#include <string>
+#include <utility>
 
 #include "autograd/autograd_meta.h"
 #include "autograd/error.h"
@@ -79,19 +80,16 @@ Tensor SavedTensor::unpack(const Node& owner) const {
       producer_node = meta != nullptr ? meta->grad_fn : nullptr;
       producer_output = meta != nullptr ? meta->output_nr : 0;
     }
+    // An output names its saving node as producer; a leaf has none.
     std::string producer;
     if (is_output_) {
-      producer = fmt::format(", which is output {} of {},", output_nr_, owner.name());
+      producer = owner.name();
+      producer_output = output_nr_;
     } else if (producer_node) {
-      producer = fmt::format(", which is output {} of {},", producer_output, producer_node->name());
+      producer = producer_node->name();
     }
-    throw AutogradError(fmt::format(
-        "one of the variables needed for gradient computation has been modified by an inplace "
-        "operation: [{} {}]{} is at version {}; expected version {} instead. Hint: the tensor was "
-        "changed in place after {} saved it for backward; clone it before the in-place op, or "
-        "use the out-of-place op.",
-        dtype_name(data_.dtype()), to_string(data_.sizes()), producer, current, saved_version_,
-        owner.name()));
+    throw VersionCounterError(owner.name(), saved_version_, current, data_.sizes(),
+                              data_.dtype(), std::move(producer), producer_output);
   }
   if (!is_output_ && grad_fn_) return with_history(data_, grad_fn_, output_nr_);
   return data_;

@@ -37,7 +37,9 @@ class SavedTensor {
   // innermost active pack/unpack pair, or null.
   SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks* hooks);
 
-  // The saved tensor. `owner` names the saving node in error messages. Throws AutogradError.
+  // The saved tensor. `owner` names the saving node in error messages. Throws
+  // VersionCounterError (an AutogradError) when the tensor changed in place since it was saved,
+  // AutogradError after release().
   Tensor unpack(const Node& owner) const;
   // Drops the data (and packed state); later unpacks throw.
   void release();

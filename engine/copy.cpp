@@ -66,7 +66,8 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   const Shape shape = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
   if (!(shape == self.sizes())) {
     throw ShapeError(fmt::format("[copy_] src of shape {} cannot be broadcast to self's shape {}",
-                                 to_string(src.sizes()), to_string(self.sizes())));
+                                 to_string(src.sizes()), to_string(self.sizes())),
+                     "copy_", {src.sizes(), self.sizes()});
   }
   detail::InplaceRecord rec(OpKind::Copy, self, {src});
   if (src.device() == self.device()) {
@@ -90,16 +91,16 @@ Tensor pin_memory(const Tensor& x) { return pin_memory_copy(x); }
 
 bool is_pinned(const Tensor& x) { return x.defined() && storage_is_pinned(x.storage()); }
 
-Tensor& Tensor::zero_() { return fill_(0); }
-
-Tensor& Tensor::fill_(Scalar value) {
-  detail::check_defined("fill_", *this);
-  value.check_fits(dtype(), "fill_");
+Tensor& fill_(Tensor& self, Scalar value) {
+  detail::check_defined("fill_", self);
+  value.check_fits(self.dtype(), "fill_");
   TraceOpScope trace("fill_");
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{value.to_double()});
-  if (numel() > 0) kernels_for(device()).fill(operand(*this), value.to_double());
-  rec.finish(*this);
-  return *this;
+  detail::InplaceRecord rec(OpKind::Fill, self, {}, FillAttrs{value.to_double()});
+  if (self.numel() > 0) kernels_for(self.device()).fill(operand(self), value.to_double());
+  rec.finish(self);
+  return self;
 }
+
+Tensor& zero_(Tensor& self) { return fill_(self, 0); }
 
 }  // namespace memgrad

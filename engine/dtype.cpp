@@ -26,7 +26,8 @@ DType parse_dtype(std::string_view name) {
   if (name == "bool") return DType::Bool;
   throw DTypeError(fmt::format("[dtype] unknown dtype '{}' (known: float32, float64, float16, "
                                "int64, bool)",
-                               name));
+                               name),
+                   "dtype", {});
 }
 
 DType promote_types(DType a, DType b) {

@@ -37,7 +37,8 @@ DType binary_result(const char* name, BinaryOp op, DType a, DType b) {
   if (op == BinaryOp::Sub && a == kBool && b == kBool) {
     throw DTypeError(fmt::format("[{}] subtraction of two bool tensors is not supported; use "
                                  "logical_xor or ~ (logical_not) instead",
-                                 name));
+                                 name),
+                     name, {a, b});
   }
   if (op == BinaryOp::Div) return float_result(d);
   return d;
@@ -91,12 +92,14 @@ Tensor& binary_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, co
   const Shape shape = result_shape(name, a, b);
   if (!(shape == a.sizes())) {
     throw ShapeError(fmt::format("[{}] output with shape {} doesn't match the broadcast shape {}",
-                                 name, to_string(a.sizes()), to_string(shape)));
+                                 name, to_string(a.sizes()), to_string(shape)),
+                     name, {a.sizes(), shape});
   }
   const DType result = binary_result(name, op, a.dtype(), b.dtype());
   if (is_floating(result) && !is_floating(a.dtype())) {
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
-                                 name, dtype_name(result), dtype_name(a.dtype())));
+                                 name, dtype_name(result), dtype_name(a.dtype())),
+                     name, {result, a.dtype()});
   }
   detail::InplaceRecord rec(kind, a, {b}, binary_attrs(kind, alpha));
   kernels_for(a.device()).binary(op, operand(a), operand(a), operand(b, shape), alpha);
@@ -127,7 +130,8 @@ Tensor& scalar_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, Sc
   if (op == BinaryOp::Div) dt = float_result(dt);
   if (is_floating(dt) && !is_floating(a.dtype())) {
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
-                                 name, dtype_name(dt), dtype_name(a.dtype())));
+                                 name, dtype_name(dt), dtype_name(a.dtype())),
+                     name, {dt, a.dtype()});
   }
   detail::InplaceRecord rec(kind, a, {}, ScalarAttrs{s.to_double(), false});
   kernels_for(a.device()).binary_scalar(op, operand(a), operand(a), s.to_double(), false);
@@ -170,7 +174,8 @@ Tensor unary_op(const char* name, UnaryOp op, std::optional<OpKind> kind, const 
   if (op == UnaryOp::Neg && x.dtype() == kBool) {
     throw DTypeError(fmt::format("[{}] negation of a bool tensor is not supported; use "
                                  "logical_not instead",
-                                 name));
+                                 name),
+                     name, {x.dtype()});
   }
   Tensor out = new_tensor(x.sizes(), unary_result(op, x.dtype()), x.device());
   kernels_for(x.device()).unary(op, operand(out), operand(x));
@@ -193,7 +198,8 @@ Tensor& unary_inplace(const char* name, UnaryOp op, OpKind kind, Tensor& x) {
   if (unary_result(op, x.dtype()) != x.dtype()) {
     throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
                                  name, dtype_name(unary_result(op, x.dtype())),
-                                 dtype_name(x.dtype())));
+                                 dtype_name(x.dtype())),
+                     name, {unary_result(op, x.dtype()), x.dtype()});
   }
   detail::InplaceRecord rec(kind, x, {}, unary_attrs(op));
   kernels_for(x.device()).unary(op, operand(x), operand(x));
@@ -320,7 +326,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_same_device("where", cond, a);
   if (cond.dtype() != kBool) {
     throw DTypeError(fmt::format("[where] condition must be a bool tensor, got {}",
-                                 dtype_name(cond.dtype())));
+                                 dtype_name(cond.dtype())),
+                     "where", {cond.dtype()});
   }
   TraceOpScope trace("where");
   const Shape shape =
@@ -382,60 +389,62 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   return all(le(diff, bound)).item<bool>();
 }
 
-// ---- in-place methods of Tensor ----
+// ---- in place ----
 
-Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
-  return binary_inplace("add_", BinaryOp::Add, OpKind::Add, *this, o, alpha.to_double());
+Tensor& add_(Tensor& self, const Tensor& other, Scalar alpha) {
+  return binary_inplace("add_", BinaryOp::Add, OpKind::Add, self, other, alpha.to_double());
 }
-Tensor& Tensor::add_(Scalar o) {
-  return scalar_inplace("add_", BinaryOp::Add, OpKind::AddScalar, *this, o);
+Tensor& add_(Tensor& self, Scalar other) {
+  return scalar_inplace("add_", BinaryOp::Add, OpKind::AddScalar, self, other);
 }
-Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
-  return binary_inplace("sub_", BinaryOp::Sub, OpKind::Sub, *this, o, alpha.to_double());
+Tensor& sub_(Tensor& self, const Tensor& other, Scalar alpha) {
+  return binary_inplace("sub_", BinaryOp::Sub, OpKind::Sub, self, other, alpha.to_double());
 }
-Tensor& Tensor::sub_(Scalar o) {
-  return scalar_inplace("sub_", BinaryOp::Add, OpKind::AddScalar, *this, o.negated());
+Tensor& sub_(Tensor& self, Scalar other) {
+  return scalar_inplace("sub_", BinaryOp::Add, OpKind::AddScalar, self, other.negated());
 }
-Tensor& Tensor::mul_(const Tensor& o) {
-  return binary_inplace("mul_", BinaryOp::Mul, OpKind::Mul, *this, o, 1.0);
+Tensor& mul_(Tensor& self, const Tensor& other) {
+  return binary_inplace("mul_", BinaryOp::Mul, OpKind::Mul, self, other, 1.0);
 }
-Tensor& Tensor::mul_(Scalar o) {
-  return scalar_inplace("mul_", BinaryOp::Mul, OpKind::MulScalar, *this, o);
+Tensor& mul_(Tensor& self, Scalar other) {
+  return scalar_inplace("mul_", BinaryOp::Mul, OpKind::MulScalar, self, other);
 }
-Tensor& Tensor::div_(const Tensor& o) {
-  return binary_inplace("div_", BinaryOp::Div, OpKind::Div, *this, o, 1.0);
+Tensor& div_(Tensor& self, const Tensor& other) {
+  return binary_inplace("div_", BinaryOp::Div, OpKind::Div, self, other, 1.0);
 }
-Tensor& Tensor::div_(Scalar o) {
-  return scalar_inplace("div_", BinaryOp::Div, OpKind::DivScalar, *this, o);
+Tensor& div_(Tensor& self, Scalar other) {
+  return scalar_inplace("div_", BinaryOp::Div, OpKind::DivScalar, self, other);
 }
-Tensor& Tensor::pow_(Scalar e) {
-  return scalar_inplace("pow_", BinaryOp::Pow, OpKind::PowScalar, *this, e);
+Tensor& pow_(Tensor& self, Scalar exponent) {
+  return scalar_inplace("pow_", BinaryOp::Pow, OpKind::PowScalar, self, exponent);
 }
-Tensor& Tensor::neg_() { return unary_inplace("neg_", UnaryOp::Neg, OpKind::Neg, *this); }
-Tensor& Tensor::exp_() { return unary_inplace("exp_", UnaryOp::Exp, OpKind::Exp, *this); }
-Tensor& Tensor::log_() { return unary_inplace("log_", UnaryOp::Log, OpKind::Log, *this); }
-Tensor& Tensor::sqrt_() { return unary_inplace("sqrt_", UnaryOp::Sqrt, OpKind::Sqrt, *this); }
-Tensor& Tensor::rsqrt_() { return unary_inplace("rsqrt_", UnaryOp::Rsqrt, OpKind::Rsqrt, *this); }
-Tensor& Tensor::abs_() { return unary_inplace("abs_", UnaryOp::Abs, OpKind::Abs, *this); }
-Tensor& Tensor::tanh_() { return unary_inplace("tanh_", UnaryOp::Tanh, OpKind::Tanh, *this); }
-Tensor& Tensor::sigmoid_() {
-  return unary_inplace("sigmoid_", UnaryOp::Sigmoid, OpKind::Sigmoid, *this);
+Tensor& neg_(Tensor& self) { return unary_inplace("neg_", UnaryOp::Neg, OpKind::Neg, self); }
+Tensor& exp_(Tensor& self) { return unary_inplace("exp_", UnaryOp::Exp, OpKind::Exp, self); }
+Tensor& log_(Tensor& self) { return unary_inplace("log_", UnaryOp::Log, OpKind::Log, self); }
+Tensor& sqrt_(Tensor& self) { return unary_inplace("sqrt_", UnaryOp::Sqrt, OpKind::Sqrt, self); }
+Tensor& rsqrt_(Tensor& self) {
+  return unary_inplace("rsqrt_", UnaryOp::Rsqrt, OpKind::Rsqrt, self);
 }
-Tensor& Tensor::relu_() { return unary_inplace("relu_", UnaryOp::Relu, OpKind::Relu, *this); }
-Tensor& Tensor::silu_() { return unary_inplace("silu_", UnaryOp::Silu, OpKind::Silu, *this); }
-Tensor& Tensor::reciprocal_() {
-  return unary_inplace("reciprocal_", UnaryOp::Reciprocal, OpKind::Reciprocal, *this);
+Tensor& abs_(Tensor& self) { return unary_inplace("abs_", UnaryOp::Abs, OpKind::Abs, self); }
+Tensor& tanh_(Tensor& self) { return unary_inplace("tanh_", UnaryOp::Tanh, OpKind::Tanh, self); }
+Tensor& sigmoid_(Tensor& self) {
+  return unary_inplace("sigmoid_", UnaryOp::Sigmoid, OpKind::Sigmoid, self);
 }
-Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
-  detail::check_defined("clamp_", *this);
+Tensor& relu_(Tensor& self) { return unary_inplace("relu_", UnaryOp::Relu, OpKind::Relu, self); }
+Tensor& silu_(Tensor& self) { return unary_inplace("silu_", UnaryOp::Silu, OpKind::Silu, self); }
+Tensor& reciprocal_(Tensor& self) {
+  return unary_inplace("reciprocal_", UnaryOp::Reciprocal, OpKind::Reciprocal, self);
+}
+Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
+  detail::check_defined("clamp_", self);
   TraceOpScope trace("clamp_");
   const ClampAttrs attrs = clamp_attrs("clamp_", min, max);
-  detail::InplaceRecord rec(OpKind::Clamp, *this, {}, attrs);
-  kernels_for(device()).clamp(operand(*this), operand(*this), attrs.min.value_or(0.0),
-                              attrs.max.value_or(0.0), attrs.min.has_value(),
-                              attrs.max.has_value());
-  rec.finish(*this);
-  return *this;
+  detail::InplaceRecord rec(OpKind::Clamp, self, {}, attrs);
+  kernels_for(self.device()).clamp(operand(self), operand(self), attrs.min.value_or(0.0),
+                                   attrs.max.value_or(0.0), attrs.min.has_value(),
+                                   attrs.max.has_value());
+  rec.finish(self);
+  return self;
 }
 
 }  // namespace memgrad

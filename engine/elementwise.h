@@ -51,6 +51,18 @@ Tensor pow(const Tensor& a, Scalar exponent);
 Tensor rsub(const Tensor& a, Scalar b);
 Tensor rdiv(const Tensor& a, Scalar b);
 
+// In place: self op= other, keeping self's dtype and shape (see the family contract). The
+// Tensor methods of the same names (x.add_(y)) forward here.
+Tensor& add_(Tensor& self, const Tensor& other, Scalar alpha = 1);
+Tensor& add_(Tensor& self, Scalar other);
+Tensor& sub_(Tensor& self, const Tensor& other, Scalar alpha = 1);
+Tensor& sub_(Tensor& self, Scalar other);
+Tensor& mul_(Tensor& self, const Tensor& other);
+Tensor& mul_(Tensor& self, Scalar other);
+Tensor& div_(Tensor& self, const Tensor& other);
+Tensor& div_(Tensor& self, Scalar other);
+Tensor& pow_(Tensor& self, Scalar exponent);
+
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b);
@@ -72,6 +84,19 @@ Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor logical_not(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+// The unary ops in place (see the family contract); Tensor's methods forward here.
+Tensor& neg_(Tensor& self);
+Tensor& exp_(Tensor& self);
+Tensor& log_(Tensor& self);
+Tensor& sqrt_(Tensor& self);
+Tensor& rsqrt_(Tensor& self);
+Tensor& abs_(Tensor& self);
+Tensor& tanh_(Tensor& self);
+Tensor& sigmoid_(Tensor& self);
+Tensor& relu_(Tensor& self);
+Tensor& silu_(Tensor& self);
+Tensor& reciprocal_(Tensor& self);
+Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);
 // The unary ops with an `out` tensor (see the family contract).
 Tensor& exp_out(Tensor& out, const Tensor& x);
 Tensor& relu_out(Tensor& out, const Tensor& x);

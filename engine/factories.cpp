@@ -20,7 +20,8 @@ Tensor make(const char* op, const Shape& sizes, DType dtype, const TensorOptions
   for (int64_t s : sizes) {
     if (s < 0) {
       throw ShapeError(fmt::format("[{}] negative dimension {} in size {}", op, s,
-                                   to_string(sizes)));
+                                   to_string(sizes)),
+                       op, {sizes});
     }
   }
   TraceOpScope trace(op);
@@ -138,7 +139,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
 
 Tensor eye(int64_t n, int64_t m, const TensorOptions& options) {
   if (m < 0) m = n;
-  if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n));
+  if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n), "eye", {Shape{n, m}});
   Tensor t = zeros({n, m}, TensorOptions(options.dtype_or(kFloat32)).with_device(options.device));
   if (t.numel() > 0) t.diagonal().fill_(1);
   return finish(std::move(t), options);
@@ -186,7 +187,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& sizes, const Tenso
                           : sizes;
   if (numel_of(shape) != static_cast<int64_t>(values.size())) {
     throw ShapeError(fmt::format("[from_vector] {} values cannot fill a tensor of shape {}",
-                                 values.size(), to_string(shape)));
+                                 values.size(), to_string(shape)),
+                     "from_vector", {shape});
   }
   constexpr DType natural = [] {
     if constexpr (std::is_same_v<T, int>) {
@@ -231,7 +233,10 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows,
   for (const auto& row : rows) {
     if (row.size() != cols) {
       throw ShapeError(fmt::format("[tensor] rows have different lengths ({} and {})", cols,
-                                   row.size()));
+                                   row.size()),
+                       "tensor",
+                       {Shape{static_cast<int64_t>(cols)},
+                        Shape{static_cast<int64_t>(row.size())}});
     }
     v.insert(v.end(), row.begin(), row.end());
   }
@@ -253,34 +258,40 @@ Tensor scalar_tensor(Scalar value, const TensorOptions& options) {
   return full({}, value, options);
 }
 
-// ---- in-place random fills of Tensor ----
+// ---- in-place random fills ----
 
-Tensor& Tensor::uniform_(double from, double to) {
+Tensor& uniform_(Tensor& self, double from, double to) {
   TraceOpScope trace("uniform_");
   // Its gradient is zero, as for fill_; the leaf checks apply (use NoGradGuard in init code).
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{});
-  Tensor target = is_contiguous() ? *this : detail::new_tensor(sizes(), dtype(), device());
-  const auto [seed, offset] = draw(nullptr, device(), numel());
-  if (numel() > 0) kernels_for(device()).uniform(operand(target), seed, offset, from, to);
-  if (!target.is_same(*this)) {
-    kernels_for(device()).copy(operand(*this), operand(target));
+  detail::InplaceRecord rec(OpKind::Fill, self, {}, FillAttrs{});
+  Tensor target =
+      self.is_contiguous() ? self : detail::new_tensor(self.sizes(), self.dtype(), self.device());
+  const auto [seed, offset] = draw(nullptr, self.device(), self.numel());
+  if (self.numel() > 0) {
+    kernels_for(self.device()).uniform(operand(target), seed, offset, from, to);
   }
-  rec.finish(*this);
-  return *this;
+  if (!target.is_same(self)) {
+    kernels_for(self.device()).copy(operand(self), operand(target));
+  }
+  rec.finish(self);
+  return self;
 }
 
-Tensor& Tensor::normal_(double mean, double std) {
+Tensor& normal_(Tensor& self, double mean, double std) {
   TraceOpScope trace("normal_");
   // Its gradient is zero, as for fill_; the leaf checks apply (use NoGradGuard in init code).
-  detail::InplaceRecord rec(OpKind::Fill, *this, {}, FillAttrs{});
-  Tensor target = is_contiguous() ? *this : detail::new_tensor(sizes(), dtype(), device());
-  const auto [seed, offset] = draw(nullptr, device(), numel());
-  if (numel() > 0) kernels_for(device()).normal(operand(target), seed, offset, mean, std);
-  if (!target.is_same(*this)) {
-    kernels_for(device()).copy(operand(*this), operand(target));
+  detail::InplaceRecord rec(OpKind::Fill, self, {}, FillAttrs{});
+  Tensor target =
+      self.is_contiguous() ? self : detail::new_tensor(self.sizes(), self.dtype(), self.device());
+  const auto [seed, offset] = draw(nullptr, self.device(), self.numel());
+  if (self.numel() > 0) {
+    kernels_for(self.device()).normal(operand(target), seed, offset, mean, std);
   }
-  rec.finish(*this);
-  return *this;
+  if (!target.is_same(self)) {
+    kernels_for(self.device()).copy(operand(self), operand(target));
+  }
+  rec.finish(self);
+  return self;
 }
 
 }  // namespace memgrad

@@ -1,5 +1,6 @@
 // Creating tensors. Every factory allocates numel x element size on the requested device
-// (rounded as the device's allocator rounds); none aliases anything.
+// (rounded as the device's allocator rounds); none aliases anything. The in-place random fills
+// (uniform_, normal_) live here too, next to the random factories that share their generator.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +70,12 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOption
                Generator* generator = nullptr);
 Tensor rand_like(const Tensor& like, Generator* generator = nullptr);
 Tensor randn_like(const Tensor& like, Generator* generator = nullptr);
+// Fills self in place with U[from, to) / N(mean, std) from the device's default generator;
+// Tensor's uniform_ / normal_ forward here. Allocates: nothing for a contiguous self, otherwise
+// a temporary of self's size, freed before return. Version: bumps self's. Saves (autograd):
+// nothing; the gradient through self is zero.
+Tensor& uniform_(Tensor& self, double from = 0.0, double to = 1.0);
+Tensor& normal_(Tensor& self, double mean = 0.0, double std = 1.0);
 
 // A tensor holding `values` with the given sizes (default: 1-d). Throws ShapeError if the sizes
 // do not hold values.size() elements. The dtype defaults to the C++ type's.

@@ -28,7 +28,8 @@ using detail::should_record;
 void check_index_dtype(const char* op, const Tensor& index, const char* what) {
   if (index.dtype() != kInt64) {
     throw DTypeError(fmt::format("[{}] {} must be an int64 tensor, got {}", op, what,
-                                 dtype_name(index.dtype())));
+                                 dtype_name(index.dtype())),
+                     op, {index.dtype()});
   }
 }
 
@@ -37,7 +38,9 @@ void check_index_dtype(const char* op, const Tensor& index, const char* what) {
                                   int64_t size) {
   throw IndexError(fmt::format("[{}] index {} is out of range for dimension {} with size {} "
                                "(at position {} of the index; valid indices are 0..{})",
-                               op, check.value, dim, size, check.position, size - 1));
+                               op, check.value, dim, size, check.position, size - 1),
+                   op,
+                   {.index = check.value, .size = size, .dim = dim, .position = check.position});
 }
 
 // The kernel view of `t`, with a 0-d tensor read as shape [1] (PyTorch lets index ops treat a
@@ -66,6 +69,13 @@ bool should_record_list(const std::vector<Tensor>& inputs) {
                      [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
+// The shapes a gather/scatter shape error names: index, self, then src when there is one.
+std::vector<Shape> shapes_of(const Tensor& index, const Tensor& self, const Tensor* src) {
+  std::vector<Shape> shapes{index.sizes(), self.sizes()};
+  if (src != nullptr) shapes.push_back(src->sizes());
+  return shapes;
+}
+
 // gather/scatter shape rules: index has self's ndim, and is no larger than self (except along
 // dim) and than src (everywhere).
 void check_gather_shapes(const char* op, const Tensor& self, const Tensor& index, int dim,
@@ -74,7 +84,8 @@ void check_gather_shapes(const char* op, const Tensor& self, const Tensor& index
     throw ShapeError(fmt::format("[{}] index (shape {}) must have the same number of dimensions "
                                  "as self (shape {}){}",
                                  op, to_string(index.sizes()), to_string(self.sizes()),
-                                 src != nullptr ? " and src" : ""));
+                                 src != nullptr ? " and src" : ""),
+                     op, shapes_of(index, self, src));
   }
   for (int d = 0; d < index.dim(); ++d) {
     const bool too_big_self = d != dim && index.size(d) > self.size(d);
@@ -83,7 +94,8 @@ void check_gather_shapes(const char* op, const Tensor& self, const Tensor& index
       throw ShapeError(fmt::format("[{}] index of shape {} is larger than {} of shape {} at "
                                    "dimension {}",
                                    op, to_string(index.sizes()), too_big_self ? "self" : "src",
-                                   to_string(too_big_self ? self.sizes() : src->sizes()), d));
+                                   to_string(too_big_self ? self.sizes() : src->sizes()), d),
+                       op, {index.sizes(), too_big_self ? self.sizes() : src->sizes()});
     }
   }
 }
@@ -96,7 +108,8 @@ void check_scatter(const char* op, const Tensor& self, const Tensor& index, cons
   check_index_dtype(op, index, "index");
   if (self.dtype() != src.dtype()) {
     throw DTypeError(fmt::format("[{}] self and src must have the same dtype, got {} and {}", op,
-                                 dtype_name(self.dtype()), dtype_name(src.dtype())));
+                                 dtype_name(self.dtype()), dtype_name(src.dtype())),
+                     op, {self.dtype(), src.dtype()});
   }
   check_gather_shapes(op, self, index, dim, &src);
 }
@@ -121,7 +134,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_dtype("index_select", index, "index");
   if (index.dim() > 1) {
     throw ShapeError(fmt::format("[index_select] index must be a 0-D or 1-D tensor, got shape {}",
-                                 to_string(index.sizes())));
+                                 to_string(index.sizes())),
+                     "index_select", {index.sizes()});
   }
   const int d = wrap_dim(dim, x.dim(), "index_select");
   TraceOpScope trace("index_select");
@@ -202,7 +216,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (weight.dim() != 2) {
     throw ShapeError(fmt::format("[embedding] weight must be 2-D (num_embeddings, "
                                  "embedding_dim), got shape {}",
-                                 to_string(weight.sizes())));
+                                 to_string(weight.sizes())),
+                     "embedding", {weight.sizes()});
   }
   TraceOpScope trace("embedding");
   Shape shape = indices.sizes();
@@ -241,7 +256,8 @@ void check_mask(const char* op, const Tensor& x, const Tensor& mask) {
   if (mask.dtype() != kBool) {
     throw DTypeError(fmt::format("[{}] expected a bool mask, got dtype {}: build it with a "
                                  "comparison or .to(bool)",
-                                 op, dtype_name(mask.dtype())));
+                                 op, dtype_name(mask.dtype())),
+                     op, {mask.dtype()});
   }
 }
 
@@ -271,7 +287,8 @@ Tensor& masked_fill_(Tensor& x, const Tensor& mask, Scalar value) {
   if (!(broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill_") == x.sizes())) {
     throw ShapeError(fmt::format("[masked_fill_] mask of shape {} cannot be broadcast to self's "
                                  "shape {} (an in-place op cannot grow self)",
-                                 to_string(mask.sizes()), to_string(x.sizes())));
+                                 to_string(mask.sizes()), to_string(x.sizes())),
+                     "masked_fill_", {mask.sizes(), x.sizes()});
   }
   detail::InplaceRecord rec(OpKind::MaskedFill, x, {mask}, FillAttrs{value.to_double()});
   if (x.numel() > 0) {
@@ -302,12 +319,15 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
     if (!check.ok && check.value < 0) {
       throw IndexError(fmt::format("[one_hot] class values must be non-negative, got {} at "
                                    "position {}",
-                                   check.value, check.position));
+                                   check.value, check.position),
+                       "one_hot", {.index = check.value, .position = check.position});
     }
     if (!check.ok) {
       throw IndexError(fmt::format("[one_hot] class value {} at position {} is out of range for "
                                    "num_classes {}",
-                                   check.value, check.position, num_classes));
+                                   check.value, check.position, num_classes),
+                       "one_hot",
+                       {.index = check.value, .size = num_classes, .position = check.position});
     }
   }
   return out;
@@ -323,20 +343,23 @@ void check_cat_entry(const char* op, const Tensor& ref, const Tensor& t, size_t 
   if (t.dtype() != ref.dtype()) {
     throw DTypeError(fmt::format("[{}] expected all tensors to have dtype {}, but tensor {} has "
                                  "dtype {}: convert it with .to(dtype)",
-                                 op, dtype_name(ref.dtype()), i, dtype_name(t.dtype())));
+                                 op, dtype_name(ref.dtype()), i, dtype_name(t.dtype())),
+                     op, {ref.dtype(), t.dtype()});
   }
   if (t.dim() != ref.dim()) {
     throw ShapeError(fmt::format("[{}] tensors must have the same number of dimensions: got {} "
                                  "({}) and {} ({}) for tensor {}",
                                  op, ref.dim(), to_string(ref.sizes()), t.dim(),
-                                 to_string(t.sizes()), i));
+                                 to_string(t.sizes()), i),
+                     op, {ref.sizes(), t.sizes()});
   }
   for (int d = 0; d < t.dim(); ++d) {
     if (d != dim && t.size(d) != ref.size(d)) {
       throw ShapeError(fmt::format("[{}] sizes of tensors must match except in dimension {}: "
                                    "expected size {} but got size {} for tensor number {} in the "
                                    "list (dimension {})",
-                                   op, dim, ref.size(d), t.size(d), i, d));
+                                   op, dim, ref.size(d), t.size(d), i, d),
+                       op, {ref.sizes(), t.sizes()});
     }
   }
 }
@@ -355,7 +378,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     if (tensors[i].dim() == 0) {
       throw ShapeError(fmt::format("[cat] zero-dimensional tensor (at position {}) cannot be "
                                    "concatenated: unsqueeze it or use stack",
-                                   i));
+                                   i),
+                       "cat", {tensors[i].sizes()});
     }
     parts.push_back(tensors[i]);
     positions.push_back(i);
@@ -400,7 +424,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
       throw ShapeError(fmt::format("[stack] stack expects each tensor to be equal size, but got "
                                    "{} at entry 0 and {} at entry {}",
                                    to_string(tensors[0].sizes()), to_string(tensors[i].sizes()),
-                                   i));
+                                   i),
+                       "stack", {tensors[0].sizes(), tensors[i].sizes()});
     }
   }
   const int d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
@@ -418,7 +443,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, Scalar value) {
   if (padding.size() % 2 != 0 || pairs > x.dim()) {
     throw ShapeError(fmt::format("[pad] padding length must be even and at most twice the "
                                  "number of dimensions ({}), got {} values",
-                                 2 * x.dim(), padding.size()));
+                                 2 * x.dim(), padding.size()),
+                     "pad", {x.sizes()});
   }
   value.check_fits(x.dtype(), "pad");
   TraceOpScope trace("pad");
@@ -431,13 +457,15 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, Scalar value) {
         __builtin_add_overflow(size, right, &size)) {
       throw ShapeError(fmt::format("[pad] the input size {} plus padding {} and {} overflows "
                                    "int64 at dimension {}",
-                                   x.size(d), left, right, d));
+                                   x.size(d), left, right, d),
+                       "pad", {x.sizes()});
     }
     shape[d] = size;
     if (shape[d] < 0) {
       throw ShapeError(fmt::format("[pad] the input size {}, plus padding {} and {}, resulted in "
                                    "a negative output size {} at dimension {}",
-                                   x.size(d), left, right, shape[d], d));
+                                   x.size(d), left, right, shape[d], d),
+                       "pad", {x.sizes(), shape});
     }
   }
   Tensor out = new_tensor(shape, x.dtype(), x.device());

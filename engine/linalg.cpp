@@ -197,19 +197,22 @@ void check_dtypes(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype()) {
     throw DTypeError(fmt::format("[{}] expected both operands to have the same dtype, but got {} "
                                  "and {}: convert one with .to(dtype)",
-                                 op, dtype_name(a.dtype()), dtype_name(b.dtype())));
+                                 op, dtype_name(a.dtype()), dtype_name(b.dtype())),
+                     op, {a.dtype(), b.dtype()});
   }
   if (!is_floating(a.dtype())) {
     throw DTypeError(fmt::format("[{}] matrix products need floating-point operands, got {}: "
                                  "convert with .to(float32)",
-                                 op, dtype_name(a.dtype())));
+                                 op, dtype_name(a.dtype())),
+                     op, {a.dtype()});
   }
 }
 
 void check_matrix(const char* op, const Tensor& t, const char* name) {
   if (t.dim() != 2) {
     throw ShapeError(fmt::format("[{}] {} must be a matrix, got a {}-D tensor of shape {}", op,
-                                 name, t.dim(), to_string(t.sizes())));
+                                 name, t.dim(), to_string(t.sizes())),
+                     op, {t.sizes()});
   }
 }
 
@@ -218,7 +221,8 @@ void check_matrix(const char* op, const Tensor& t, const char* name) {
 void check_inner_2d(const char* op, int64_t n, int64_t k, int64_t k2, int64_t m) {
   if (k != k2) {
     throw ShapeError(fmt::format("[{}] mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})",
-                                 op, n, k, k2, m));
+                                 op, n, k, k2, m),
+                     op, {Shape{n, k}, Shape{k2, m}});
   }
 }
 
@@ -227,13 +231,15 @@ Shape matmul_shape(const char* op, const Tensor& a, const Tensor& b, Shape& batc
   if (a.dim() == 0 || b.dim() == 0) {
     throw ShapeError(fmt::format("[{}] both arguments to matmul need to be at least 1D, but "
                                  "they are {}D and {}D",
-                                 op, a.dim(), b.dim()));
+                                 op, a.dim(), b.dim()),
+                     op, {a.sizes(), b.sizes()});
   }
   const int64_t ka = a.size(-1);
   const int64_t kb = b.dim() == 1 ? b.size(0) : b.size(-2);
   if (ka != kb) {
     throw ShapeError(fmt::format("[{}] shapes {} and {} cannot be multiplied ({} != {})", op,
-                                 to_string(a.sizes()), to_string(b.sizes()), ka, kb));
+                                 to_string(a.sizes()), to_string(b.sizes()), ka, kb),
+                     op, {a.sizes(), b.sizes()});
   }
   const Shape ba = leading(a.sizes(), a.dim() - 2), bb = leading(b.sizes(), b.dim() - 2);
   for (int i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
@@ -241,7 +247,8 @@ Shape matmul_shape(const char* op, const Tensor& a, const Tensor& b, Shape& batc
     if (sa != sb && sa != 1 && sb != 1) {
       throw ShapeError(fmt::format("[{}] batch dims of shapes {} and {} cannot be broadcast: "
                                    "size {} and size {}",
-                                   op, to_string(a.sizes()), to_string(b.sizes()), sa, sb));
+                                   op, to_string(a.sizes()), to_string(b.sizes()), sa, sb),
+                       op, {a.sizes(), b.sizes()});
     }
   }
   batch = broadcast_shapes(ba, bb, op);
@@ -344,14 +351,16 @@ Tensor bmm(const Tensor& batch1, const Tensor& batch2) {
   for (const Tensor* t : {&a, &b}) {
     if (t->dim() != 3) {
       throw ShapeError(fmt::format("[bmm] {} must be a 3D tensor, got shape {}",
-                                   t == &a ? "batch1" : "batch2", to_string(t->sizes())));
+                                   t == &a ? "batch1" : "batch2", to_string(t->sizes())),
+                       "bmm", {t->sizes()});
     }
   }
   if (a.size(0) != b.size(0) || a.size(2) != b.size(1)) {
     throw ShapeError(fmt::format("[bmm] batch1 and batch2 shapes cannot be multiplied ({} and {}): "
                                  "expected batch2 of shape [{}, {}, m]",
                                  to_string(a.sizes()), to_string(b.sizes()), a.size(0),
-                                 a.size(2)));
+                                 a.size(2)),
+                     "bmm", {a.sizes(), b.sizes()});
   }
   check_dtypes("bmm", a, b);
   const Shape batch{a.size(0)};
@@ -395,7 +404,8 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, Scalar 
   if (!(broadcast_shapes(c.sizes(), shape, "addmm") == shape)) {
     throw ShapeError(fmt::format("[addmm] self of shape {} cannot be broadcast to the product's "
                                  "shape {}",
-                                 to_string(c.sizes()), to_string(shape)));
+                                 to_string(c.sizes()), to_string(shape)),
+                     "addmm", {c.sizes(), shape});
   }
   Tensor out = new_tensor(shape, a.dtype(), a.device());
   // beta = 0 ignores self entirely (NaN in self does not propagate), as in PyTorch.
@@ -427,7 +437,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const Tensor b = bias.defined() ? in[2] : Tensor();
   check_matrix("linear", w, "weight");
   if (x.dim() == 0) {
-    throw ShapeError("[linear] input must have at least 1 dimension, got a 0-D tensor");
+    throw ShapeError("[linear] input must have at least 1 dimension, got a 0-D tensor", "linear",
+                     {x.sizes()});
   }
   const int64_t in_features = x.size(-1);
   const int64_t rows = numel_of(leading(x.sizes(), x.dim() - 1));
@@ -435,7 +446,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     throw ShapeError(fmt::format("[linear] mat1 and mat2 shapes cannot be multiplied ({}x{} and "
                                  "{}x{}): input {} and weight {} (out_features x in_features)",
                                  rows, in_features, w.size(1), w.size(0), to_string(x.sizes()),
-                                 to_string(w.sizes())));
+                                 to_string(w.sizes())),
+                     "linear", {x.sizes(), w.sizes()});
   }
   check_dtypes("linear", x, w);
   if (b.defined()) check_dtypes("linear", b, w);
@@ -444,7 +456,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   if (b.defined() && !(broadcast_shapes(b.sizes(), shape, "linear") == shape)) {
     throw ShapeError(fmt::format("[linear] bias of shape {} cannot be broadcast to the output "
                                  "shape {}",
-                                 to_string(b.sizes()), to_string(shape)));
+                                 to_string(b.sizes()), to_string(shape)),
+                     "linear", {b.sizes(), shape});
   }
   Tensor out = new_tensor(shape, x.dtype(), x.device());
   if (out.numel() > 0) {

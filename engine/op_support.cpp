@@ -12,14 +12,17 @@ namespace memgrad::detail {
 size_t storage_nbytes(const Shape& sizes, DType dtype) {
   for (int64_t s : sizes) {
     if (s < 0) {
+      // PyTorch's wording, which names no op (op() is empty).
       throw ShapeError(fmt::format("Trying to create tensor with negative dimension {}: {}", s,
-                                   to_string(sizes)));
+                                   to_string(sizes)),
+                       "", {sizes});
     }
   }
   size_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<size_t>(numel_of(sizes)), element_size(dtype), &nbytes)) {
     throw ShapeError(fmt::format("Storage size calculation overflowed with sizes={} and dtype {}",
-                                 to_string(sizes), dtype_name(dtype)));
+                                 to_string(sizes), dtype_name(dtype)),
+                     "", {sizes});
   }
   return nbytes;
 }
@@ -101,7 +104,8 @@ void prepare_out(Tensor& out, const Shape& sizes, DType dtype, Device device, co
   }
   if (out.dtype() != dtype) {
     throw DTypeError(fmt::format("[{}] out has dtype {} but the result has dtype {}", op,
-                                 dtype_name(out.dtype()), dtype_name(dtype)));
+                                 dtype_name(out.dtype()), dtype_name(dtype)),
+                     op, {out.dtype(), dtype});
   }
   if (AutogradSeam* seam = autograd_seam(); seam != nullptr && grad_mode_enabled()) {
     seam->check_out(out, op);
@@ -109,7 +113,8 @@ void prepare_out(Tensor& out, const Shape& sizes, DType dtype, Device device, co
   if (out.sizes() == sizes) return;
   if (out.is_view()) {
     throw ShapeError(fmt::format("[{}] out is a view of shape {} and cannot be resized to {}", op,
-                                 to_string(out.sizes()), to_string(sizes)));
+                                 to_string(out.sizes()), to_string(sizes)),
+                     op, {out.sizes(), sizes});
   }
   // Resize like PyTorch: a new storage of the result's size (an allocation).
   out.impl()->set_storage(std::make_shared<Storage>(storage_nbytes(sizes, dtype), device));

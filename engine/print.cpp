@@ -215,31 +215,31 @@ std::string with_suffixes(const std::string& body, const std::vector<std::string
 
 }  // namespace
 
-std::string Tensor::str() const {
-  if (!defined()) return "tensor(undefined)";
+std::string to_string(const Tensor& t) {
+  if (!t.defined()) return "tensor(undefined)";
   std::vector<std::string> suffixes;
-  if (!device().is_cpu()) suffixes.push_back(fmt::format("device='{}'", device().str()));
+  if (!t.device().is_cpu()) suffixes.push_back(fmt::format("device='{}'", t.device().str()));
   std::string body = "tensor(";
-  if (numel() == 0) {
+  if (t.numel() == 0) {
     // No element to tell int64 from float32, so only float32 goes without a dtype.
-    if (dim() != 1) suffixes.push_back("size=" + size_tuple(sizes()));
-    if (dtype() != kFloat32) suffixes.push_back(fmt::format("dtype={}", dtype_name(dtype())));
+    if (t.dim() != 1) suffixes.push_back("size=" + size_tuple(t.sizes()));
+    if (t.dtype() != kFloat32) suffixes.push_back(fmt::format("dtype={}", dtype_name(t.dtype())));
     body += "[]";
   } else {
-    if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) {
-      suffixes.push_back(fmt::format("dtype={}", dtype_name(dtype())));
+    if (t.dtype() != kFloat32 && t.dtype() != kInt64 && t.dtype() != kBool) {
+      suffixes.push_back(fmt::format("dtype={}", dtype_name(t.dtype())));
     }
-    const HostValues v = host_values(*this);
-    const bool summarize = numel() > kSummarizeAbove;
+    const HostValues v = host_values(t);
+    const bool summarize = t.numel() > kSummarizeAbove;
     std::vector<int64_t> shown;
     collect_shown(v.sizes, 0, 0, summarize, shown);
     const Formatter f(v, shown);
-    body += dim() == 0 ? f.format(0) : tensor_str(v, f, 0, 0, kIndent, summarize);
+    body += t.dim() == 0 ? f.format(0) : tensor_str(v, f, 0, 0, kIndent, summarize);
   }
-  const std::string grad_fn = grad_fn_name();
+  const std::string grad_fn = t.grad_fn_name();
   if (!grad_fn.empty()) {
     suffixes.push_back(fmt::format("grad_fn=<{}>", grad_fn));
-  } else if (requires_grad()) {
+  } else if (t.requires_grad()) {
     suffixes.push_back("requires_grad=True");
   }
   return with_suffixes(body, suffixes);

@@ -53,24 +53,28 @@ void check_floating(const char* op, const Tensor& x) {
     throw DTypeError(
         fmt::format("[mean] mean(): could not infer output dtype. Input dtype must "
                     "be either a floating point or complex dtype. Got: {}",
-                    torch_type_name(d)));
+                    torch_type_name(d)),
+        "mean", {d});
   }
   if (name == "var" || name == "std") {
     throw DTypeError(
         fmt::format("[{}] std and var only support floating point and complex "
                     "dtypes. Got: {} ({})",
-                    op, torch_type_name(d), dtype_name(d)));
+                    op, torch_type_name(d), dtype_name(d)),
+        op, {d});
   }
   if (name == "norm") {
     throw DTypeError(
         fmt::format("[norm] linalg.vector_norm: Expected a floating point or complex "
                     "tensor as input. Got {} ({})",
-                    torch_type_name(d), dtype_name(d)));
+                    torch_type_name(d), dtype_name(d)),
+        "norm", {d});
   }
   throw DTypeError(
       fmt::format("[{}] expected a floating point input, got {}: convert it with "
                   ".to(float32) first",
-                  op, dtype_name(d)));
+                  op, dtype_name(d)),
+      op, {d});
 }
 
 // Which dims a reduction removes, and the shapes it produces.
@@ -92,7 +96,8 @@ Reduction plan_reduction(const char* op, const Tensor& x, const Shape& dims, boo
     const int d = wrap_dim(dim, nd, op);
     if (seen[static_cast<size_t>(d)]) {
       throw ShapeError(
-          fmt::format("[{}] dim {} appears multiple times in the list of dims", op, d));
+          fmt::format("[{}] dim {} appears multiple times in the list of dims", op, d), op,
+          {x.sizes(), dims});
     }
     seen[static_cast<size_t>(d)] = true;
   }
@@ -137,7 +142,8 @@ void check_nonempty_dims(const char* op, const Tensor& x, const Reduction& r) {
   for (int64_t d : r.dims) {
     if (x.size(d) == 0) {
       throw ShapeError(
-          fmt::format("[{}] {}(): Expected reduction dim {} to have non-zero size.", op, op, d));
+          fmt::format("[{}] {}(): Expected reduction dim {} to have non-zero size.", op, op, d),
+          op, {x.sizes()});
     }
   }
 }
@@ -159,7 +165,8 @@ Tensor extreme_all(const char* name, bool is_max, const Tensor& x) {
     throw ShapeError(fmt::format(
         "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
         "reduction dim with the 'dim' argument.",
-        name, name));
+        name, name),
+        name, {x.sizes()});
   }
   TraceOpScope trace(name);
   const Reduction r = plan_reduction(name, x, {}, false);
@@ -203,7 +210,8 @@ Tensor arg_extreme_flat(const char* name, bool is_max, const Tensor& x, bool kee
   detail::check_defined(name, x);
   if (x.numel() == 0) {
     throw ShapeError(fmt::format(
-        "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0.", name, name));
+        "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0.", name, name),
+        name, {x.sizes()});
   }
   TraceOpScope trace(name);
   Tensor flat_source = x;

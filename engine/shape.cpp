@@ -14,7 +14,8 @@ namespace {
 
 [[noreturn]] void too_many_dims(int n) {
   throw ShapeError(fmt::format("[shape] {} dimensions requested; memgrad supports at most {}", n,
-                               kMaxDims));
+                               kMaxDims),
+                   "shape", {});
 }
 
 }  // namespace
@@ -70,7 +71,8 @@ int64_t numel_of(const Shape& sizes) {
     if (__builtin_mul_overflow(n, s, &n)) {
       throw ShapeError(fmt::format("[numel] integer multiplication overflow: sizes {} hold more "
                                    "than 2^63 - 1 elements",
-                                   to_string(sizes)));
+                                   to_string(sizes)),
+                       "numel", {sizes});
     }
   }
   return n;
@@ -111,7 +113,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     if (sa != sb && sa != 1 && sb != 1) {
       throw ShapeError(fmt::format(
           "[{}] shapes {} and {} cannot be broadcast: size {} and size {} at dimension {}", op,
-          to_string(a), to_string(b), sa, sb, i));
+          to_string(a), to_string(b), sa, sb, i),
+          op, {a, b});
     }
     out[i] = sa == 1 ? sb : sa;
   }
@@ -130,11 +133,7 @@ Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& t
 
 int wrap_dim(int64_t dim, int ndim, const char* op) {
   const int64_t n = std::max(ndim, 1);  // a 0-d tensor accepts dim 0 and -1, like PyTorch
-  if (dim < -n || dim >= n) {
-    throw IndexError(fmt::format(
-        "[{}] dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
-        n - 1, dim));
-  }
+  if (dim < -n || dim >= n) throw IndexError::dim_out_of_range(op, dim, ndim);
   return static_cast<int>(dim < 0 ? dim + n : dim);
 }
 
@@ -144,15 +143,19 @@ Shape infer_size(const Shape& target, int64_t numel, const char* op) {
   int64_t known = 1;
   for (int i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
-      if (infer >= 0) throw ShapeError(fmt::format("[{}] only one dimension can be inferred", op));
+      if (infer >= 0) {
+        throw ShapeError(fmt::format("[{}] only one dimension can be inferred", op), op, {target});
+      }
       infer = i;
     } else if (target[i] < 0) {
       throw ShapeError(fmt::format("[{}] invalid shape dimension {} in {}", op, target[i],
-                                   to_string(target)));
+                                   to_string(target)),
+                       op, {target});
     } else if (__builtin_mul_overflow(known, target[i], &known)) {
       throw ShapeError(fmt::format("[{}] shape {} is invalid for input of size {}: its sizes "
                                    "overflow int64",
-                                   op, to_string(target), numel));
+                                   op, to_string(target), numel),
+                       op, {target});
     }
   }
   if (infer >= 0 && known != 0 && numel % known == 0) {
@@ -161,7 +164,8 @@ Shape infer_size(const Shape& target, int64_t numel, const char* op) {
   }
   if (infer < 0 && known == numel) return out;
   throw ShapeError(fmt::format("[{}] shape {} is invalid for input of size {}", op,
-                               to_string(target), numel));
+                               to_string(target), numel),
+                   op, {target});
 }
 
 Shape view_strides(const Shape& sizes, const Shape& strides, const Shape& target, bool& ok) {

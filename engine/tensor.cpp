@@ -1,4 +1,5 @@
-// Tensor methods: thin forwards to the op front-end, and the autograd half through the seam.
+// Tensor methods: every member function of Tensor is defined here, as a thin forward to the op
+// front-end (or, for the autograd half, through the seam).
 #include "engine/tensor.h"
 
 #include <fmt/format.h>
@@ -50,7 +51,8 @@ template <typename T>
 T* Tensor::data_ptr() const {
   if (dtype() != dtype_of<T>()) {
     throw DTypeError(fmt::format("[data_ptr] tensor has dtype {} but {} was requested",
-                                 dtype_name(dtype()), dtype_name(dtype_of<T>())));
+                                 dtype_name(dtype()), dtype_name(dtype_of<T>())),
+                     "data_ptr", {dtype(), dtype_of<T>()});
   }
   return static_cast<T*>(checked("data_ptr").data());
 }
@@ -60,7 +62,8 @@ T Tensor::item() const {
   if (numel() != 1) {
     throw ShapeError(fmt::format("[item] a tensor with {} elements cannot be converted to a "
                                  "number (shape {})",
-                                 numel(), to_string(sizes())));
+                                 numel(), to_string(sizes())),
+                     "item", {sizes()});
   }
   return to_vector<T>()[0];
 }
@@ -236,9 +239,38 @@ Tensor Tensor::gt(Scalar o) const { return memgrad::gt(*this, o); }
 Tensor Tensor::ge(const Tensor& o) const { return memgrad::ge(*this, o); }
 Tensor Tensor::ge(Scalar o) const { return memgrad::ge(*this, o); }
 
+// ---- in place ----
+
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return memgrad::add_(*this, o, alpha); }
+Tensor& Tensor::add_(Scalar o) { return memgrad::add_(*this, o); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return memgrad::sub_(*this, o, alpha); }
+Tensor& Tensor::sub_(Scalar o) { return memgrad::sub_(*this, o); }
+Tensor& Tensor::mul_(const Tensor& o) { return memgrad::mul_(*this, o); }
+Tensor& Tensor::mul_(Scalar o) { return memgrad::mul_(*this, o); }
+Tensor& Tensor::div_(const Tensor& o) { return memgrad::div_(*this, o); }
+Tensor& Tensor::div_(Scalar o) { return memgrad::div_(*this, o); }
+Tensor& Tensor::pow_(Scalar e) { return memgrad::pow_(*this, e); }
+Tensor& Tensor::neg_() { return memgrad::neg_(*this); }
+Tensor& Tensor::exp_() { return memgrad::exp_(*this); }
+Tensor& Tensor::log_() { return memgrad::log_(*this); }
+Tensor& Tensor::sqrt_() { return memgrad::sqrt_(*this); }
+Tensor& Tensor::rsqrt_() { return memgrad::rsqrt_(*this); }
+Tensor& Tensor::abs_() { return memgrad::abs_(*this); }
+Tensor& Tensor::tanh_() { return memgrad::tanh_(*this); }
+Tensor& Tensor::sigmoid_() { return memgrad::sigmoid_(*this); }
+Tensor& Tensor::relu_() { return memgrad::relu_(*this); }
+Tensor& Tensor::silu_() { return memgrad::silu_(*this); }
+Tensor& Tensor::reciprocal_() { return memgrad::reciprocal_(*this); }
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  return memgrad::clamp_(*this, lo, hi);
+}
+Tensor& Tensor::zero_() { return memgrad::zero_(*this); }
+Tensor& Tensor::fill_(Scalar value) { return memgrad::fill_(*this, value); }
 Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
   return memgrad::masked_fill_(*this, mask, value);
 }
+Tensor& Tensor::uniform_(double from, double to) { return memgrad::uniform_(*this, from, to); }
+Tensor& Tensor::normal_(double mean, double std) { return memgrad::normal_(*this, mean, std); }
 
 // ---- reductions ----
 
@@ -299,6 +331,10 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
 Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const {
   return memgrad::masked_fill(*this, mask, value);
 }
+
+// ---- printing ----
+
+std::string Tensor::str() const { return memgrad::to_string(*this); }
 
 // ---- operators ----
 

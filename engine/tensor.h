@@ -1,8 +1,9 @@
 // Tensor: the handle users hold. Copying a Tensor copies a pointer: both handles are the same
 // tensor (as in PyTorch); clone() makes a new one.
 //
-// Every method forwards to a free function of the op front-end (elementwise.h, reduce.h,
-// views.h, linalg.h, indexing.h, ...) whose comment states its memory contract:
+// Every method is defined in tensor.cpp and forwards to a free function of the op front-end
+// (elementwise.h, reduce.h, views.h, linalg.h, indexing.h, copy.h, factories.h, ...) whose
+// comment states its memory contract:
 //   Allocates:  what the call takes from the device's allocator
 //   Aliases:    which input's storage the result shares
 //   Version:    whether it bumps the storage's version counter
@@ -267,6 +268,10 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// PyTorch-like printing (t.str() and operator<< print the same): "tensor([1., 2.])", with
+// device, dtype and grad_fn suffixes where PyTorch prints them. Allocates: a host copy of the
+// values (numel x 8 bytes of host memory), freed before return; nothing on the device.
+std::string to_string(const Tensor& t);
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Operators: the same as the methods (allocate the result).

@@ -32,7 +32,8 @@ Tensor aliased(const Tensor& x, const Shape& sizes, const Shape& strides, int64_
 // Ops that need at least one dimension (select, slice, narrow, split, ...).
 void check_not_scalar(const char* op, const Tensor& x) {
   if (x.dim() == 0) {
-    throw IndexError(fmt::format("[{}] {}() cannot be applied to a 0-dim tensor", op, op));
+    throw IndexError(fmt::format("[{}] {}() cannot be applied to a 0-dim tensor", op, op), op,
+                     {.ndim = 0});
   }
 }
 
@@ -40,7 +41,8 @@ void check_not_scalar(const char* op, const Tensor& x) {
 void check_in_storage(const char* op, const Tensor& x, const Shape& sizes, const Shape& strides,
                       int64_t offset) {
   if (offset < 0) {
-    throw IndexError(fmt::format("[{}] invalid storage offset {}", op, offset));
+    throw IndexError(fmt::format("[{}] invalid storage offset {}", op, offset), op,
+                     {.index = offset});
   }
   if (numel_of(sizes) == 0) return;
   // The highest element the view reaches, in checked arithmetic: a wrapped sum would pass the
@@ -61,7 +63,10 @@ void check_in_storage(const char* op, const Tensor& x, const Shape& sizes, const
         "[{}] sizes {}, strides {}, storage offset {}, and itemsize {} requiring a storage size "
         "of {} are out of bounds for storage of size {}",
         op, to_string(sizes), to_string(strides), offset, itemsize, needed,
-        x.storage().nbytes()));
+        x.storage().nbytes()),
+        op,
+        {.index = overflow ? std::nullopt : std::optional<int64_t>(highest),
+         .size = static_cast<int64_t>(x.storage().nbytes() / itemsize)});
   }
 }
 
@@ -72,7 +77,8 @@ Shape view_strides_or_throw(const Tensor& x, const Shape& target) {
   if (!ok) {
     throw ShapeError(
         "[view] view size is not compatible with input tensor's size and stride (at least one "
-        "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+        "dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
+        "view", {x.sizes(), target});
   }
   return strides;
 }
@@ -113,7 +119,8 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   if (start > end) {
     throw IndexError(fmt::format(
         "[flatten] start_dim cannot come after end_dim (start_dim {}, end_dim {})", start_dim,
-        end_dim));
+        end_dim),
+        "flatten", {.dim = start_dim, .ndim = x.dim()});
   }
   if (x.dim() == 0) return reshape(x, {1});
   if (start == end) return x;  // PyTorch returns self here, not a new view
@@ -133,7 +140,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
   detail::check_defined("unflatten", x);
   const int d = wrap_dim(dim, x.dim(), "unflatten");
-  if (sizes.empty()) throw ShapeError("[unflatten] sizes must be non-empty");
+  if (sizes.empty()) throw ShapeError("[unflatten] sizes must be non-empty", "unflatten", {sizes});
   const int64_t extent = x.dim() == 0 ? 1 : x.size(d);
   Shape inferred;
   try {
@@ -142,7 +149,8 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
     throw ShapeError(fmt::format(
         "[unflatten] provided sizes {} don't multiply up to the size of dim {} ({}) in the input "
         "tensor",
-        to_string(sizes), dim, extent));
+        to_string(sizes), dim, extent),
+        "unflatten", {sizes, x.sizes()});
   }
   Shape target;
   for (int i = 0; i < x.dim(); ++i) {
@@ -186,7 +194,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   if (start < -size || start > size) {
     throw IndexError(fmt::format(
         "[narrow] start out of range (expected to be in range of [{}, {}], but got {})", -size,
-        size, start));
+        size, start),
+        "narrow", {.index = start, .size = size, .dim = d});
   }
   if (length < 0) {
     throw ValueError(fmt::format("[narrow] length must be non-negative, got {}", length));
@@ -194,7 +203,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   if (start < 0) start += size;
   if (start > size - length) {
     throw IndexError(fmt::format("[narrow] start ({}) + length ({}) exceeds dimension size ({})",
-                                 start, length, size));
+                                 start, length, size),
+                     "narrow", {.index = start, .size = size, .dim = d});
   }
   return slice(x, d, start, start + length, 1);
 }
@@ -206,7 +216,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   const int64_t size = x.size(d);
   if (index < -size || index >= size) {
     throw IndexError(fmt::format("[select] index {} is out of bounds for dimension {} with size {}",
-                                 index, d, size));
+                                 index, d, size),
+                     "select", {.index = index, .size = size, .dim = d});
   }
   if (index < 0) index += size;
   Shape sizes = x.sizes();
@@ -237,7 +248,8 @@ Tensor t(const Tensor& x) {
   detail::check_defined("t", x);
   if (x.dim() > 2) {
     throw ShapeError(fmt::format("[t] t() expects a tensor with <= 2 dimensions, but self is {}D",
-                                 x.dim()));
+                                 x.dim()),
+                     "t", {x.sizes()});
   }
   return transpose(x, 0, x.dim() < 2 ? 0 : 1);
 }
@@ -247,7 +259,8 @@ Tensor mT(const Tensor& x) {
   if (x.dim() < 2) {
     throw ShapeError(fmt::format(
         "[mT] tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
-        x.dim()));
+        x.dim()),
+        "mT", {x.sizes()});
   }
   return transpose(x, -2, -1);
 }
@@ -257,7 +270,8 @@ Tensor permute(const Tensor& x, const Shape& dims) {
   if (dims.size() != x.dim()) {
     throw ShapeError(fmt::format(
         "[permute] number of dims don't match: got dims {} for a tensor with {} dimensions",
-        to_string(dims), x.dim()));
+        to_string(dims), x.dim()),
+        "permute", {x.sizes(), dims});
   }
   Shape wrapped;
   Shape sizes;
@@ -267,7 +281,8 @@ Tensor permute(const Tensor& x, const Shape& dims) {
     if (std::find(wrapped.begin(), wrapped.end(), d) != wrapped.end()) {
       throw ShapeError(fmt::format(
           "[permute] dims {} is not a permutation: dimension {} appears twice", to_string(dims),
-          d));
+          d),
+          "permute", {x.sizes(), dims});
     }
     wrapped.push_back(d);
     sizes.push_back(x.size(d));
@@ -286,7 +301,8 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
     throw ShapeError(fmt::format(
         "[expand] the number of sizes provided ({}) must be greater or equal to the number of "
         "dimensions in the tensor ({})",
-        n, ndim));
+        n, ndim),
+        "expand", {x.sizes(), sizes});
   }
   // PyTorch's inferExpandGeometry, right to left.
   Shape out_sizes = Shape::filled(n, 0);
@@ -305,19 +321,22 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
         throw ShapeError(fmt::format(
             "[expand] the expanded size of the tensor (-1) isn't allowed in a leading, "
             "non-existing dimension {}",
-            i));
+            i),
+            "expand", {x.sizes(), sizes});
       }
       target = size;
     }
     if (target < 0) {
-      throw ShapeError(fmt::format("[expand] invalid size {} in {}", target, to_string(sizes)));
+      throw ShapeError(fmt::format("[expand] invalid size {} in {}", target, to_string(sizes)),
+                       "expand", {x.sizes(), sizes});
     }
     if (size != target) {
       if (size != 1) {
         throw ShapeError(fmt::format(
             "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
             "non-singleton dimension {}.  Target sizes: {}.  Tensor sizes: {}",
-            target, size, i, to_string(sizes), to_string(x.sizes())));
+            target, size, i, to_string(sizes), to_string(x.sizes())),
+            "expand", {x.sizes(), sizes});
       }
       size = target;
       stride = 0;
@@ -372,16 +391,19 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   if (sizes.size() != strides.size()) {
     throw ShapeError(fmt::format("[as_strided] mismatch in length of strides and shape: sizes {} "
                                  "and strides {}",
-                                 to_string(sizes), to_string(strides)));
+                                 to_string(sizes), to_string(strides)),
+                     "as_strided", {sizes, strides});
   }
   for (int d = 0; d < sizes.size(); ++d) {
     if (sizes[d] < 0) {
       throw ShapeError(fmt::format("[as_strided] negative size {} in {}", sizes[d],
-                                   to_string(sizes)));
+                                   to_string(sizes)),
+                       "as_strided", {sizes, strides});
     }
     if (strides[d] < 0) {
       throw ShapeError(fmt::format(
-          "[as_strided] negative strides are not supported, got strides: {}", to_string(strides)));
+          "[as_strided] negative strides are not supported, got strides: {}", to_string(strides)),
+          "as_strided", {sizes, strides});
     }
   }
   const int64_t offset = storage_offset.value_or(x.storage_offset());
@@ -396,7 +418,8 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   const int d2 = wrap_dim(dim2, x.dim(), "diagonal");
   if (d1 == d2) {
     throw ShapeError(
-        fmt::format("[diagonal] diagonal dimensions cannot be identical {}, {}", dim1, dim2));
+        fmt::format("[diagonal] diagonal dimensions cannot be identical {}, {}", dim1, dim2),
+        "diagonal", {x.sizes()});
   }
   const int64_t n1 = x.size(d1);
   const int64_t n2 = x.size(d2);
@@ -451,7 +474,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
     if (s < 0) {
       throw ShapeError(fmt::format(
           "[split] split_sizes must have only non-negative entries, but got split_sizes={}",
-          split_sizes));
+          split_sizes),
+          "split", {x.sizes()});
     }
     total += s;
   }
@@ -459,7 +483,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
     throw ShapeError(fmt::format(
         "[split] split_sizes must sum exactly to {} (input tensor's size at dimension {}), but "
         "got split_sizes={}",
-        size, d, split_sizes));
+        size, d, split_sizes),
+        "split", {x.sizes()});
   }
   std::vector<Tensor> out;
   out.reserve(split_sizes.size());
@@ -473,7 +498,10 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   detail::check_defined("chunk", x);
-  if (x.dim() == 0) throw IndexError("[chunk] chunk expects at least a 1-dimensional tensor");
+  if (x.dim() == 0) {
+    throw IndexError("[chunk] chunk expects at least a 1-dimensional tensor", "chunk",
+                     {.dim = dim, .ndim = 0});
+  }
   if (chunks <= 0) {
     throw ValueError(fmt::format("[chunk] chunks must be greater than 0, got {}", chunks));
   }
@@ -488,7 +516,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   detail::check_defined("unbind", x);
   if (x.dim() == 0) {
-    throw IndexError("[unbind] dimension specified as 0 but tensor has no dimensions");
+    throw IndexError("[unbind] dimension specified as 0 but tensor has no dimensions", "unbind",
+                     {.dim = dim, .ndim = 0});
   }
   const int d = wrap_dim(dim, x.dim(), "unbind");
   std::vector<Tensor> out;

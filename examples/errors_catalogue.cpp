@@ -1,13 +1,19 @@
-// errors_catalogue: triggers one error of each type memgrad throws and prints its type and
-// message. docs/errors.md quotes this program's output, so the catalogue shows real messages.
+// errors_catalogue: triggers one error of each type memgrad throws and prints its type, its
+// message and, for the types that carry them, its fields. docs/errors.md quotes this program's
+// output, so the catalogue shows real messages and real field values.
 //
 //   ./memgrad example errors_catalogue
 #include <cstdio>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "allocator/atomic_file.h"
 #include "allocator/bounded_memory.h"
@@ -20,13 +26,58 @@ using namespace memgrad;
 
 namespace {
 
-// Runs `trigger`, which must throw, and prints the exception's type and message.
+// An optional index field as the catalogue prints it: its value, or "-" when it does not apply.
+std::string field(std::optional<int64_t> value) { return value ? fmt::format("{}", *value) : "-"; }
+
+// The fields of `e` in one line, or "" for a type that carries none.
+std::string fields_of(const Error& e) {
+  if (const auto* s = dynamic_cast<const ShapeError*>(&e)) {
+    std::vector<std::string> shapes;
+    for (const Shape& shape : s->shapes()) shapes.push_back(to_string(shape));
+    return fmt::format("op \"{}\", shapes {}", s->op(), fmt::join(shapes, ", "));
+  }
+  if (const auto* d = dynamic_cast<const DTypeError*>(&e)) {
+    std::vector<std::string_view> dtypes;
+    for (DType dtype : d->dtypes()) dtypes.push_back(dtype_name(dtype));
+    return fmt::format("op \"{}\", dtypes {}", d->op(), fmt::join(dtypes, ", "));
+  }
+  if (const auto* i = dynamic_cast<const IndexError*>(&e)) {
+    return fmt::format("op \"{}\", index {}, size {}, dim {}, ndim {}, position {}", i->op(),
+                       field(i->index()), field(i->size()), field(i->dim()), field(i->ndim()),
+                       field(i->position()));
+  }
+  if (const auto* v = dynamic_cast<const VersionCounterError*>(&e)) {
+    return fmt::format("op \"{}\", saved_version {}, current_version {}, shape {}, dtype {}, "
+                       "producer \"{}\", producer_output {}",
+                       v->op(), v->saved_version(), v->current_version(), to_string(v->shape()),
+                       dtype_name(v->dtype()), v->producer(), v->producer_output());
+  }
+  if (const auto* o = dynamic_cast<const OutOfMemoryError*>(&e)) {
+    const OutOfMemoryInfo& info = o->info();
+    return fmt::format("device \"{}\", requested {}, alloc_size {}, capacity {}, free {}, "
+                       "allocated {}, reserved {}",
+                       info.device, info.requested, info.alloc_size, info.capacity, info.free,
+                       info.allocated, info.reserved);
+  }
+  if (const auto* c = dynamic_cast<const ConfigError*>(&e)) {
+    return fmt::format("key \"{}\", value \"{}\"", c->key, c->value);
+  }
+  if (const auto* io = dynamic_cast<const IoError*>(&e)) {
+    return fmt::format("path \"{}\"", io->path);
+  }
+  return "";
+}
+
+// Runs `trigger`, which must throw, and prints the exception's type, message and fields.
 void show(const char* type, const char* what, const std::function<void()>& trigger) {
   try {
     trigger();
     fmt::print("{}: {}\n  (no error was raised)\n\n", type, what);
   } catch (const Error& e) {
-    fmt::print("{} -- {}\n  {}\n\n", type, what, e.what());
+    fmt::print("{} -- {}\n  {}\n", type, what, e.what());
+    const std::string fields = fields_of(e);
+    if (!fields.empty()) fmt::print("  fields: {}\n", fields);
+    fmt::print("\n");
   }
 }
 
@@ -69,7 +120,7 @@ int main(int argc, char** argv) {
       throw;
     }
   });
-  show("AutogradError", "a saved tensor modified in place", [] {
+  show("VersionCounterError", "a saved tensor modified in place", [] {
     Tensor x = ones({3}, TensorOptions().with_requires_grad());
     Tensor y = x.exp();
     y.add_(1.0);

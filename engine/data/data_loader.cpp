@@ -42,7 +42,9 @@ void check_batch_buffers(const Example& out, size_t n, const char* who) {
     throw ShapeError(fmt::format("[{}] fill_batch needs tensors of {} items, got input {} and "
                                  "target {}",
                                  who, n, out.input.defined() ? to_string(out.input.sizes()) : "undefined",
-                                 out.target.defined() ? to_string(out.target.sizes()) : "undefined"));
+                                 out.target.defined() ? to_string(out.target.sizes()) : "undefined"),
+                     who, {out.input.defined() ? out.input.sizes() : Shape{},
+                           out.target.defined() ? out.target.sizes() : Shape{}});
   }
 }
 
@@ -67,7 +69,8 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
   if (inputs_.dim() == 0 || targets_.dim() == 0 || inputs_.size(0) != targets_.size(0)) {
     throw ShapeError(fmt::format("[TensorDataset] inputs {} and targets {} must have the same "
                                  "first dimension",
-                                 to_string(inputs_.sizes()), to_string(targets_.sizes())));
+                                 to_string(inputs_.sizes()), to_string(targets_.sizes())),
+                     "TensorDataset", {inputs_.sizes(), targets_.sizes()});
   }
 }
 
@@ -75,7 +78,9 @@ size_t TensorDataset::size() const { return static_cast<size_t>(inputs_.size(0))
 
 Example TensorDataset::get(size_t i) const {
   if (i >= size()) {
-    throw IndexError(fmt::format("[TensorDataset] index {} out of range for {} items", i, size()));
+    throw IndexError(fmt::format("[TensorDataset] index {} out of range for {} items", i, size()),
+                     "TensorDataset",
+                     {.index = static_cast<int64_t>(i), .size = static_cast<int64_t>(size())});
   }
   return {inputs_.select(0, static_cast<int64_t>(i)), targets_.select(0, static_cast<int64_t>(i))};
 }

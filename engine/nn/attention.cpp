@@ -10,7 +10,9 @@
 #include "engine/factories.h"
 #include "engine/indexing.h"
 #include "engine/linalg.h"
+#include "engine/nn/dropout.h"
 #include "engine/nn/functional.h"
+#include "engine/nn/gelu.h"
 #include "engine/reduce.h"
 
 namespace memgrad::nn {
@@ -34,7 +36,8 @@ CausalSelfAttention::CausalSelfAttention(int64_t embed_dim, int64_t num_heads,
 Tensor CausalSelfAttention::forward(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != embed_dim_ || x.size(1) > max_context_) {
     throw ShapeError(fmt::format("[CausalSelfAttention] expected (B, T <= {}, {}), got {}",
-                                 max_context_, embed_dim_, to_string(x.sizes())));
+                                 max_context_, embed_dim_, to_string(x.sizes())),
+                     "CausalSelfAttention", {x.sizes()});
   }
   const int64_t B = x.size(0), T = x.size(1), C = embed_dim_, H = num_heads_, D = C / H;
   const std::vector<Tensor> qkv = qkv_->forward(x).split(C, 2);  // 3 x (B, T, C)

@@ -8,8 +8,9 @@
 
 #include <memory>
 
-#include "engine/nn/layers.h"
+#include "engine/nn/layer_norm.h"
 #include "engine/nn/linear.h"
+#include "engine/nn/sequential.h"
 
 namespace memgrad::nn {
 

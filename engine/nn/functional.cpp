@@ -23,7 +23,8 @@ kernels::Operand optional_operand(const Tensor& t) {
 void check_floating(const char* op, const Tensor& t) {
   if (!is_floating(t.dtype())) {
     throw DTypeError(fmt::format("[{}] expected a floating tensor, got {}", op,
-                                 dtype_name(t.dtype())));
+                                 dtype_name(t.dtype())),
+                     op, {t.dtype()});
   }
 }
 
@@ -39,12 +40,14 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
     throw ShapeError(fmt::format("[layer_norm] given normalized_shape={}, expected input with "
                                  "shape [*, {}], but got input of size {}",
                                  to_string(normalized_shape),
-                                 to_string(normalized_shape).substr(1), to_string(input.sizes())));
+                                 to_string(normalized_shape).substr(1), to_string(input.sizes())),
+                     "layer_norm", {normalized_shape, input.sizes()});
   }
   for (const Tensor* p : {&weight, &bias}) {
     if (p->defined() && !(p->sizes() == normalized_shape)) {
       throw ShapeError(fmt::format("[layer_norm] weight/bias of shape {} for normalized_shape {}",
-                                   to_string(p->sizes()), to_string(normalized_shape)));
+                                   to_string(p->sizes()), to_string(normalized_shape)),
+                       "layer_norm", {p->sizes(), normalized_shape});
     }
   }
   TraceOpScope trace("layer_norm");
@@ -100,18 +103,21 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
   detail::check_same_device("cross_entropy", logits_in, target_in);
   if (target_in.dtype() != kInt64) {
     throw DTypeError(fmt::format("[cross_entropy] target must hold int64 class indices, got {}",
-                                 dtype_name(target_in.dtype())));
+                                 dtype_name(target_in.dtype())),
+                     "cross_entropy", {target_in.dtype()});
   }
   const bool single = logits_in.dim() == 1;
   if (logits_in.dim() != 2 && !single) {
     throw ShapeError(fmt::format("[cross_entropy] expected input of shape (N, C) or (C), got {}",
-                                 to_string(logits_in.sizes())));
+                                 to_string(logits_in.sizes())),
+                     "cross_entropy", {logits_in.sizes()});
   }
   const Tensor logits2 = single ? logits_in.unsqueeze(0) : logits_in;
   const Tensor target = (single ? target_in.reshape({1}) : target_in).contiguous();
   if (target.dim() != 1 || target.size(0) != logits2.size(0)) {
     throw ShapeError(fmt::format("[cross_entropy] expected target of shape ({}), got {}",
-                                 logits2.size(0), to_string(target_in.sizes())));
+                                 logits2.size(0), to_string(target_in.sizes())),
+                     "cross_entropy", {logits_in.sizes(), target_in.sizes()});
   }
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
     throw ValueError(fmt::format("[cross_entropy] label_smoothing must be in [0, 1], got {}",
@@ -131,7 +137,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
   if (!check.ok) {
     throw IndexError(fmt::format("[cross_entropy] target {} is out of bounds for {} classes "
                                  "(at row {})",
-                                 check.value, logits.size(1), check.position));
+                                 check.value, logits.size(1), check.position),
+                     "cross_entropy",
+                     {.index = check.value, .size = logits.size(1), .dim = 1,
+                      .position = check.position});
   }
   Tensor out;
   int64_t count = rows;
@@ -163,7 +172,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   detail::check_defined("mse_loss", target, "target");
   if (!(input.sizes() == target.sizes())) {
     throw ShapeError(fmt::format("[mse_loss] input {} and target {} must have the same shape",
-                                 to_string(input.sizes()), to_string(target.sizes())));
+                                 to_string(input.sizes()), to_string(target.sizes())),
+                     "mse_loss", {input.sizes(), target.sizes()});
   }
   TraceOpScope trace("mse_loss");
   const Tensor sq = square(input - target);

@@ -13,7 +13,7 @@ namespace {
 void kaiming_uniform_(Tensor& t, double a, int64_t fan_in) {
   const double gain = std::sqrt(2.0 / (1.0 + a * a));
   const double bound = fan_in > 0 ? gain * std::sqrt(3.0 / static_cast<double>(fan_in)) : 0.0;
-  uniform_(t, -bound, bound);
+  init::uniform_(t, -bound, bound);  // not memgrad::uniform_, which ADL also finds
 }
 
 void uniform_(Tensor& t, double from, double to) {

@@ -29,7 +29,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
     : in_(in_features), out_(out_features) {
   if (in_features < 0 || out_features < 0) {
     throw ShapeError(fmt::format("[Linear] features must be >= 0, got in={} out={}", in_features,
-                                 out_features));
+                                 out_features),
+                     "Linear", {Shape{out_features, in_features}});
   }
   const TensorOptions opts = TensorOptions(options.dtype).with_device(options.device);
   weight_ = register_parameter("weight", empty({out_, in_}, opts));
@@ -57,7 +58,8 @@ Tensor LazyLinear::forward(const Tensor& x) {
   } else if (*in_ != in) {
     throw ShapeError(fmt::format("[LazyLinear] initialised for in_features={} but got input of "
                                  "shape {}",
-                                 *in_, to_string(x.sizes())));
+                                 *in_, to_string(x.sizes())),
+                     "LazyLinear", {x.sizes()});
   }
   return linear(x, weight_, bias_);
 }

@@ -5,10 +5,14 @@
 #include <vector>
 
 #include "engine/memgrad.h"
+#include "tests/support/error_check.h"
 #include "tests/support/stats_delta.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::caught;
+using memgrad::testing::check_dtypes;
+using memgrad::testing::check_shapes;
 using memgrad::testing::check_values;
 using memgrad::testing::devices_under_test;
 using memgrad::testing::rounded;
@@ -66,8 +70,18 @@ TEST_CASE("index_select rejects out-of-range and negative indices") {
                        doctest::Contains("[index_select] index 7 is out of range for dimension 0 "
                                          "with size 5 (at position 1"),
                        IndexError);
-  CHECK_THROWS_WITH_AS(index_select(x, 0, ints({-1}, kCPU)),
-                       doctest::Contains("[index_select] index -1 is out of range"), IndexError);
+  // The fields: the bad index, the size it must fall within, the dim, and its position.
+  const auto e = caught<IndexError>([&] { (void)index_select(x, 0, ints({1, 7, 9}, kCPU)); });
+  REQUIRE(e);
+  CHECK_EQ(e->op(), "index_select");
+  CHECK(e->index() == 7);
+  CHECK(e->size() == 5);
+  CHECK(e->dim() == 0);
+  CHECK(e->position() == 1);
+  const auto negative = caught<IndexError>([&] { (void)index_select(x, 0, ints({-1}, kCPU)); });
+  REQUIRE(negative);
+  CHECK(negative->index() == -1);
+  CHECK(negative->position() == 0);
   CHECK_THROWS_WITH_AS(index_select(x, 0, tensor({1.0})),
                        doctest::Contains("[index_select] index must be an int64 tensor, got "
                                          "float32"),
@@ -107,12 +121,21 @@ TEST_CASE("gather validates indices and shapes") {
                        doctest::Contains("[gather] index 3 is out of range for dimension 1 with "
                                          "size 3"),
                        IndexError);
-  CHECK_THROWS_WITH_AS(gather(x, 1, ints({0, -2}, kCPU, {1, 2})),
-                       doctest::Contains("[gather] index -2 is out of range"), IndexError);
+  const auto negative =
+      caught<IndexError>([&] { (void)gather(x, 1, ints({0, -2}, kCPU, {1, 2})); });
+  REQUIRE(negative);
+  CHECK_EQ(negative->op(), "gather");
+  CHECK(negative->index() == -2);
+  CHECK(negative->size() == 3);
+  CHECK(negative->dim() == 1);
+  CHECK(negative->position() == 1);
   CHECK_THROWS_WITH_AS(gather(x, 1, ints({0, 1}, kCPU)),
                        doctest::Contains("[gather] index (shape [2]) must have the same number of "
                                          "dimensions as self (shape [2, 3])"),
                        ShapeError);
+  const auto ndim = caught<ShapeError>([&] { (void)gather(x, 1, ints({0, 1}, kCPU)); });
+  REQUIRE(ndim);
+  check_shapes(ndim->shapes(), {{2}, {2, 3}});
   CHECK_THROWS_WITH_AS(gather(x, 1, ints({0, 0, 0}, kCPU, {3, 1})),
                        doctest::Contains("[gather] index of shape [3, 1] is larger than self of "
                                          "shape [2, 3] at dimension 0"),
@@ -163,10 +186,19 @@ TEST_CASE("scatter_add_ writes in place, bumps the version once and allocates no
                        doctest::Contains("[scatter_add_] self and src must have the same dtype, "
                                          "got float32 and float64"),
                        DTypeError);
+  const auto mixed =
+      caught<DTypeError>([&] { scatter_add_(f, 0, ints({0}, kCPU), tensor({1.0}, kFloat64)); });
+  REQUIRE(mixed);
+  CHECK_EQ(mixed->op(), "scatter_add_");
+  check_dtypes(mixed->dtypes(), {kFloat32, kFloat64});
   CHECK_THROWS_WITH_AS(scatter_add_(f, 0, ints({0, 1}, kCPU), tensor({1.0})),
                        doctest::Contains("[scatter_add_] index of shape [2] is larger than src of "
                                          "shape [1] at dimension 0"),
                        ShapeError);
+  const auto larger =
+      caught<ShapeError>([&] { scatter_add_(f, 0, ints({0, 1}, kCPU), tensor({1.0})); });
+  REQUIRE(larger);
+  check_shapes(larger->shapes(), {{2}, {1}});
 }
 
 TEST_CASE("embedding looks up rows for indices of any shape") {
@@ -248,9 +280,15 @@ TEST_CASE("one_hot encodes int64 labels") {
                          doctest::Contains("[one_hot] class value 3 at position 1 is out of range "
                                            "for num_classes 3"),
                          IndexError);
-    CHECK_THROWS_WITH_AS(one_hot(ints({0, -1}, dev), 3),
-                         doctest::Contains("[one_hot] class values must be non-negative, got -1"),
-                         IndexError);
+    const auto negative = caught<IndexError>([&] { (void)one_hot(ints({0, -1}, dev), 3); });
+    REQUIRE(negative);
+    CHECK_EQ(negative->op(), "one_hot");
+    CHECK(negative->index() == -1);
+    CHECK(negative->position() == 1);
+    const auto too_big = caught<IndexError>([&] { (void)one_hot(ints({0, 3}, dev), 3); });
+    REQUIRE(too_big);
+    CHECK(too_big->index() == 3);
+    CHECK(too_big->size() == 3);
   }
   CHECK_THROWS_WITH_AS(one_hot(tensor({1.0}), 2),
                        doctest::Contains("[one_hot] labels must be an int64 tensor"), DTypeError);
@@ -288,6 +326,13 @@ TEST_CASE("cat reports mismatched inputs") {
                        doctest::Contains("[cat] expected all tensors to have dtype float32, but "
                                          "tensor 1 has dtype float64"),
                        DTypeError);
+  const auto sizes = caught<ShapeError>([&] { (void)cat({a, zeros({2, 4})}, 0); });
+  REQUIRE(sizes);
+  CHECK_EQ(sizes->op(), "cat");
+  check_shapes(sizes->shapes(), {{2, 3}, {2, 4}});
+  const auto dtypes = caught<DTypeError>([&] { (void)cat({a, zeros({2, 3}, kFloat64)}, 0); });
+  REQUIRE(dtypes);
+  check_dtypes(dtypes->dtypes(), {kFloat32, kFloat64});
   CHECK_THROWS_WITH_AS(cat({a, zeros({2, 3}, Device("sim:0"))}, 0),
                        doctest::Contains("[cat] expected all tensors on the same device"),
                        DeviceError);
@@ -322,8 +367,11 @@ TEST_CASE("stack inserts a new dim with one allocation") {
                        doctest::Contains("[stack] stack expects each tensor to be equal size, but "
                                          "got [2, 3] at entry 0 and [2, 4] at entry 1"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(stack({zeros({2})}, 3), doctest::Contains("[stack] dimension out of range"),
-                       IndexError);
+  const auto e = caught<IndexError>([] { (void)stack({zeros({2})}, 3); });
+  REQUIRE(e);
+  CHECK_EQ(e->op(), "stack");
+  CHECK(e->dim() == 3);
+  CHECK(e->ndim() == 2);  // the result's ndim: stack inserts a dimension
 }
 
 TEST_CASE("pad adds constant borders in PyTorch's order and crops with negative padding") {

@@ -7,10 +7,14 @@
 #include <vector>
 
 #include "engine/memgrad.h"
+#include "tests/support/error_check.h"
 #include "tests/support/stats_delta.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::caught;
+using memgrad::testing::check_dtypes;
+using memgrad::testing::check_shapes;
 using memgrad::testing::check_values;
 using memgrad::testing::devices_under_test;
 using memgrad::testing::rounded;
@@ -336,6 +340,10 @@ TEST_CASE("matrix product errors name the op and the shapes") {
                        doctest::Contains("[mm] expected both operands to have the same dtype, but "
                                          "got float32 and float64"),
                        DTypeError);
+  const auto mixed = caught<DTypeError>([&] { (void)mm(a, zeros({3, 2}, kFloat64)); });
+  REQUIRE(mixed);
+  CHECK_EQ(mixed->op(), "mm");
+  check_dtypes(mixed->dtypes(), {kFloat32, kFloat64});
   CHECK_THROWS_WITH_AS(mm(zeros({2, 3}, kInt64), zeros({3, 2}, kInt64)),
                        doctest::Contains("[mm] matrix products need floating-point operands, got "
                                          "int64"),
@@ -355,8 +363,10 @@ TEST_CASE("matrix product errors name the op and the shapes") {
                        doctest::Contains("[matmul] batch dims of shapes [2, 2, 3] and [3, 3, 1] "
                                          "cannot be broadcast"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(bmm(a, b), doctest::Contains("[bmm] batch1 must be a 3D tensor"),
-                       ShapeError);
+  const auto batch1 = caught<ShapeError>([&] { (void)bmm(a, b); });
+  REQUIRE(batch1);
+  CHECK_EQ(batch1->op(), "bmm");
+  check_shapes(batch1->shapes(), {{2, 3}});
   CHECK_THROWS_WITH_AS(bmm(zeros({2, 2, 3}), zeros({3, 3, 1})),
                        doctest::Contains("[bmm] batch1 and batch2 shapes cannot be multiplied "
                                          "([2, 2, 3] and [3, 3, 1])"),
@@ -371,13 +381,33 @@ TEST_CASE("matrix product errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(linear(a, zeros({5, 3}), zeros({4})),
                        doctest::Contains("[linear] shapes [4] and [2, 5] cannot be broadcast"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(linear(a, zeros({3})), doctest::Contains("[linear] weight must be a matrix"),
-                       ShapeError);
+  const auto weight = caught<ShapeError>([&] { (void)linear(a, zeros({3})); });
+  REQUIRE(weight);
+  CHECK_EQ(weight->op(), "linear");
+  check_shapes(weight->shapes(), {{3}});
   Tensor out = zeros({2, 2}, kFloat64);
   CHECK_THROWS_WITH_AS(mm_out(out, a, zeros({3, 2})),
                        doctest::Contains("[mm_out] out has dtype float64 but the result has dtype "
                                          "float32"),
                        DTypeError);
+}
+
+TEST_CASE("a matrix product's ShapeError carries both operand shapes") {
+  // mm names the matrices as PyTorch does (2x3 and 4x5); the fields hold them as shapes.
+  const auto e = caught<ShapeError>([] { (void)mm(zeros({2, 3}), zeros({4, 5})); });
+  REQUIRE(e);
+  CHECK_EQ(e->op(), "mm");
+  check_shapes(e->shapes(), {{2, 3}, {4, 5}});
+  const auto batched =
+      caught<ShapeError>([] { (void)matmul(zeros({2, 2, 3}), zeros({3, 3, 1})); });
+  REQUIRE(batched);
+  CHECK_EQ(batched->op(), "matmul");
+  check_shapes(batched->shapes(), {{2, 2, 3}, {3, 3, 1}});
+  const auto bias =
+      caught<ShapeError>([] { (void)linear(zeros({2, 3}), zeros({5, 3}), zeros({4})); });
+  REQUIRE(bias);
+  CHECK_EQ(bias->op(), "linear");
+  check_shapes(bias->shapes(), {{4}, {2, 5}});
 }
 
 }  // TEST_SUITE

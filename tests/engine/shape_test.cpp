@@ -3,12 +3,16 @@
 // All pure functions: no tensor, no allocation.
 #include <doctest/doctest.h>
 
+#include <string>
 #include <vector>
 
 #include "engine/error.h"
 #include "engine/shape.h"
+#include "tests/support/error_check.h"
 
 using namespace memgrad;
+using memgrad::testing::caught;
+using memgrad::testing::check_shapes;
 
 namespace {
 
@@ -107,6 +111,24 @@ TEST_CASE("broadcast_shapes aligns from the right") {
       ShapeError);
 }
 
+TEST_CASE("a ShapeError carries the op and the shapes it names") {
+  const auto e = caught<ShapeError>([] { (void)broadcast_shapes({2, 3}, {4}, "mul"); });
+  REQUIRE(e);
+  CHECK_EQ(e->op(), "mul");
+  check_shapes(e->shapes(), {{2, 3}, {4}});
+  // infer_size names the requested shape; the element count is in the text only.
+  const auto bad_view = caught<ShapeError>([] { (void)infer_size({3, 5}, 12, "view"); });
+  REQUIRE(bad_view);
+  CHECK_EQ(bad_view->op(), "view");
+  check_shapes(bad_view->shapes(), {{3, 5}});
+  // Too many dimensions involve no shape: the count is the problem.
+  Shape full = Shape::filled(kMaxDims, 1);
+  const auto too_many = caught<ShapeError>([&] { full.push_back(1); });
+  REQUIRE(too_many);
+  CHECK_EQ(too_many->op(), "shape");
+  CHECK(too_many->shapes().empty());
+}
+
 TEST_CASE("broadcast_strides puts stride 0 on broadcast dimensions") {
   CHECK_EQ(broadcast_strides({3}, {1}, {2, 3}), Shape{0, 1});
   CHECK_EQ(broadcast_strides({2, 1}, {1, 1}, {2, 4}), Shape{1, 0});
@@ -125,10 +147,21 @@ TEST_CASE("wrap_dim accepts negative dims and names the valid range") {
       doctest::Contains("[sum] dimension out of range (expected to be in range of [-2, 1], but "
                         "got 2)"),
       IndexError);
-  CHECK_THROWS_WITH_AS(wrap_dim(-3, 2, "sum"), doctest::Contains("but got -3)"), IndexError);
-  CHECK_THROWS_WITH_AS(wrap_dim(1, 0, "sum"),
-                       doctest::Contains("expected to be in range of [-1, 0], but got 1"),
-                       IndexError);
+  // The fields hold the dim as given and the tensor's ndim; no index or size applies.
+  const auto negative = caught<IndexError>([] { (void)wrap_dim(-3, 2, "sum"); });
+  REQUIRE(negative);
+  CHECK_EQ(negative->op(), "sum");
+  CHECK(negative->dim() == -3);
+  CHECK(negative->ndim() == 2);
+  CHECK_FALSE(negative->index());
+  CHECK_FALSE(negative->size());
+  // A 0-d tensor reports ndim 0 although it accepts dims 0 and -1.
+  const auto scalar = caught<IndexError>([] { (void)wrap_dim(1, 0, "sum"); });
+  REQUIRE(scalar);
+  CHECK(scalar->dim() == 1);
+  CHECK(scalar->ndim() == 0);
+  CHECK_EQ(std::string(scalar->what()),
+           "[sum] dimension out of range (expected to be in range of [-1, 0], but got 1)");
 }
 
 TEST_CASE("infer_size resolves one -1 against the element count") {

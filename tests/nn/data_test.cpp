@@ -18,11 +18,14 @@
 #include "autograd/autograd.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/readers.h"
+#include "tests/support/error_check.h"
 #include "tests/support/stats_delta.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::caught;
+using memgrad::testing::check_shapes;
 using memgrad::testing::TempDir;
 using memgrad::testing::check_values;
 using memgrad::testing::rounded;
@@ -87,7 +90,10 @@ class Generated final : public data::Dataset {
   explicit Generated(size_t n) : n_(n) {}
   size_t size() const override { return n_; }
   data::Example get(size_t i) const override {
-    if (i >= n_) throw IndexError("[Generated] index out of range");
+    if (i >= n_) {
+      throw IndexError("[Generated] index out of range", "Generated",
+                       {.index = static_cast<int64_t>(i), .size = static_cast<int64_t>(n_)});
+    }
     return {full({64}, static_cast<double>(i)), scalar_tensor(static_cast<int64_t>(i), kInt64)};
   }
 
@@ -101,7 +107,10 @@ class Faulty final : public data::Dataset {
   Faulty(size_t n, size_t bad) : n_(n), bad_(bad) {}
   size_t size() const override { return n_; }
   data::Example get(size_t i) const override {
-    if (i == bad_) throw IndexError("[Faulty] item " + std::to_string(i) + " is unreadable");
+    if (i == bad_) {
+      throw IndexError("[Faulty] item " + std::to_string(i) + " is unreadable", "Faulty",
+                       {.index = static_cast<int64_t>(i), .size = static_cast<int64_t>(n_)});
+    }
     return {full({2}, static_cast<double>(i)), scalar_tensor(static_cast<int64_t>(i), kInt64)};
   }
 
@@ -127,9 +136,23 @@ TEST_CASE("TensorDataset returns views for items and one gather per batch") {
   CHECK_EQ(b.target.to_vector<int64_t>(), std::vector<int64_t>{4, 0, 2});
   CHECK_THROWS_WITH_AS(ds.get(5), doctest::Contains("index 5 out of range for 5 items"),
                        IndexError);
-  CHECK_THROWS_AS(ds.get_batch({1, 7}), IndexError);
+  const auto item = caught<IndexError>([&] { (void)ds.get(5); });
+  REQUIRE(item);
+  CHECK_EQ(item->op(), "TensorDataset");
+  CHECK(item->index() == 5);
+  CHECK(item->size() == 5);
+  // A batch reads through index_select, whose error names the position in the batch.
+  const auto batch = caught<IndexError>([&] { (void)ds.get_batch({1, 7}); });
+  REQUIRE(batch);
+  CHECK_EQ(batch->op(), "index_select");
+  CHECK(batch->index() == 7);
+  CHECK(batch->position() == 1);
   CHECK_THROWS_WITH_AS(data::TensorDataset(zeros({4, 2}), zeros({3})),
                        doctest::Contains("inputs [4, 2] and targets [3]"), ShapeError);
+  const auto mismatch =
+      caught<ShapeError>([] { (void)data::TensorDataset(zeros({4, 2}), zeros({3})); });
+  REQUIRE(mismatch);
+  check_shapes(mismatch->shapes(), {{4, 2}, {3}});
   // The default get_batch stacks the items.
   const Generated gen(10);
   const data::Example g = gen.get_batch({7, 1});
@@ -293,7 +316,12 @@ TEST_CASE("an error while building a batch reaches next(), with or without prefe
       CHECK_EQ(batch->target[0].item<int64_t>(), 4 * b);
     }
     loader.wait_until_prefetched();  // returns although the worker stopped at the bad batch
-    CHECK_THROWS_WITH_AS(loader.next(), doctest::Contains("item 13 is unreadable"), IndexError);
+    // The worker's error reaches the caller whole: type, message and fields.
+    const auto unreadable = caught<IndexError>([&] { (void)loader.next(); });
+    REQUIRE(unreadable);
+    CHECK(std::string(unreadable->what()).find("item 13 is unreadable") != std::string::npos);
+    CHECK_EQ(unreadable->op(), "Faulty");
+    CHECK(unreadable->index() == 13);
     // A new epoch starts afresh (and meets the same item again).
     loader.start_epoch(1);
     CHECK(loader.next().has_value());
