@@ -4,9 +4,11 @@
 //
 // Conversions: float16 goes through float both ways (__half2float, __float2half_rn: round to
 // nearest even, like Eigen::half on the CPU), so a double is rounded to float first and then to
-// half, as the CPU's store_as does. Reductions: group_reduce<G> combines one value per thread of
-// a group of G threads (1, a warp, or a 256-thread block) with a fixed butterfly-then-in-order
-// tree, so results do not depend on timing; every thread of the group gets the result.
+// half, as the CPU's store_as does. The rounding helpers (mul_rn, add_rn) are
+// kernels/scalar_math.h's, shared with the CPU. Reductions: group_reduce<G> combines one value
+// per thread of a group of G threads (1, a warp, or a 256-thread block) with a fixed
+// butterfly-then-in-order tree, so results do not depend on timing; every thread of the group
+// gets the result.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -15,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/scalar_math.h"
 
 namespace memgrad::kernels::cuda {
 
@@ -92,23 +95,6 @@ __device__ __forceinline__ void store_as(char* p, DType dtype, C v) {
 
 // ---- math in the compute type ----
 
-// a * b and a + b rounded separately, never fused into an FMA by nvcc: where the CPU computes
-// a + alpha b as two roundings, so does the GPU.
-template <typename C>
-__device__ __forceinline__ C mul_rn(C a, C b) {
-  if constexpr (std::is_same_v<C, float>) return __fmul_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dmul_rn(a, b);
-  else return static_cast<C>(a * b);
-}
-
-template <typename C>
-__device__ __forceinline__ C add_rn(C a, C b) {
-  if constexpr (std::is_same_v<C, float>) return __fadd_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dadd_rn(a, b);
-  else return static_cast<C>(a + b);
-}
-
-
 template <typename C>
 __device__ __forceinline__ C exp_of(C x) {
   if constexpr (std::is_same_v<C, float>) {
@@ -124,15 +110,6 @@ __device__ __forceinline__ C log_of(C x) {
     return logf(x);
   } else {
     return log(static_cast<double>(x));
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ bool is_nan(C x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return x != x;
-  } else {
-    return false;
   }
 }
 
