@@ -4,11 +4,12 @@
 //
 // Conversions: float16 goes through float both ways (__half2float, __float2half_rn: round to
 // nearest even, like Eigen::half on the CPU), so a double is rounded to float first and then to
-// half, as the CPU's store_as does. The rounding helpers (mul_rn, add_rn) are
-// kernels/scalar_math.h's, shared with the CPU. Reductions: group_reduce<G> combines one value
-// per thread of a group of G threads (1, a warp, or a 256-thread block) with a fixed
-// butterfly-then-in-order tree, so results do not depend on timing; every thread of the group
-// gets the result.
+// half, as the CPU's store_as does; a float becomes int64 through cast_to (NaN and out-of-range
+// values give INT64_MIN, as on the CPU, where the device's own conversion would saturate). The
+// rounding helpers (mul_rn, add_rn) are kernels/scalar_math.h's, shared with the CPU.
+// Reductions: group_reduce<G> combines one value per thread of a group of G threads (1, a warp,
+// or a 256-thread block) with a fixed butterfly-then-in-order tree, so results do not depend on
+// timing; every thread of the group gets the result.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -50,9 +51,9 @@ using compute_t = std::conditional_t<std::is_same_v<T, __half>, float, T>;
 template <typename C, typename T>
 __device__ __forceinline__ C to_compute(T x) {
   if constexpr (std::is_same_v<T, __half>) {
-    return static_cast<C>(__half2float(x));
+    return cast_to<C>(__half2float(x));
   } else {
-    return static_cast<C>(x);
+    return cast_to<C>(x);
   }
 }
 
@@ -62,7 +63,7 @@ __device__ __forceinline__ T from_compute(C v) {
   if constexpr (std::is_same_v<T, __half>) {
     return __float2half_rn(static_cast<float>(v));
   } else {
-    return static_cast<T>(v);
+    return cast_to<T>(v);
   }
 }
 
@@ -70,9 +71,9 @@ __device__ __forceinline__ T from_compute(C v) {
 template <typename C>
 __device__ __forceinline__ C load_as(const char* p, DType dtype) {
   switch (dtype) {
-    case DType::Float32: return static_cast<C>(*reinterpret_cast<const float*>(p));
-    case DType::Float64: return static_cast<C>(*reinterpret_cast<const double*>(p));
-    case DType::Float16: return static_cast<C>(__half2float(*reinterpret_cast<const __half*>(p)));
+    case DType::Float32: return cast_to<C>(*reinterpret_cast<const float*>(p));
+    case DType::Float64: return cast_to<C>(*reinterpret_cast<const double*>(p));
+    case DType::Float16: return cast_to<C>(__half2float(*reinterpret_cast<const __half*>(p)));
     case DType::Int64: return static_cast<C>(*reinterpret_cast<const int64_t*>(p));
     case DType::Bool: return static_cast<C>(*reinterpret_cast<const bool*>(p));
   }
@@ -88,7 +89,7 @@ __device__ __forceinline__ void store_as(char* p, DType dtype, C v) {
     case DType::Float16:
       *reinterpret_cast<__half*>(p) = __float2half_rn(static_cast<float>(v));
       return;
-    case DType::Int64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); return;
+    case DType::Int64: *reinterpret_cast<int64_t*>(p) = cast_to<int64_t>(v); return;
     case DType::Bool: *reinterpret_cast<bool*>(p) = static_cast<bool>(v); return;
   }
 }
