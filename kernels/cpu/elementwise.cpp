@@ -99,8 +99,7 @@ void unary_row(UnaryOp op, char* o, const char* a, int64_t so, int64_t sa, int64
   switch (op) {  // hoist the switch out of the loop for the cheap ops
     case UnaryOp::Neg: return map1<T>(o, a, so, sa, n, [](auto x) { return neg_of(x); });
     case UnaryOp::Relu: return map1<T>(o, a, so, sa, n, [](auto x) { return relu_of(x); });
-    case UnaryOp::Abs:
-      return map1<T>(o, a, so, sa, n, [](auto x) { return x < decltype(x)(0) ? -x : x; });
+    case UnaryOp::Abs: return map1<T>(o, a, so, sa, n, [](auto x) { return abs_of(x); });
     case UnaryOp::Square: return map1<T>(o, a, so, sa, n, [](auto x) { return square_of(x); });
     default:
       return map1<T>(o, a, so, sa, n, [op](auto x) { return unary_value(op, x); });
