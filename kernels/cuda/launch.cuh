@@ -114,13 +114,6 @@ __device__ __forceinline__ C log_of(C x) {
   }
 }
 
-// The larger (kIsMax) or smaller of acc and x; a NaN wins and then stays (the CPU's pick).
-template <bool kIsMax, typename C>
-__device__ __forceinline__ C pick(C acc, C x) {
-  const bool better = kIsMax ? x > acc : x < acc;
-  return (better || is_nan(x)) ? x : acc;
-}
-
 // ---- reductions across threads ----
 
 // `v` from the lane `mask` away (butterfly), for any trivially copyable type.
