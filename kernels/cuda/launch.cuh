@@ -94,26 +94,6 @@ __device__ __forceinline__ void store_as(char* p, DType dtype, C v) {
   }
 }
 
-// ---- math in the compute type ----
-
-template <typename C>
-__device__ __forceinline__ C exp_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return expf(x);
-  } else {
-    return exp(static_cast<double>(x));
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ C log_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return logf(x);
-  } else {
-    return log(static_cast<double>(x));
-  }
-}
-
 // ---- reductions across threads ----
 
 // `v` from the lane `mask` away (butterfly), for any trivially copyable type.
