@@ -41,6 +41,17 @@ decltype(auto) dispatch_storage(DType dtype, Fn&& fn) {
   return fn(Tag<float>{});
 }
 
+// Calls fn(Tag<T>{}) for the floating storage type of `dtype` (float for anything not
+// float64 or float16: the CPU's dispatch_floating).
+template <typename Fn>
+decltype(auto) dispatch_floating(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::Float64: return fn(Tag<double>{});
+    case DType::Float16: return fn(Tag<__half>{});
+    default: return fn(Tag<float>{});
+  }
+}
+
 // Float16 computes in float; every other dtype in itself (the CPU's compute_t).
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, __half>, float, T>;

@@ -218,16 +218,6 @@ __global__ void cross_entropy_backward_kernel(T* grad, const T* grad_loss, int64
 
 // ---- launchers section ----
 
-// Calls fn(Tag<T>{}) for the floating storage type of `dtype` (the CPU's dispatch_floating).
-template <typename Fn>
-void dispatch_floating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::Float64: fn(Tag<double>{}); return;
-    case DType::Float16: fn(Tag<__half>{}); return;
-    default: fn(Tag<float>{}); return;
-  }
-}
-
 // Launches kernel<G> with a warp per row for short rows, a block per row otherwise.
 template <typename Warp, typename Block, typename Args>
 void launch_rows(int64_t rows, int64_t n, cudaStream_t stream, Warp warp, Block block,

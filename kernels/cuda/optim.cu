@@ -62,17 +62,6 @@ __global__ void adam_kernel(T* param, const T* grad, T* m1, T* m2, int64_t n, Ad
   }
 }
 
-// ---- launchers section ----
-
-template <typename Fn>
-void dispatch_floating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::Float64: fn(Tag<double>{}); return;
-    case DType::Float16: fn(Tag<__half>{}); return;
-    default: fn(Tag<float>{}); return;
-  }
-}
-
 }  // namespace
 
 // ---- entry points ----
