@@ -23,6 +23,7 @@
 
 #include "kernels/cpu/element_types.h"
 #include "kernels/cpu/strided_iter.h"
+#include "kernels/operand_layout.h"
 #include "kernels/reduce_formulas.h"
 
 namespace memgrad::kernels::cpu {
@@ -67,16 +68,6 @@ void append_dim(const std::array<Operand*, K>& dst, int64_t size,
       op.ndim = n + 1;
     }
   }
-}
-
-// Offset in elements of flat (row-major) position `flat` of `op`.
-inline int64_t element_offset(const Operand& op, int64_t flat) {
-  int64_t off = 0;
-  for (int d = op.ndim - 1; d >= 0 && flat > 0; --d) {
-    off += (flat % op.sizes[d]) * op.strides[d];
-    flat /= op.sizes[d];
-  }
-  return off;
 }
 
 // The split of a reduction's input into kept and reduced dimensions.
