@@ -6,11 +6,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MEMGRAD_HOST_DEVICE __host__ __device__
-#else
-#define MEMGRAD_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace memgrad::kernels {
 

@@ -1,5 +1,6 @@
 // Element types on the host: the C++ type of each dtype, the type kernels compute in, and
-// loads/stores that convert between dtypes (the slow path for mixed-dtype operands).
+// loads/stores that convert between dtypes (the slow path for mixed-dtype operands; float to
+// int64 through cast_to, kernels/scalar_math.h, as on the CUDA backend).
 // Included by kernels/cpu/*.cpp only (it includes Eigen).
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/dtype.h"
+#include "kernels/scalar_math.h"
 
 namespace memgrad::kernels::cpu {
 
@@ -18,20 +20,6 @@ using half = Eigen::half;
 // Float16 computes in float; every other dtype in itself.
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, half>, float, T>;
-
-// A value as T, where T may be int64 and the value a float: truncated toward zero inside int64;
-// NaN and values outside int64 give INT64_MIN (the x86 "integer indefinite" value, which is what
-// PyTorch's CPU kernels produce), where a plain cast would be undefined behaviour.
-template <typename T, typename V>
-inline T cast_to(V v) {
-  if constexpr (std::is_same_v<T, int64_t> && std::is_floating_point_v<V>) {
-    constexpr V kTwoTo63 = V(9223372036854775808.0);
-    return v >= -kTwoTo63 && v < kTwoTo63 ? static_cast<int64_t>(v)
-                                          : std::numeric_limits<int64_t>::min();
-  } else {
-    return static_cast<T>(v);
-  }
-}
 
 // Reads one element of any dtype as T.
 template <typename T>

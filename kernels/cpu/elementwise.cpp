@@ -7,136 +7,18 @@
 //              exp/log/tanh/logistic;
 //   mixed      operands of different dtypes: each element is loaded and converted to the
 //              compute type, then stored converted to the output's dtype (no temporaries).
-// Float16 rows compute in float.
+// Float16 rows compute in float. The formulas themselves (and the compute-type rules) are
+// kernels/elementwise_formulas.h, shared with the CUDA backend; this file holds the loops.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <cmath>
 
 #include "kernels/cpu/element_types.h"
 #include "kernels/cpu/strided_iter.h"
+#include "kernels/elementwise_formulas.h"
 
 namespace memgrad::kernels::cpu {
 namespace {
-
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluCoeff = 0.044715;
-constexpr double kInvSqrt2 = 0.7071067811865476;
-
-// ---- scalar formulas (every path ends up here for non-contiguous or mixed rows) ----
-
-template <typename C>
-C sigmoid_of(C x) {
-  return C(1) / (C(1) + std::exp(-x));
-}
-
-template <typename C>
-C unary_value(UnaryOp op, C x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Exp: return std::exp(x);
-      case UnaryOp::Log: return std::log(x);
-      case UnaryOp::Sqrt: return std::sqrt(x);
-      case UnaryOp::Rsqrt: return C(1) / std::sqrt(x);
-      case UnaryOp::Abs: return std::abs(x);
-      case UnaryOp::Sign: return C((x > C(0)) - (x < C(0)));
-      case UnaryOp::Tanh: return std::tanh(x);
-      case UnaryOp::Sigmoid: return sigmoid_of(x);
-      case UnaryOp::Relu: return x < C(0) ? C(0) : x;  // NaN passes through, as in PyTorch
-      case UnaryOp::GeluTanh:
-        return C(0.5) * x * (C(1) + std::tanh(C(kSqrt2OverPi) * (x + C(kGeluCoeff) * x * x * x)));
-      case UnaryOp::GeluErf: return C(0.5) * x * (C(1) + std::erf(x * C(kInvSqrt2)));
-      case UnaryOp::Silu: return x * sigmoid_of(x);
-      case UnaryOp::Reciprocal: return C(1) / x;
-      case UnaryOp::Square: return x * x;
-      case UnaryOp::LogicalNot: return C(x == C(0));
-    }
-  } else {
-    switch (op) {
-      case UnaryOp::Neg: return static_cast<C>(-x);
-      case UnaryOp::Abs: return x < C(0) ? static_cast<C>(-x) : x;
-      case UnaryOp::Sign: return static_cast<C>((x > C(0)) - (x < C(0)));
-      case UnaryOp::Relu: return x < C(0) ? C(0) : x;
-      case UnaryOp::Square: return static_cast<C>(x * x);
-      case UnaryOp::LogicalNot: return static_cast<C>(x == C(0));
-      default: return static_cast<C>(unary_value<double>(op, static_cast<double>(x)));
-    }
-  }
-  return x;
-}
-
-// d/dx of op at the saved value (the output for output-saving ops), times g.
-template <typename C>
-C unary_grad(UnaryOp op, C g, C s) {
-  switch (op) {
-    case UnaryOp::Neg: return -g;
-    case UnaryOp::Exp: return g * s;                         // s = exp(x)
-    case UnaryOp::Log: return g / s;                         // s = x
-    case UnaryOp::Sqrt: return g / (C(2) * s);               // s = sqrt(x)
-    case UnaryOp::Rsqrt: return C(-0.5) * g * s * s * s;     // s = x^-1/2
-    case UnaryOp::Abs: return g * C((s > C(0)) - (s < C(0)));
-    case UnaryOp::Sign: return C(0);
-    case UnaryOp::Tanh: return g * (C(1) - s * s);           // s = tanh(x)
-    case UnaryOp::Sigmoid: return g * s * (C(1) - s);        // s = sigmoid(x)
-    case UnaryOp::Relu: return s > C(0) ? g : C(0);          // s = relu(x)
-    case UnaryOp::GeluTanh: {                                // s = x
-      const C inner = C(kSqrt2OverPi) * (s + C(kGeluCoeff) * s * s * s);
-      const C t = std::tanh(inner);
-      const C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluCoeff) * s * s);
-      return g * (C(0.5) * (C(1) + t) + C(0.5) * s * (C(1) - t * t) * dinner);
-    }
-    case UnaryOp::GeluErf: {                                 // s = x
-      const C cdf = C(0.5) * (C(1) + std::erf(s * C(kInvSqrt2)));
-      const C pdf = std::exp(C(-0.5) * s * s) * C(0.3989422804014327);
-      return g * (cdf + s * pdf);
-    }
-    case UnaryOp::Silu: {                                    // s = x
-      const C sig = sigmoid_of(s);
-      return g * sig * (C(1) + s * (C(1) - sig));
-    }
-    case UnaryOp::Reciprocal: return -g * s * s;             // s = 1/x
-    case UnaryOp::Square: return C(2) * g * s;               // s = x
-    case UnaryOp::LogicalNot: return C(0);
-  }
-  return C(0);
-}
-
-template <typename C>
-C binary_value(BinaryOp op, C a, C b, C alpha) {
-  switch (op) {
-    case BinaryOp::Add: return static_cast<C>(a + alpha * b);
-    case BinaryOp::Sub: return static_cast<C>(a - alpha * b);
-    case BinaryOp::Mul: return static_cast<C>(a * b);
-    case BinaryOp::Div:
-      if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : static_cast<C>(a / b);
-      else return a / b;
-    case BinaryOp::Pow: return static_cast<C>(std::pow(a, b));
-    case BinaryOp::Maximum:
-      if constexpr (std::is_floating_point_v<C>) {
-        if (std::isnan(a) || std::isnan(b)) return a + b;  // NaN propagates
-      }
-      return a > b ? a : b;
-    case BinaryOp::Minimum:
-      if constexpr (std::is_floating_point_v<C>) {
-        if (std::isnan(a) || std::isnan(b)) return a + b;
-      }
-      return a < b ? a : b;
-    case BinaryOp::Eq: return C(a == b);
-    case BinaryOp::Ne: return C(a != b);
-    case BinaryOp::Lt: return C(a < b);
-    case BinaryOp::Le: return C(a <= b);
-    case BinaryOp::Gt: return C(a > b);
-    case BinaryOp::Ge: return C(a >= b);
-    case BinaryOp::LogicalAnd: return C(a != C(0) && b != C(0));
-    case BinaryOp::LogicalOr: return C(a != C(0) || b != C(0));
-  }
-  return C(0);
-}
-
-// The type an op between inputs of dtype `in` computes in.
-DType compute_dtype(DType in) {
-  return in == DType::Float16 ? DType::Float32 : in;
-}
 
 // ---- typed loops over one innermost row ----
 
@@ -215,12 +97,10 @@ void unary_row(UnaryOp op, char* o, const char* a, int64_t so, int64_t sa, int64
     }
   }
   switch (op) {  // hoist the switch out of the loop for the cheap ops
-    case UnaryOp::Neg: return map1<T>(o, a, so, sa, n, [](auto x) { return -x; });
-    case UnaryOp::Relu:
-      return map1<T>(o, a, so, sa, n, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
-    case UnaryOp::Abs:
-      return map1<T>(o, a, so, sa, n, [](auto x) { return x < decltype(x)(0) ? -x : x; });
-    case UnaryOp::Square: return map1<T>(o, a, so, sa, n, [](auto x) { return x * x; });
+    case UnaryOp::Neg: return map1<T>(o, a, so, sa, n, [](auto x) { return neg_of(x); });
+    case UnaryOp::Relu: return map1<T>(o, a, so, sa, n, [](auto x) { return relu_of(x); });
+    case UnaryOp::Abs: return map1<T>(o, a, so, sa, n, [](auto x) { return abs_of(x); });
+    case UnaryOp::Square: return map1<T>(o, a, so, sa, n, [](auto x) { return square_of(x); });
     default:
       return map1<T>(o, a, so, sa, n, [op](auto x) { return unary_value(op, x); });
   }
@@ -233,13 +113,13 @@ void unary_grad_row(UnaryOp op, char* o, const char* g, const char* sv, int64_t 
   using C = compute_t<T>;
   switch (op) {  // hoist the switch out of the loop for the ops of a training step
     case UnaryOp::Relu:
-      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return y > C(0) ? x : C(0); });
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return relu_grad(x, y); });
     case UnaryOp::Tanh:
-      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return C(x * (C(1) - y * y)); });
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return tanh_grad(x, y); });
     case UnaryOp::Sigmoid:
-      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return C(x * y * (C(1) - y)); });
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return sigmoid_grad(x, y); });
     case UnaryOp::Exp:
-      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return C(x * y); });
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return exp_grad(x, y); });
     default:
       return map2<T, T>(o, g, sv, so, sg, ss, n, [op](C x, C y) { return unary_grad(op, x, y); });
   }
@@ -251,13 +131,19 @@ void binary_row(BinaryOp op, char* o, const char* a, const char* b, int64_t so, 
   using C = compute_t<T>;
   const C al = static_cast<C>(alpha);
   switch (op) {
+    // alpha = 1 gets its own loop: x + 1 y folds to x + y, which vectorises best.
     case BinaryOp::Add:
-      if (alpha == 1.0) return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return C(x + y); });
-      return map2<T, R>(o, a, b, so, sa, sb, n, [al](C x, C y) { return C(x + al * y); });
+      if (alpha == 1.0) {
+        return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return add_value(x, y, C(1)); });
+      }
+      return map2<T, R>(o, a, b, so, sa, sb, n, [al](C x, C y) { return add_value(x, y, al); });
     case BinaryOp::Sub:
-      if (alpha == 1.0) return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return C(x - y); });
-      return map2<T, R>(o, a, b, so, sa, sb, n, [al](C x, C y) { return C(x - al * y); });
-    case BinaryOp::Mul: return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return C(x * y); });
+      if (alpha == 1.0) {
+        return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return sub_value(x, y, C(1)); });
+      }
+      return map2<T, R>(o, a, b, so, sa, sb, n, [al](C x, C y) { return sub_value(x, y, al); });
+    case BinaryOp::Mul:
+      return map2<T, R>(o, a, b, so, sa, sb, n, [](C x, C y) { return mul_rn(x, y); });
     default:
       return map2<T, R>(o, a, b, so, sa, sb, n,
                         [op, al](C x, C y) { return binary_value(op, x, y, al); });
@@ -310,8 +196,7 @@ void CpuBackend::unary(UnaryOp op, const Operand& out, const Operand& in) {
     return;
   }
   // e.g. exp of an int64 tensor into float32: compute in the output's type.
-  const DType c = is_floating(out.dtype) ? compute_dtype(out.dtype) : DType::Float64;
-  dispatch_floating(c, [&](auto tag) {
+  dispatch_floating(unary_compute_dtype(out.dtype, in.dtype), [&](auto tag) {
     using C = compute_t<decltype(tag)>;
     mixed_loop<C, 2>(ops, [op](auto v) { return unary_value(op, v[0]); });
   });
@@ -330,8 +215,7 @@ void CpuBackend::unary_backward(UnaryOp op, const Operand& grad_in, const Operan
     });
     return;
   }
-  const DType c = compute_dtype(grad_in.dtype);
-  dispatch_floating(c, [&](auto tag) {
+  dispatch_floating(floating_compute_dtype(grad_in.dtype), [&](auto tag) {
     using C = compute_t<decltype(tag)>;
     mixed_loop<C, 3>(ops, [op](auto v) { return unary_grad(op, v[0], v[1]); });
   });
@@ -358,11 +242,7 @@ void CpuBackend::binary(BinaryOp op, const Operand& out, const Operand& a, const
     return;
   }
   // Mixed dtypes: compute in the promoted input type (comparisons) or the output's type.
-  DType c = is_comparison(op) ? (is_floating(a.dtype) || is_floating(b.dtype) ? DType::Float64
-                                                                             : DType::Int64)
-                              : compute_dtype(out.dtype);
-  if (c == DType::Bool) c = DType::Int64;
-  dispatch_dtype(c, [&](auto tag) {
+  dispatch_dtype(binary_compute_dtype(op, out.dtype, a.dtype, b.dtype), [&](auto tag) {
     using C = compute_t<decltype(tag)>;
     if constexpr (!std::is_same_v<C, bool>) {
       const C al = static_cast<C>(alpha);
@@ -373,9 +253,8 @@ void CpuBackend::binary(BinaryOp op, const Operand& out, const Operand& a, const
 
 void CpuBackend::binary_scalar(BinaryOp op, const Operand& out, const Operand& a, double scalar,
                                bool scalar_first) {
-  // The scalar becomes a host operand broadcast with stride 0, stored in a's dtype when it fits
-  // exactly (so the typed paths apply), in float64 otherwise (an int64 tensor compared with
-  // 2.5 compares in floating point, as in PyTorch).
+  // The scalar becomes a host operand broadcast with stride 0, in the dtype
+  // scalar_operand_dtype picks (a's dtype when it fits exactly, so the typed paths apply).
   union {
     float f;
     double d;
@@ -385,16 +264,11 @@ void CpuBackend::binary_scalar(BinaryOp op, const Operand& out, const Operand& a
   s.data = &value;
   s.ndim = out.ndim;
   for (int d = 0; d < out.ndim; ++d) s.sizes[d] = out.sizes[d];
-  if (a.dtype == DType::Float32 || a.dtype == DType::Float16) {
-    // Float16 tensors compute in float with the scalar in float (not rounded to half first).
-    s.dtype = DType::Float32;
-    value.f = static_cast<float>(scalar);
-  } else if (a.dtype != DType::Float64 && scalar == std::trunc(scalar) && std::abs(scalar) < 9e18) {
-    s.dtype = DType::Int64;
-    value.i = static_cast<int64_t>(scalar);
-  } else {
-    s.dtype = DType::Float64;
-    value.d = scalar;
+  s.dtype = scalar_operand_dtype(a.dtype, scalar);
+  switch (s.dtype) {
+    case DType::Float32: value.f = static_cast<float>(scalar); break;
+    case DType::Int64: value.i = static_cast<int64_t>(scalar); break;
+    default: value.d = scalar; break;
   }
   if (scalar_first) {
     binary(op, out, s, a, 1.0);
@@ -406,42 +280,31 @@ void CpuBackend::binary_scalar(BinaryOp op, const Operand& out, const Operand& a
 void CpuBackend::pow_scalar_backward(const Operand& grad_in, const Operand& grad_out,
                                      const Operand& x, double exponent) {
   const std::array<const Operand*, 3> ops = {&grad_in, &grad_out, &x};
-  dispatch_floating(compute_dtype(grad_in.dtype), [&](auto tag) {
+  dispatch_floating(floating_compute_dtype(grad_in.dtype), [&](auto tag) {
     using C = compute_t<decltype(tag)>;
     const C e = static_cast<C>(exponent);
-    mixed_loop<C, 3>(ops, [e](auto v) {
-      return e == C(0) ? C(0) : v[0] * e * static_cast<C>(std::pow(v[1], e - C(1)));
-    });
+    mixed_loop<C, 3>(ops, [e](auto v) { return pow_scalar_grad(v[0], v[1], e); });
   });
 }
 
 void CpuBackend::clamp(const Operand& out, const Operand& in, double min, double max,
                        bool has_min, bool has_max) {
   const std::array<const Operand*, 2> ops = {&out, &in};
-  const DType c = is_floating(out.dtype) ? compute_dtype(out.dtype) : DType::Float64;
+  const DType c = is_floating(out.dtype) ? floating_compute_dtype(out.dtype) : DType::Float64;
   dispatch_floating(c, [&](auto tag) {
     using C = compute_t<decltype(tag)>;
     const C lo = static_cast<C>(min), hi = static_cast<C>(max);
-    mixed_loop<C, 2>(ops, [=](auto v) {
-      C x = v[0];
-      if (x != x) return x;  // NaN stays NaN
-      if (has_min && x < lo) x = lo;
-      if (has_max && x > hi) x = hi;
-      return x;
-    });
+    mixed_loop<C, 2>(ops, [=](auto v) { return clamp_value(v[0], lo, hi, has_min, has_max); });
   });
 }
 
 void CpuBackend::clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x,
                                 double min, double max, bool has_min, bool has_max) {
   const std::array<const Operand*, 3> ops = {&grad_in, &grad_out, &x};
-  dispatch_floating(compute_dtype(grad_in.dtype), [&](auto tag) {
+  dispatch_floating(floating_compute_dtype(grad_in.dtype), [&](auto tag) {
     using C = compute_t<decltype(tag)>;
     const C lo = static_cast<C>(min), hi = static_cast<C>(max);
-    mixed_loop<C, 3>(ops, [=](auto v) {
-      const bool inside = (!has_min || v[1] >= lo) && (!has_max || v[1] <= hi);
-      return inside ? v[0] : C(0);
-    });
+    mixed_loop<C, 3>(ops, [=](auto v) { return clamp_grad(v[0], v[1], lo, hi, has_min, has_max); });
   });
 }
 
@@ -451,7 +314,7 @@ void CpuBackend::where(const Operand& out, const Operand& cond, const Operand& a
   const DType c = is_floating(out.dtype) ? compute_dtype(out.dtype) : out.dtype;
   dispatch_dtype(c, [&](auto tag) {
     using C = compute_t<decltype(tag)>;
-    mixed_loop<C, 4>(ops, [](auto v) { return v[0] != C(0) ? v[1] : v[2]; });
+    mixed_loop<C, 4>(ops, [](auto v) { return where_value(v[0], v[1], v[2]); });
   });
 }
 

@@ -8,7 +8,8 @@
 // gather and scatter_add walk the index with LoopNest together with a "restrided" operand of
 // the indexed tensor: the index's sizes with stride 0 along `dim`, so the walker yields the
 // start of each line along `dim` and the index value adds the offset (PyTorch's restride
-// trick). index_select and index_add take a 0-d or 1-d index and copy or add whole slices.
+// trick, kernels/operand_layout.h). index_select and index_add take a 0-d or 1-d index and copy
+// or add whole slices.
 // scatter_add and index_add run serially: duplicate indices accumulate in index order.
 #include "kernels/cpu/cpu_backend.h"
 
@@ -18,6 +19,7 @@
 
 #include "kernels/cpu/element_types.h"
 #include "kernels/cpu/strided_iter.h"
+#include "kernels/operand_layout.h"
 
 namespace memgrad::kernels::cpu {
 namespace {
@@ -36,15 +38,6 @@ Operand slice_at(const Operand& t, int dim, int64_t pos) {
     ++s.ndim;
   }
   return s;
-}
-
-// `t` read with `like`'s sizes (its own strides), and stride 0 along `dim` when dim >= 0.
-Operand restrided(const Operand& t, const Operand& like, int dim) {
-  Operand r = t;
-  r.ndim = like.ndim;
-  for (int d = 0; d < like.ndim; ++d) r.sizes[d] = like.sizes[d];
-  if (dim >= 0) r.strides[dim] = 0;
-  return r;
 }
 
 // The first index (row-major) outside [0, limit), or ok.

@@ -1,11 +1,13 @@
 // CPU kernels of the nn layer: layer norm (forward, backward) and fused log-softmax + NLL.
-// Rows are independent: OpenMP over rows; float16 rows compute in float.
+// Rows are independent: OpenMP over rows; float16 rows compute in float. The per-element
+// formulas are kernels/nn_formulas.h, shared with the CUDA backend.
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/element_types.h"
+#include "kernels/nn_formulas.h"
 
 namespace memgrad::kernels::cpu {
 namespace {
@@ -39,11 +41,12 @@ void layer_norm_rows(const Operand& y, const Operand& mean, const Operand& rstd,
     const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
     static_cast<S*>(mean.data)[r] = static_cast<S>(mu);
     static_cast<S*>(rstd.data)[r] = static_cast<S>(inv);
+    const bool has_w = w.data != nullptr, has_b = b.data != nullptr;
     for (int64_t i = 0; i < n; ++i) {
-      C v = static_cast<C>((static_cast<double>(at<T>(x, base + i)) - mu) * inv);
-      if (w.data != nullptr) v *= at<T>(w, i);
-      if (b.data != nullptr) v += at<T>(b, i);
-      put<T>(y, base + i, v);
+      const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
+      put<T>(y, base + i,
+             layer_norm_value<C>(xhat, has_w, has_w ? at<T>(w, i) : C(0), has_b,
+                                 has_b ? at<T>(b, i) : C(0)));
     }
   }
 }
@@ -62,7 +65,7 @@ void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operan
     const double inv = static_cast<S*>(rstd.data)[r];
     double sum_g = 0.0, sum_gx = 0.0;
     for (int64_t i = 0; i < n; ++i) {
-      const double xhat = (static_cast<double>(at<T>(x, base + i)) - mu) * inv;
+      const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
       const double g = static_cast<double>(at<T>(dy, base + i));
       const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
       sum_g += gw;
@@ -73,10 +76,10 @@ void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operan
     const double mg = sum_g / static_cast<double>(n), mgx = sum_gx / static_cast<double>(n);
     if (dx.data == nullptr) continue;
     for (int64_t i = 0; i < n; ++i) {
-      const double xhat = (static_cast<double>(at<T>(x, base + i)) - mu) * inv;
+      const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
       const double g = static_cast<double>(at<T>(dy, base + i));
       const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
-      put<T>(dx, base + i, static_cast<compute_t<T>>(inv * (gw - mg - xhat * mgx)));
+      put<T>(dx, base + i, static_cast<compute_t<T>>(layer_norm_dx(inv, gw, mg, xhat, mgx)));
     }
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -114,7 +117,7 @@ IndexCheck cross_entropy_rows(const Operand& loss, const Operand& lp, const Oper
     double l = 0.0;
     if (t != ignore) {
       const double picked = static_cast<double>(at<T>(lp, base + t));
-      l = -(1.0 - smoothing) * picked - smoothing / static_cast<double>(classes) * sum_lp;
+      l = cross_entropy_loss(picked, sum_lp, smoothing, classes);
     }
     put<T>(loss, r, static_cast<compute_t<T>>(l));
   }
@@ -135,9 +138,9 @@ void cross_entropy_backward_rows(const Operand& grad, const Operand& grad_loss, 
     const int64_t t = tgt[r];
     const double g = t == ignore ? 0.0 : static_cast<double>(at<T>(grad_loss, r * gstride)) * scale;
     for (int64_t c = 0; c < classes; ++c) {
-      const double p = std::exp(static_cast<double>(at<T>(lp, base + c)));
-      const double y = (c == t ? 1.0 - smoothing : 0.0) + off;
-      put<T>(grad, base + c, static_cast<compute_t<T>>(g * (p - y)));
+      const double v = cross_entropy_grad(g, static_cast<double>(at<T>(lp, base + c)), c == t,
+                                          smoothing, off);
+      put<T>(grad, base + c, static_cast<compute_t<T>>(v));
     }
   }
 }

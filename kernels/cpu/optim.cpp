@@ -1,9 +1,9 @@
 // Fused optimizer steps: one pass over each parameter, no temporaries (PyTorch's single-tensor
-// Adam allocates a denominator per parameter per step; this does not).
-#include <cmath>
-
+// Adam allocates a denominator per parameter per step; this does not). The per-element formulas
+// are kernels/optim_formulas.h, shared with the CUDA backend; this file holds the loops.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/element_types.h"
+#include "kernels/optim_formulas.h"
 
 namespace memgrad::kernels::cpu {
 namespace {
@@ -18,30 +18,21 @@ void sgd(const Operand& param, const Operand& grad, const Operand& buf, double l
   const T* g = static_cast<const T*>(grad.data);
   T* m = static_cast<T*>(buf.data);
   const int64_t n = param.numel();
-  const C lr_c = static_cast<C>(lr), mom = static_cast<C>(momentum);
-  const C damp = static_cast<C>(1.0 - dampening), wd_c = static_cast<C>(wd);
-  if (wd == 0.0 && momentum != 0.0 && !nesterov && !first) {
+  const SgdConstants<C> a = sgd_constants<C>(lr, momentum, dampening, wd, nesterov, first);
+  if (a.use_momentum && !a.use_decay && !a.nesterov && !a.first) {
     // The step of plain momentum SGD after the first, branch-free so it vectorises.
 #pragma omp parallel for simd if (n > kParallelAbove) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const C b = mom * static_cast<C>(m[i]) + damp * static_cast<C>(g[i]);
+      const C b = sgd_buffer(a, static_cast<C>(m[i]), static_cast<C>(g[i]));
       m[i] = static_cast<T>(b);
-      p[i] = static_cast<T>(static_cast<C>(p[i]) - lr_c * b);
+      p[i] = static_cast<T>(sgd_param(a, static_cast<C>(p[i]), b));
     }
     return;
   }
-#pragma omp parallel for simd if (n > kParallelAbove) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    C d = static_cast<C>(g[i]);
-    const C w = static_cast<C>(p[i]);
-    if (wd != 0.0) d += wd_c * w;
-    if (momentum != 0.0) {
-      const C b = first ? d : mom * static_cast<C>(m[i]) + damp * d;
-      m[i] = static_cast<T>(b);
-      d = nesterov ? d + mom * b : b;
-    }
-    p[i] = static_cast<T>(w - lr_c * d);
-  }
+  // firstprivate: each thread's own copy of the constants, which no store through p or m can
+  // reach, so the loop vectorises.
+#pragma omp parallel for simd firstprivate(a) if (n > kParallelAbove) schedule(static)
+  for (int64_t i = 0; i < n; ++i) sgd_step_element(a, p, g, m, i);
 }
 
 template <typename T>
@@ -54,26 +45,9 @@ void adam(const Operand& param, const Operand& grad, const Operand& m1, const Op
   T* a = static_cast<T*>(m1.data);
   T* b = static_cast<T*>(m2.data);
   const int64_t n = param.numel();
-  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  const C step_size = static_cast<C>(lr / bc1);
-  const C inv_sqrt_bc2 = static_cast<C>(1.0 / std::sqrt(bc2));
-  const C b1 = static_cast<C>(beta1), b2 = static_cast<C>(beta2), e = static_cast<C>(eps);
-  // 1 - beta in double: from a float beta2 = 0.999 it would be off by 1.3e-5 (relative).
-  const C c1 = static_cast<C>(1.0 - beta1), c2 = static_cast<C>(1.0 - beta2);
-  const C decay = static_cast<C>(decoupled ? 1.0 - lr * wd : 1.0);
-  const C l2 = static_cast<C>(decoupled ? 0.0 : wd);
+  const AdamConstants<C> k = adam_constants<C>(lr, beta1, beta2, eps, wd, decoupled, step);
 #pragma omp parallel for simd if (n > kParallelAbove) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    C w = static_cast<C>(p[i]) * decay;
-    const C d = static_cast<C>(g[i]) + l2 * static_cast<C>(p[i]);
-    const C ma = b1 * static_cast<C>(a[i]) + c1 * d;
-    const C mb = b2 * static_cast<C>(b[i]) + c2 * d * d;
-    a[i] = static_cast<T>(ma);
-    b[i] = static_cast<T>(mb);
-    w -= step_size * ma / (std::sqrt(mb) * inv_sqrt_bc2 + e);
-    p[i] = static_cast<T>(w);
-  }
+  for (int64_t i = 0; i < n; ++i) adam_step_element(k, p, g, a, b, i);
 }
 
 }  // namespace

@@ -1,16 +1,13 @@
 // CPU random fills. Element i of a contiguous output uses Philox counter offset + i / 4 and
 // word i % 4 (normal: words 2j and 2j+1 feed one Box-Muller pair), so the values are the same
-// for any thread count and on the CUDA backend.
-#include <cmath>
-
+// for any thread count and on the CUDA backend. The draws are kernels/random_formulas.h, shared
+// with the CUDA backend; this file holds the loops and the stores.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/element_types.h"
-#include "kernels/philox.h"
+#include "kernels/random_formulas.h"
 
 namespace memgrad::kernels::cpu {
 namespace {
-
-constexpr double kTwoPi = 6.283185307179586;
 
 template <typename T>
 void store(void* data, int64_t i, double v) {
@@ -39,8 +36,7 @@ void CpuBackend::uniform(const Operand& out, uint64_t seed, uint64_t offset, dou
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     for_each_block(out.numel(), seed, offset, [&](const Philox4& r, int64_t i, int j) {
-      const double u = std::is_same_v<T, double> ? uniform_double(r.w[j]) : uniform_float(r.w[j]);
-      store<T>(out.data, i, from + (to - from) * u);
+      store<T>(out.data, i, uniform_draw(r.w[j], std::is_same_v<T, double>, from, to - from));
     });
   });
 }
@@ -50,12 +46,7 @@ void CpuBackend::normal(const Operand& out, uint64_t seed, uint64_t offset, doub
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     for_each_block(out.numel(), seed, offset, [&](const Philox4& r, int64_t i, int j) {
-      const int pair = j & ~1;
-      const double u1 = (static_cast<double>(r.w[pair]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1)
-      const double u2 = uniform_double(r.w[pair + 1]);
-      const double radius = std::sqrt(-2.0 * std::log(u1));
-      const double z = (j & 1) ? radius * std::sin(kTwoPi * u2) : radius * std::cos(kTwoPi * u2);
-      store<T>(out.data, i, mean + std * z);
+      store<T>(out.data, i, normal_draw(r, j, mean, std));
     });
   });
 }
@@ -66,7 +57,7 @@ void CpuBackend::randint(const Operand& out, uint64_t seed, uint64_t offset, int
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     for_each_block(out.numel(), seed, offset, [&](const Philox4& r, int64_t i, int j) {
-      store<T>(out.data, i, static_cast<double>(low + static_cast<int64_t>(r.w[j] % range)));
+      store<T>(out.data, i, randint_draw(r.w[j], low, range));
     });
   });
 }
@@ -75,7 +66,7 @@ void CpuBackend::bernoulli(const Operand& out, uint64_t seed, uint64_t offset, d
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     for_each_block(out.numel(), seed, offset, [&](const Philox4& r, int64_t i, int j) {
-      store<T>(out.data, i, uniform_double(r.w[j]) < p ? 1.0 : 0.0);
+      store<T>(out.data, i, bernoulli_draw(r.w[j], p));
     });
   });
 }

@@ -13,7 +13,8 @@
 // integer and bool sums in int64; max/min in the compute type (float for float16). Results
 // are stored converted to the output's dtype.
 // Nothing is allocated from the device allocators; the work split never depends on the number
-// of threads, so results are reproducible.
+// of threads, so results are reproducible. The folds' identities and combines, norm terms and
+// var's arithmetic are kernels/reduce_formulas.h, shared with the CUDA backend.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <cmath>
@@ -22,6 +23,7 @@
 #include "kernels/cpu/element_types.h"
 #include "kernels/cpu/reduce_util.h"
 #include "kernels/cpu/strided_iter.h"
+#include "kernels/reduce_formulas.h"
 
 namespace memgrad::kernels::cpu {
 namespace {
@@ -36,8 +38,6 @@ constexpr int64_t kMaxRowChunks = 32;
 
 // ---- folds: sum, prod, max, min, any, all ----
 
-enum class Fold : uint8_t { Sum, Prod, Max, Min, Any, All };
-
 // What a fold accumulates in, how it converts one element and combines two partial results.
 template <Fold F, typename T>
 struct FoldOp {
@@ -47,23 +47,7 @@ struct FoldOp {
                                std::conditional_t<F == Fold::Max || F == Fold::Min, C,
                                                   std::conditional_t<kFloating, double, int64_t>>>;
 
-  static A init() {
-    switch (F) {
-      case Fold::Sum:
-        return A(0);
-      case Fold::Prod:
-        return A(1);
-      case Fold::Max:
-        return extreme_identity<true, A>();
-      case Fold::Min:
-        return extreme_identity<false, A>();
-      case Fold::Any:
-        return A(false);
-      case Fold::All:
-        return A(true);
-    }
-    return A(0);
-  }
+  static A init() { return fold_identity<F, A>(); }
   static A convert(T x) {
     if constexpr (F == Fold::Any || F == Fold::All) {
       return to_acc<C>(x) != C(0);
@@ -71,15 +55,7 @@ struct FoldOp {
       return to_acc<A>(x);
     }
   }
-  static A combine(A a, A b) {
-    if constexpr (F == Fold::Sum) return static_cast<A>(a + b);
-    if constexpr (F == Fold::Prod) return static_cast<A>(a * b);
-    if constexpr (F == Fold::Max) return pick<true>(a, b);
-    if constexpr (F == Fold::Min) return pick<false>(a, b);
-    if constexpr (F == Fold::Any) return a || b;
-    if constexpr (F == Fold::All) return a && b;
-    return a;
-  }
+  static A combine(A a, A b) { return fold_combine<F>(a, b); }
   // The fold of a contiguous row.
   static A contiguous(const T* p, int64_t n) {
     if constexpr (F == Fold::Sum && kFloating) {
@@ -239,16 +215,12 @@ struct SquaredDeviationAcc {
   void row(const char* p, int64_t stride, int64_t n) {
     const double m = mean;
     if (stride == static_cast<int64_t>(sizeof(T))) {
-      value += lane_sum<double>(reinterpret_cast<const T*>(p), n, [m](double x) {
-        const double d = x - m;
-        return d * d;
-      });
+      value += lane_sum<double>(reinterpret_cast<const T*>(p), n,
+                                [m](double x) { return squared_deviation(x, m); });
       return;
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const double d = to_acc<double>(load<T>(p + i * stride)) - m;
-      value += d * d;
-    }
+    for (int64_t i = 0; i < n; ++i)
+      value += squared_deviation(to_acc<double>(load<T>(p + i * stride)), m);
   }
   void merge(const SquaredDeviationAcc& other) { value += other.value; }
 };
@@ -281,16 +253,6 @@ struct ExpSumAcc {
   void merge(const ExpSumAcc& other) { value += other.value; }
 };
 
-enum class NormKind : uint8_t { Zero, One, Two, Inf, NegInf, General };
-
-NormKind norm_kind(double p) {
-  if (p == 0.0) return NormKind::Zero;
-  if (p == 1.0) return NormKind::One;
-  if (p == 2.0) return NormKind::Two;
-  if (std::isinf(p)) return p > 0 ? NormKind::Inf : NormKind::NegInf;
-  return NormKind::General;
-}
-
 // sum |x|^p (count of non-zeros for p = 0, max/min |x| for +-inf), in double.
 template <typename T>
 struct NormAcc {
@@ -298,54 +260,25 @@ struct NormAcc {
   double p = 2.0;
   double value = 0.0;
 
-  double term(double x) const {
-    switch (kind) {
-      case NormKind::Zero:
-        return x != 0.0 ? 1.0 : 0.0;
-      case NormKind::One:
-        return std::abs(x);
-      case NormKind::Two:
-        return x * x;
-      default:
-        return std::pow(std::abs(x), p);
-    }
-  }
   void row(const char* p_row, int64_t stride, int64_t n) {
     const bool contiguous = stride == static_cast<int64_t>(sizeof(T));
     const T* q = reinterpret_cast<const T*>(p_row);
     if (kind == NormKind::Inf || kind == NormKind::NegInf) {
       for (int64_t i = 0; i < n; ++i) {
-        const double a = std::abs(to_acc<double>(load<T>(p_row + i * stride)));
-        value = kind == NormKind::Inf ? pick<true>(value, a) : pick<false>(value, a);
+        const double a = norm_term(kind, p, to_acc<double>(load<T>(p_row + i * stride)));
+        value = norm_combine(kind, value, a);
       }
     } else if (contiguous && kind == NormKind::Two) {
-      value += lane_sum<double>(q, n, [](double x) { return x * x; });
+      value += lane_sum<double>(q, n, [](double x) { return norm_term(NormKind::Two, 2.0, x); });
     } else if (contiguous && kind == NormKind::One) {
-      value += lane_sum<double>(q, n, [](double x) { return std::abs(x); });
+      value += lane_sum<double>(q, n, [](double x) { return norm_term(NormKind::One, 1.0, x); });
     } else {
       for (int64_t i = 0; i < n; ++i)
-        value += term(to_acc<double>(load<T>(p_row + i * stride)));
+        value += norm_term(kind, p, to_acc<double>(load<T>(p_row + i * stride)));
     }
   }
-  void merge(const NormAcc& other) {
-    if (kind == NormKind::Inf) {
-      value = pick<true>(value, other.value);
-    } else if (kind == NormKind::NegInf) {
-      value = pick<false>(value, other.value);
-    } else {
-      value += other.value;
-    }
-  }
-  double finish() const {
-    switch (kind) {
-      case NormKind::Two:
-        return std::sqrt(value);
-      case NormKind::General:
-        return std::pow(value, 1.0 / p);
-      default:
-        return value;
-    }
-  }
+  void merge(const NormAcc& other) { value = norm_combine(kind, value, other.value); }
+  double finish() const { return norm_finish(kind, p, value); }
 };
 
 // ---- max/min with indices along one dim ----
@@ -475,8 +408,7 @@ void CpuBackend::reduce(ReduceOp op, const Operand& out, const Operand& in) {
 void CpuBackend::var(const Operand& out, const Operand& in, int64_t correction, bool take_sqrt) {
   const ReducePlan plan = make_reduce_plan(out, in);
   const int64_t n = plan.reduce_numel;
-  // PyTorch's divisor: max(N - correction, 0), so N <= correction gives inf (or nan for 0/0).
-  const double divisor = static_cast<double>(std::max<int64_t>(n - correction, 0));
+  const double divisor = var_divisor(n, correction);
   const ReduceSchedule sched = schedule_for(plan.num_outputs, n);
   dispatch_dtype(in.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -486,8 +418,7 @@ void CpuBackend::var(const Operand& out, const Operand& in, int64_t correction, 
       SquaredDeviationAcc<T> dev;
       dev.mean = static_cast<double>(sum) / static_cast<double>(n);
       const double ss = reduce_range(plan.red, base, dev, sched.chunked).value;
-      const double v = ss / divisor;
-      store_as(plan.output_of(j), out.dtype, take_sqrt ? std::sqrt(v) : v);
+      store_as(plan.output_of(j), out.dtype, var_finish(ss, divisor, take_sqrt));
     });
   });
 }
@@ -533,7 +464,7 @@ void CpuBackend::norm(const Operand& out, const Operand& in, double p) {
     NormAcc<T> init;
     init.kind = norm_kind(p);
     init.p = p;
-    if (init.kind == NormKind::NegInf) init.value = std::numeric_limits<double>::infinity();
+    init.value = norm_identity(init.kind);
     for_each_output(plan.num_outputs, sched.outputs_parallel, [&](int64_t j) {
       const NormAcc<T> acc = reduce_range(plan.red, plan.input_of(j), init, sched.chunked);
       store_as(plan.output_of(j), out.dtype, acc.finish());

@@ -7,6 +7,7 @@
 // into chunks of a fixed number of elements (never derived from the thread count) whose partial
 // results are combined in chunk order. The row primitives keep several independent accumulators
 // so GCC vectorises them; float sums add blocks of kReduceBlock elements into a double total.
+// pick and extreme_identity (max/min with NaN propagation) are kernels/reduce_formulas.h's.
 // Nothing here takes memory from the device allocators (chunk partials live on the host heap).
 #pragma once
 
@@ -22,6 +23,8 @@
 
 #include "kernels/cpu/element_types.h"
 #include "kernels/cpu/strided_iter.h"
+#include "kernels/operand_layout.h"
+#include "kernels/reduce_formulas.h"
 
 namespace memgrad::kernels::cpu {
 
@@ -65,16 +68,6 @@ void append_dim(const std::array<Operand*, K>& dst, int64_t size,
       op.ndim = n + 1;
     }
   }
-}
-
-// Offset in elements of flat (row-major) position `flat` of `op`.
-inline int64_t element_offset(const Operand& op, int64_t flat) {
-  int64_t off = 0;
-  for (int d = op.ndim - 1; d >= 0 && flat > 0; --d) {
-    off += (flat % op.sizes[d]) * op.strides[d];
-    flat /= op.sizes[d];
-  }
-  return off;
 }
 
 // The split of a reduction's input into kept and reduced dimensions.
@@ -216,17 +209,6 @@ double lane_sum(const T* p, int64_t n, F f) {
   return total;
 }
 
-// The larger (is_max) or smaller of acc and x; a NaN wins and then stays (PyTorch's max/min).
-template <bool kIsMax, typename C>
-inline C pick(C acc, C x) {
-  const bool better = kIsMax ? x > acc : x < acc;
-  if constexpr (std::is_floating_point_v<C>) {
-    return (better || x != x) ? x : acc;
-  } else {
-    return better ? x : acc;
-  }
-}
-
 // pick() folded over p[0, n) starting from init, with independent lanes.
 template <bool kIsMax, typename C, typename T>
 C lane_extreme(const T* p, int64_t n, C init) {
@@ -245,16 +227,6 @@ C lane_extreme(const T* p, int64_t n, C init) {
   for (; i < n; ++i)
     acc = pick<kIsMax>(acc, to_acc<C>(p[i]));
   return acc;
-}
-
-// -inf for floating C, the lowest value otherwise (the identity of max); mirrored for min.
-template <bool kIsMax, typename C>
-constexpr C extreme_identity() {
-  if constexpr (std::is_floating_point_v<C>) {
-    return kIsMax ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
-  } else {
-    return kIsMax ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
-  }
 }
 
 }  // namespace memgrad::kernels::cpu

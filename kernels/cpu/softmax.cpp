@@ -13,6 +13,7 @@
 // Backward (y is the forward output): softmax gx = y (g - sum(g y)); log_softmax
 // gx = g - exp(y) sum(g). Row statistics live in registers or stack buffers: no temporaries.
 // Every pass is elementwise within a row, so `out` may alias `in` (and grad_in grad_out).
+// The strided path's per-element formulas are kernels/softmax_formulas.h, shared with CUDA.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "kernels/cpu/element_types.h"
 #include "kernels/cpu/reduce_util.h"
 #include "kernels/cpu/strided_iter.h"
+#include "kernels/softmax_formulas.h"
 
 namespace memgrad::kernels::cpu {
 namespace {
@@ -220,16 +222,11 @@ void softmax_strided(const RowGeometry<2>& g, bool log) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; ++i)
       sum += std::exp(load_as<C>(x + i * sx, in_dtype) - top);
-    if (!log) {
-      const C inv = static_cast<C>(1.0 / sum);
-      for (int64_t i = 0; i < n; ++i) {
-        store_as<C>(y + i * sy, out_dtype, std::exp(load_as<C>(x + i * sx, in_dtype) - top) * inv);
-      }
-    } else {
-      const C shift = static_cast<C>(static_cast<double>(top) + std::log(sum));
-      for (int64_t i = 0; i < n; ++i) {
-        store_as<C>(y + i * sy, out_dtype, load_as<C>(x + i * sx, in_dtype) - shift);
-      }
+    const C inv = static_cast<C>(1.0 / sum);
+    const C shift = static_cast<C>(static_cast<double>(top) + std::log(sum));
+    for (int64_t i = 0; i < n; ++i) {
+      const C v = softmax_value(log, load_as<C>(x + i * sx, in_dtype), top, shift, inv);
+      store_as<C>(y + i * sy, out_dtype, v);
     }
   });
 }
@@ -247,13 +244,13 @@ void softmax_backward_strided(const RowGeometry<3>& g, bool log) {
     const char* y = g.row_bytes(2, j);
     double acc = 0.0;
     for (int64_t i = 0; i < g.length; ++i) {
-      const double gi = load_as<double>(gr + i * s[1], dg);
-      acc += log ? gi : gi * load_as<double>(y + i * s[2], dy);
+      acc += softmax_grad_term(log, load_as<double>(gr + i * s[1], dg),
+                               load_as<double>(y + i * s[2], dy));
     }
     const C sum = static_cast<C>(acc);
     for (int64_t i = 0; i < g.length; ++i) {
       const C gi = load_as<C>(gr + i * s[1], dg), yi = load_as<C>(y + i * s[2], dy);
-      store_as<C>(gx + i * s[0], dgx, log ? gi - std::exp(yi) * sum : yi * (gi - sum));
+      store_as<C>(gx + i * s[0], dgx, softmax_grad_value(log, gi, yi, sum));
     }
   });
 }

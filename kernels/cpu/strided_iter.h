@@ -1,12 +1,12 @@
 // The N-d walker for K operands that share one iteration shape.
 //
-// LoopNest merges dimensions that are contiguous with each other in every operand (so a fully
-// contiguous tensor becomes one flat loop), keeps the innermost dimension as a strided 1-d loop,
-// and calls `inner(ptrs, byte_strides, n)` once per innermost row. Kernels write `inner` as a
-// plain loop over n elements; when every byte stride equals the element size the compiler
-// vectorises it. parallel_run splits the flat index range across OpenMP threads above a size
-// threshold, each thread starting from its own multi-index, so results do not depend on the
-// thread count.
+// LoopNest walks the operands' IterShape (kernels/iter_shape.h: dimensions contiguous with each
+// other in every operand merged, so a fully contiguous tensor becomes one flat loop), keeps the
+// innermost dimension as a strided 1-d loop, and calls `inner(ptrs, byte_strides, n)` once per
+// innermost row. Kernels write `inner` as a plain loop over n elements; when every byte stride
+// equals the element size the compiler vectorises it. parallel_run splits the flat index range
+// across OpenMP threads above a size threshold, each thread starting from its own multi-index,
+// so results do not depend on the thread count.
 #pragma once
 
 #include <omp.h>
@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/iter_shape.h"
 #include "kernels/kernel_args.h"
 
 namespace memgrad::kernels::cpu {
@@ -24,40 +25,16 @@ namespace memgrad::kernels::cpu {
 inline constexpr int64_t kParallelThreshold = 32768;
 
 template <size_t K>
-struct LoopNest {
-  int ndim = 0;                                 // after merging; 0 means a single element
-  int64_t sizes[kMaxDims] = {};                 // outermost first
-  int64_t strides[K][kMaxDims] = {};            // bytes
-  int64_t numel = 1;
+struct LoopNest : IterShape<K> {
+  using IterShape<K>::ndim;
+  using IterShape<K>::sizes;
+  using IterShape<K>::strides;
+  using IterShape<K>::numel;
 
   // Builds the nest for operands that all have ops[0]'s sizes.
   static LoopNest make(const std::array<const Operand*, K>& ops) {
     LoopNest nest;
-    const Operand& first = *ops[0];
-    for (int d = 0; d < first.ndim; ++d) nest.numel *= first.sizes[d];
-    // Drop size-1 dimensions, then merge (outer, inner) pairs that are contiguous everywhere.
-    for (int d = 0; d < first.ndim; ++d) {
-      if (first.sizes[d] == 1) continue;
-      const int n = nest.ndim;
-      bool merge = n > 0;
-      for (size_t k = 0; k < K && merge; ++k) {
-        const int64_t es = static_cast<int64_t>(element_size(ops[k]->dtype));
-        merge = nest.strides[k][n - 1] == ops[k]->strides[d] * es * first.sizes[d];
-      }
-      if (merge) {
-        nest.sizes[n - 1] *= first.sizes[d];
-        for (size_t k = 0; k < K; ++k) {
-          nest.strides[k][n - 1] =
-              ops[k]->strides[d] * static_cast<int64_t>(element_size(ops[k]->dtype));
-        }
-      } else {
-        nest.sizes[n] = first.sizes[d];
-        for (size_t k = 0; k < K; ++k) {
-          nest.strides[k][n] = ops[k]->strides[d] * static_cast<int64_t>(element_size(ops[k]->dtype));
-        }
-        ++nest.ndim;
-      }
-    }
+    static_cast<IterShape<K>&>(nest) = IterShape<K>::make(ops);
     return nest;
   }
 

@@ -8,8 +8,8 @@
 //
 // gather and scatter_add walk the index with an Indexer together with "restrided" operands (the
 // index's sizes, stride 0 along `dim`), adding index x stride along `dim` (PyTorch's restride
-// trick); index_select and index_add decompose the flat position into coordinates and replace
-// the one along `dim`. Copies move raw element bytes; scatter_add and index_add accumulate with
+// trick, kernels/operand_layout.h); index_select and index_add decompose the flat position into
+// coordinates and replace the one along `dim`. Copies move raw element bytes; scatter_add and index_add accumulate with
 // atomics (float16 with the sm_70+ __half atomicAdd), so with duplicate indices the order of
 // floating additions, and the rounding, can differ from run to run (as in PyTorch on CUDA).
 // 256-thread blocks, grid-stride loops, on the current stream.
@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/operand_layout.h"
 
 namespace memgrad::kernels::cuda {
 namespace {
@@ -149,25 +150,6 @@ __global__ void one_hot_kernel(Indexer<2> ix, char* out, const char* labels, DTy
 // ---- launchers section ----
 
 int64_t esize(DType d) { return static_cast<int64_t>(element_size(d)); }
-
-// Offset in elements of flat (row-major) position `flat` of `op`.
-int64_t element_offset(const Operand& op, int64_t flat) {
-  int64_t off = 0;
-  for (int d = op.ndim - 1; d >= 0 && flat > 0; --d) {
-    off += (flat % op.sizes[d]) * op.strides[d];
-    flat /= op.sizes[d];
-  }
-  return off;
-}
-
-// `t` read with `like`'s sizes (its own strides), and stride 0 along `dim` when dim >= 0.
-Operand restrided(const Operand& t, const Operand& like, int dim) {
-  Operand r = t;
-  r.ndim = like.ndim;
-  for (int d = 0; d < like.ndim; ++d) r.sizes[d] = like.sizes[d];
-  if (dim >= 0) r.strides[dim] = 0;
-  return r;
-}
 
 // Walks `walked`; `other` is addressed with index[c] along dim (its strides in bytes).
 SliceWalk make_walk(const Operand& walked, const Operand& other, const Operand& index, int dim) {

@@ -4,9 +4,12 @@
 //
 // Conversions: float16 goes through float both ways (__half2float, __float2half_rn: round to
 // nearest even, like Eigen::half on the CPU), so a double is rounded to float first and then to
-// half, as the CPU's store_as does. Reductions: group_reduce<G> combines one value per thread of
-// a group of G threads (1, a warp, or a 256-thread block) with a fixed butterfly-then-in-order
-// tree, so results do not depend on timing; every thread of the group gets the result.
+// half, as the CPU's store_as does; a float becomes int64 through cast_to (NaN and out-of-range
+// values give INT64_MIN, as on the CPU, where the device's own conversion would saturate). The
+// rounding helpers (mul_rn, add_rn) are kernels/scalar_math.h's, shared with the CPU.
+// Reductions: group_reduce<G> combines one value per thread of a group of G threads (1, a warp,
+// or a 256-thread block) with a fixed butterfly-then-in-order tree, so results do not depend on
+// timing; every thread of the group gets the result.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -15,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/scalar_math.h"
 
 namespace memgrad::kernels::cuda {
 
@@ -37,6 +41,17 @@ decltype(auto) dispatch_storage(DType dtype, Fn&& fn) {
   return fn(Tag<float>{});
 }
 
+// Calls fn(Tag<T>{}) for the floating storage type of `dtype` (float for anything not
+// float64 or float16: the CPU's dispatch_floating).
+template <typename Fn>
+decltype(auto) dispatch_floating(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::Float64: return fn(Tag<double>{});
+    case DType::Float16: return fn(Tag<__half>{});
+    default: return fn(Tag<float>{});
+  }
+}
+
 // Float16 computes in float; every other dtype in itself (the CPU's compute_t).
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, __half>, float, T>;
@@ -47,9 +62,9 @@ using compute_t = std::conditional_t<std::is_same_v<T, __half>, float, T>;
 template <typename C, typename T>
 __device__ __forceinline__ C to_compute(T x) {
   if constexpr (std::is_same_v<T, __half>) {
-    return static_cast<C>(__half2float(x));
+    return cast_to<C>(__half2float(x));
   } else {
-    return static_cast<C>(x);
+    return cast_to<C>(x);
   }
 }
 
@@ -59,7 +74,7 @@ __device__ __forceinline__ T from_compute(C v) {
   if constexpr (std::is_same_v<T, __half>) {
     return __float2half_rn(static_cast<float>(v));
   } else {
-    return static_cast<T>(v);
+    return cast_to<T>(v);
   }
 }
 
@@ -67,9 +82,9 @@ __device__ __forceinline__ T from_compute(C v) {
 template <typename C>
 __device__ __forceinline__ C load_as(const char* p, DType dtype) {
   switch (dtype) {
-    case DType::Float32: return static_cast<C>(*reinterpret_cast<const float*>(p));
-    case DType::Float64: return static_cast<C>(*reinterpret_cast<const double*>(p));
-    case DType::Float16: return static_cast<C>(__half2float(*reinterpret_cast<const __half*>(p)));
+    case DType::Float32: return cast_to<C>(*reinterpret_cast<const float*>(p));
+    case DType::Float64: return cast_to<C>(*reinterpret_cast<const double*>(p));
+    case DType::Float16: return cast_to<C>(__half2float(*reinterpret_cast<const __half*>(p)));
     case DType::Int64: return static_cast<C>(*reinterpret_cast<const int64_t*>(p));
     case DType::Bool: return static_cast<C>(*reinterpret_cast<const bool*>(p));
   }
@@ -85,62 +100,9 @@ __device__ __forceinline__ void store_as(char* p, DType dtype, C v) {
     case DType::Float16:
       *reinterpret_cast<__half*>(p) = __float2half_rn(static_cast<float>(v));
       return;
-    case DType::Int64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); return;
+    case DType::Int64: *reinterpret_cast<int64_t*>(p) = cast_to<int64_t>(v); return;
     case DType::Bool: *reinterpret_cast<bool*>(p) = static_cast<bool>(v); return;
   }
-}
-
-// ---- math in the compute type ----
-
-// a * b and a + b rounded separately, never fused into an FMA by nvcc: where the CPU computes
-// a + alpha b as two roundings, so does the GPU.
-template <typename C>
-__device__ __forceinline__ C mul_rn(C a, C b) {
-  if constexpr (std::is_same_v<C, float>) return __fmul_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dmul_rn(a, b);
-  else return static_cast<C>(a * b);
-}
-
-template <typename C>
-__device__ __forceinline__ C add_rn(C a, C b) {
-  if constexpr (std::is_same_v<C, float>) return __fadd_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dadd_rn(a, b);
-  else return static_cast<C>(a + b);
-}
-
-
-template <typename C>
-__device__ __forceinline__ C exp_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return expf(x);
-  } else {
-    return exp(static_cast<double>(x));
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ C log_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return logf(x);
-  } else {
-    return log(static_cast<double>(x));
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ bool is_nan(C x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return x != x;
-  } else {
-    return false;
-  }
-}
-
-// The larger (kIsMax) or smaller of acc and x; a NaN wins and then stays (the CPU's pick).
-template <bool kIsMax, typename C>
-__device__ __forceinline__ C pick(C acc, C x) {
-  const bool better = kIsMax ? x > acc : x < acc;
-  return (better || is_nan(x)) ? x : acc;
 }
 
 // ---- reductions across threads ----

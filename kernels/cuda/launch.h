@@ -2,10 +2,10 @@
 // grid sizing, and the launch-error check. Host-side C++ (compiled by nvcc in .cu files and by
 // the C++ compiler in cuda_check.cpp); device-only helpers are in launch.cuh.
 //
-// Indexer<K> is the CUDA counterpart of the CPU's LoopNest: K operands sharing one iteration
-// shape, with dims dropped when of size 1 and merged when contiguous with each other in every
-// operand, so a contiguous tensor becomes one flat dim. A thread turns a flat (row-major) index
-// into K byte offsets; shapes under 2^32 elements use 32-bit division.
+// Indexer<K> is the CUDA counterpart of the CPU's LoopNest: K operands sharing one IterShape
+// (kernels/iter_shape.h: dims dropped when of size 1 and merged when contiguous with each other
+// in every operand, so a contiguous tensor becomes one flat dim). A thread turns a flat
+// (row-major) index into K byte offsets; shapes under 2^32 elements use 32-bit division.
 #pragma once
 
 #include <array>
@@ -14,8 +14,9 @@
 #include <source_location>
 #include <string>
 
+#include "kernels/host_device.h"
+#include "kernels/iter_shape.h"
 #include "kernels/kernel_args.h"
-#include "kernels/philox.h"
 
 namespace memgrad::kernels::cuda {
 
@@ -31,11 +32,11 @@ inline unsigned grid_for(int64_t n, int64_t per_block = kBlockThreads) {
 }
 
 template <int K>
-struct Indexer {
-  int ndim = 0;
-  bool small = true;                   // numel < 2^32: 32-bit index math
-  int64_t sizes[kMaxDims] = {};        // outermost first
-  int64_t strides[K][kMaxDims] = {};   // bytes
+struct Indexer : IterShape<K> {
+  using IterShape<K>::ndim;
+  using IterShape<K>::sizes;
+  using IterShape<K>::strides;
+  bool small = true;  // numel < 2^32: 32-bit index math
 
   // Byte offsets of flat element `i` in each operand.
   MEMGRAD_HOST_DEVICE void offsets(int64_t i, int64_t (&off)[K]) const {
@@ -65,25 +66,8 @@ struct Indexer {
 template <int K>
 Indexer<K> make_indexer(const std::array<const Operand*, K>& ops) {
   Indexer<K> ix;
-  const Operand& first = *ops[0];
-  int64_t numel = 1;
-  for (int d = 0; d < first.ndim; ++d) {
-    numel *= first.sizes[d];
-    if (first.sizes[d] == 1) continue;
-    const int n = ix.ndim;
-    bool merge = n > 0;
-    for (int k = 0; k < K && merge; ++k) {
-      const auto es = static_cast<int64_t>(element_size(ops[k]->dtype));
-      merge = ix.strides[k][n - 1] == ops[k]->strides[d] * es * first.sizes[d];
-    }
-    const int slot = merge ? n - 1 : n;
-    ix.sizes[slot] = merge ? ix.sizes[slot] * first.sizes[d] : first.sizes[d];
-    for (int k = 0; k < K; ++k) {
-      ix.strides[k][slot] = ops[k]->strides[d] * static_cast<int64_t>(element_size(ops[k]->dtype));
-    }
-    if (!merge) ++ix.ndim;
-  }
-  ix.small = numel < (int64_t{1} << 32);
+  static_cast<IterShape<K>&>(ix) = IterShape<K>::make(ops);
+  ix.small = ix.numel < (int64_t{1} << 32);
   return ix;
 }
 

@@ -11,12 +11,14 @@
 //                    eight partial column sums are added in a fixed order in shared memory;
 //   CE backward      one thread per logit.
 // cross_entropy first checks every target (index_check_kernel, one wait for the device) and
-// writes nothing when one is out of range. No temporaries are allocated.
+// writes nothing when one is out of range. No temporaries are allocated. The per-element
+// formulas are kernels/nn_formulas.h, the text the CPU backend runs too.
 #include "kernels/cuda/cuda_backend.h"
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/nn_formulas.h"
 
 namespace memgrad::kernels::cuda {
 namespace {
@@ -95,10 +97,11 @@ __global__ void layer_norm_kernel(LayerNormArgs a) {
     }
     T* yr = static_cast<T*>(a.y) + r * a.n;
     for (int64_t i = lane; i < a.n; i += G) {
-      C v = static_cast<C>(__dmul_rn(to_compute<double>(xr[i]) - mu, inv));
-      if (w != nullptr) v = mul_rn(v, to_compute<C>(w[i]));
-      if (b != nullptr) v = add_rn(v, to_compute<C>(b[i]));
-      yr[i] = from_compute<T>(v);
+      const double xhat = layer_norm_xhat(to_compute<double>(xr[i]), mu, inv);
+      yr[i] = from_compute<T>(layer_norm_value<C>(xhat, w != nullptr,
+                                                  w != nullptr ? to_compute<C>(w[i]) : C(0),
+                                                  b != nullptr,
+                                                  b != nullptr ? to_compute<C>(b[i]) : C(0)));
     }
   });
 }
@@ -115,7 +118,7 @@ __global__ void layer_norm_dx_kernel(LayerNormGradArgs a) {
     const int64_t base = r * a.n;
     double sum_g = 0.0, sum_gx = 0.0;
     for (int64_t i = lane; i < a.n; i += G) {
-      const double xhat = (to_compute<double>(x[base + i]) - mu) * inv;
+      const double xhat = layer_norm_xhat(to_compute<double>(x[base + i]), mu, inv);
       const double g = to_compute<double>(dy[base + i]);
       const double gw = w != nullptr ? g * to_compute<double>(w[i]) : g;
       sum_g += gw;
@@ -125,10 +128,10 @@ __global__ void layer_norm_dx_kernel(LayerNormGradArgs a) {
     const double mgx = group_reduce<G>(sum_gx, add) / static_cast<double>(a.n);
     T* dx = static_cast<T*>(a.dx) + base;
     for (int64_t i = lane; i < a.n; i += G) {
-      const double xhat = (to_compute<double>(x[base + i]) - mu) * inv;
+      const double xhat = layer_norm_xhat(to_compute<double>(x[base + i]), mu, inv);
       const double g = to_compute<double>(dy[base + i]);
       const double gw = w != nullptr ? g * to_compute<double>(w[i]) : g;
-      dx[i] = from_compute<T>(__dmul_rn(inv, __dsub_rn(__dsub_rn(gw, mg), __dmul_rn(xhat, mgx))));
+      dx[i] = from_compute<T>(layer_norm_dx(inv, gw, mg, xhat, mgx));
     }
   });
 }
@@ -147,7 +150,7 @@ __global__ void layer_norm_dweight_kernel(LayerNormGradArgs a) {
       const double mu = static_cast<const S*>(a.mean)[r];
       const double inv = static_cast<const S*>(a.rstd)[r];
       const double g = to_compute<double>(dy[r * a.n + col]);
-      acc_w += g * ((to_compute<double>(x[r * a.n + col]) - mu) * inv);
+      acc_w += g * layer_norm_xhat(to_compute<double>(x[r * a.n + col]), mu, inv);
       acc_b += g;
     }
   }
@@ -191,8 +194,7 @@ __global__ void cross_entropy_kernel(CrossEntropyArgs a) {
     if (t != a.ignore) {
       // The CPU reads the stored (rounded) log-probability back.
       const double picked = to_compute<double>(from_compute<T>(to_compute<double>(x[t]) - lse));
-      const double spread = a.smoothing / static_cast<double>(a.classes);
-      l = __dsub_rn(__dmul_rn(-(1.0 - a.smoothing), picked), __dmul_rn(spread, sum_lp));
+      l = cross_entropy_loss(picked, sum_lp, a.smoothing, a.classes);
     }
     static_cast<T*>(a.loss)[r] = from_compute<T>(l);
   });
@@ -209,23 +211,12 @@ __global__ void cross_entropy_backward_kernel(T* grad, const T* grad_loss, int64
     const int64_t r = i / classes, c = i - r * classes;
     const int64_t t = target[r];
     const double g = t == ignore ? 0.0 : to_compute<double>(grad_loss[r * gstride]) * scale;
-    const double p = exp(to_compute<double>(log_probs[i]));
-    const double y = (c == t ? 1.0 - smoothing : 0.0) + off;
-    grad[i] = from_compute<T>(g * (p - y));
+    grad[i] = from_compute<T>(
+        cross_entropy_grad(g, to_compute<double>(log_probs[i]), c == t, smoothing, off));
   }
 }
 
 // ---- launchers section ----
-
-// Calls fn(Tag<T>{}) for the floating storage type of `dtype` (the CPU's dispatch_floating).
-template <typename Fn>
-void dispatch_floating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::Float64: fn(Tag<double>{}); return;
-    case DType::Float16: fn(Tag<__half>{}); return;
-    default: fn(Tag<float>{}); return;
-  }
-}
 
 // Launches kernel<G> with a warp per row for short rows, a block per row otherwise.
 template <typename Warp, typename Block, typename Args>

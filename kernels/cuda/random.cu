@@ -1,23 +1,21 @@
 // CUDA random fills with the CPU backend's values (kernels/cpu/random.cpp). Element i of a
-// contiguous output uses Philox-4x32-10 counter offset + i / 4 and word i % 4 (kernels/philox.h,
-// shared with the CPU); normal feeds words 2j and 2j+1 of a block to one Box-Muller pair.
+// contiguous output uses Philox-4x32-10 counter offset + i / 4 and word i % 4 (kernels/philox.h);
+// the draws are kernels/random_formulas.h, the text the CPU runs too.
 //
 // One thread per Philox block of four elements, grid-stride, 256-thread blocks, current stream.
-// The double arithmetic mirrors the CPU line by line with the _rn intrinsics, so nvcc cannot
-// fuse a multiply and an add into an FMA that the CPU does not perform: uniform, randint and
-// bernoulli are bit-identical to the CPU. normal also calls log, sin and cos, whose CUDA
-// versions may differ from glibc's in the last bit of a double (up to 2 ulp), so its values
-// agree to about 1e-15 relative in float64 and almost always exactly once rounded to float32.
+// uniform, randint and bernoulli are bit-identical to the CPU. normal also calls log, sin and
+// cos, whose CUDA versions may differ from glibc's in the last bit of a double (up to 2 ulp), so
+// its values agree to about 1e-15 relative in float64 and almost always exactly once rounded to
+// float32.
 #include "kernels/cuda/cuda_backend.h"
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/random_formulas.h"
 
 namespace memgrad::kernels::cuda {
 namespace {
-
-constexpr double kTwoPi = 6.283185307179586;
 
 enum class Draw : uint8_t { Uniform, Normal, Randint, Bernoulli };
 
@@ -45,22 +43,13 @@ __device__ __forceinline__ void store_double(T* out, int64_t i, double v) {
 template <Draw D, typename T>
 __device__ __forceinline__ double draw_value(const Philox4& r, int j, const DrawArgs& args) {
   if constexpr (D == Draw::Uniform) {
-    const double u = std::is_same_v<T, double> ? uniform_double(r.w[j])
-                                               : static_cast<double>(uniform_float(r.w[j]));
-    return __dadd_rn(args.a, __dmul_rn(args.b, u));
+    return uniform_draw(r.w[j], std::is_same_v<T, double>, args.a, args.b);
   } else if constexpr (D == Draw::Normal) {
-    const int pair = j & ~1;
-    const double u1 =
-        __dmul_rn(__dadd_rn(static_cast<double>(r.w[pair]), 1.0), 1.0 / 4294967297.0);  // (0, 1)
-    const double u2 = uniform_double(r.w[pair + 1]);
-    const double radius = __dsqrt_rn(__dmul_rn(-2.0, log(u1)));
-    const double angle = __dmul_rn(kTwoPi, u2);
-    const double z = __dmul_rn(radius, (j & 1) ? sin(angle) : cos(angle));
-    return __dadd_rn(args.a, __dmul_rn(args.b, z));
+    return normal_draw(r, j, args.a, args.b);
   } else if constexpr (D == Draw::Randint) {
-    return static_cast<double>(args.low + static_cast<int64_t>(r.w[j] % args.range));
+    return randint_draw(r.w[j], args.low, args.range);
   } else {
-    return uniform_double(r.w[j]) < args.a ? 1.0 : 0.0;
+    return bernoulli_draw(r.w[j], args.a);
   }
 }
 

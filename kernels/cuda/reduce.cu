@@ -15,7 +15,8 @@
 // sums in int64; max/min in the compute type (float for float16) with NaN propagating; arg
 // max/min keep the first index among ties (the first NaN wins). Grid-stride over outputs, on the
 // current stream. Limit: one output is folded by at most one block, so a full reduction of a
-// very large tensor runs on one multiprocessor.
+// very large tensor runs on one multiprocessor. The folds' identities and combines, norm terms
+// and var's arithmetic are kernels/reduce_formulas.h, the text the CPU backend runs too.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/reduce_formulas.h"
 
 namespace memgrad::kernels::cuda {
 namespace {
@@ -74,35 +76,14 @@ struct ReduceGeometry {
 
 // ---- kernels section: accumulators (init, element, combine) ----
 
-enum class Fold : uint8_t { Sum, Prod, Max, Min, Any, All };
-
 template <Fold F, typename A>
 struct FoldAcc {
-  __device__ A init() const {
-    if constexpr (F == Fold::Sum || F == Fold::Any) return A(0);
-    if constexpr (F == Fold::Prod || F == Fold::All) return A(1);
-    if constexpr (F == Fold::Max) {
-      if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
-      else return std::numeric_limits<A>::lowest();
-    }
-    if constexpr (F == Fold::Min) {
-      if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
-      else return std::numeric_limits<A>::max();
-    }
-    return A(0);
-  }
+  __device__ A init() const { return fold_identity<F, A>(); }
   __device__ A element(const char* p, DType dtype, int64_t) const {
     if constexpr (F == Fold::Any || F == Fold::All) return load_as<double>(p, dtype) != 0.0;
     else return load_as<A>(p, dtype);
   }
-  __device__ A combine(A a, A b) const {
-    if constexpr (F == Fold::Sum) return static_cast<A>(a + b);
-    if constexpr (F == Fold::Prod) return static_cast<A>(a * b);
-    if constexpr (F == Fold::Max) return pick<true>(a, b);
-    if constexpr (F == Fold::Min) return pick<false>(a, b);
-    if constexpr (F == Fold::Any) return a || b;
-    return a && b;
-  }
+  __device__ A combine(A a, A b) const { return fold_combine<F>(a, b); }
 };
 
 // Sum of (x - mean)^2 (var's second pass), or of exp(x - shift) (logsumexp's), in double.
@@ -110,8 +91,7 @@ struct SquaredDeviationAcc {
   double mean;
   __device__ double init() const { return 0.0; }
   __device__ double element(const char* p, DType dtype, int64_t) const {
-    const double d = load_as<double>(p, dtype) - mean;
-    return d * d;
+    return squared_deviation(load_as<double>(p, dtype), mean);
   }
   __device__ double combine(double a, double b) const { return a + b; }
 };
@@ -125,32 +105,15 @@ struct ExpSumAcc {
   __device__ double combine(double a, double b) const { return a + b; }
 };
 
-enum class NormKind : uint8_t { Zero, One, Two, Inf, NegInf, General };
-
 // sum |x|^p (count of non-zeros for p = 0, max/min |x| for +-inf), in double.
 struct NormAcc {
   NormKind kind;
   double p;
-  __device__ double init() const {
-    return kind == NormKind::NegInf ? std::numeric_limits<double>::infinity() : 0.0;
-  }
+  __device__ double init() const { return norm_identity(kind); }
   __device__ double element(const char* ptr, DType dtype, int64_t) const {
-    const double x = load_as<double>(ptr, dtype);
-    switch (kind) {
-      case NormKind::Zero: return x != 0.0 ? 1.0 : 0.0;
-      case NormKind::One:
-      case NormKind::Inf:
-      case NormKind::NegInf: return fabs(x);
-      case NormKind::Two: return x * x;
-      case NormKind::General: return pow(fabs(x), p);
-    }
-    return 0.0;
+    return norm_term(kind, p, load_as<double>(ptr, dtype));
   }
-  __device__ double combine(double a, double b) const {
-    if (kind == NormKind::Inf) return pick<true>(a, b);
-    if (kind == NormKind::NegInf) return pick<false>(a, b);
-    return a + b;
-  }
+  __device__ double combine(double a, double b) const { return norm_combine(kind, a, b); }
 };
 
 // The best element so far and its index along the reduced dim (kNone: no element yet).
@@ -227,8 +190,9 @@ struct VarOp {
     const double sum = fold<G>(g, base, lane, FoldAcc<Fold::Sum, double>{});
     const double mean = sum / static_cast<double>(g.reduce_numel);
     const double ss = fold<G>(g, base, lane, SquaredDeviationAcc{mean});
-    const double v = ss / divisor;
-    if (lane == 0) store_as<double>(g.out + out_off * g.out_es, g.out_dtype, take_sqrt ? sqrt(v) : v);
+    if (lane == 0) {
+      store_as<double>(g.out + out_off * g.out_es, g.out_dtype, var_finish(ss, divisor, take_sqrt));
+    }
   }
 };
 
@@ -240,7 +204,9 @@ struct LogSumExpOp {
     const char* base = g.in + in_off * g.in_es;
     double result = fold<G>(g, base, lane, FoldAcc<Fold::Max, double>{});
     // All -inf (or empty) gives -inf, a +inf gives +inf, a NaN gives NaN: no shift to apply.
-    if (isfinite(result)) result += log(fold<G>(g, base, lane, ExpSumAcc{result}));
+    if (std::isfinite(result)) {
+      result += std::log(fold<G>(g, base, lane, ExpSumAcc{result}));
+    }
     if (lane == 0) store_as<double>(g.out + out_off * g.out_es, g.out_dtype, result);
   }
 };
@@ -251,9 +217,7 @@ struct NormOp {
   __device__ void output(const ReduceGeometry& g, int64_t j, int lane) const {
     int64_t in_off, out_off, out2_off;
     g.kept_offsets(j, in_off, out_off, out2_off);
-    double v = fold<G>(g, g.in + in_off * g.in_es, lane, acc);
-    if (acc.kind == NormKind::Two) v = sqrt(v);
-    if (acc.kind == NormKind::General) v = pow(v, 1.0 / acc.p);
+    const double v = norm_finish(acc.kind, acc.p, fold<G>(g, g.in + in_off * g.in_es, lane, acc));
     if (lane == 0) store_as<double>(g.out + out_off * g.out_es, g.out_dtype, v);
   }
 };
@@ -398,14 +362,6 @@ void launch_fold(int device, const ReduceGeometry& g, bool mean, const Operand& 
   }
 }
 
-NormKind norm_kind(double p) {
-  if (p == 0.0) return NormKind::Zero;
-  if (p == 1.0) return NormKind::One;
-  if (p == 2.0) return NormKind::Two;
-  if (std::isinf(p)) return p > 0 ? NormKind::Inf : NormKind::NegInf;
-  return NormKind::General;
-}
-
 }  // namespace
 
 // ---- entry points ----
@@ -427,9 +383,8 @@ void CudaBackend::reduce(ReduceOp op, const Operand& out, const Operand& in) {
 void CudaBackend::var(const Operand& out, const Operand& in, int64_t correction, bool take_sqrt) {
   DeviceGuard guard(device_);
   const ReduceGeometry g = make_geometry(out, in, nullptr);
-  // PyTorch's divisor: max(N - correction, 0), so N <= correction gives inf (or nan for 0/0).
-  const double divisor = static_cast<double>(std::max<int64_t>(g.reduce_numel - correction, 0));
-  launch_reduce(device_, "var_kernel", g, VarOp{divisor, take_sqrt}, {&out, &in});
+  launch_reduce(device_, "var_kernel", g, VarOp{var_divisor(g.reduce_numel, correction), take_sqrt},
+                {&out, &in});
 }
 
 void CudaBackend::arg_reduce(bool is_max, const Operand& values, const Operand& indices,

@@ -15,6 +15,8 @@
 // Backward (y is the forward output): softmax gx = y (g - sum(g y)); log_softmax
 // gx = g - exp(y) sum(g). Every pass is elementwise within a row and each element is read and
 // written by the same thread, so `out` may alias `in` (and grad_in grad_out). No temporaries.
+// The per-element formulas are kernels/softmax_formulas.h (shared with the CPU's strided path);
+// max with NaN propagation is kernels/reduce_formulas.h's pick.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <limits>
@@ -22,6 +24,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/reduce_formulas.h"
+#include "kernels/softmax_formulas.h"
 
 namespace memgrad::kernels::cuda {
 namespace {
@@ -75,15 +79,15 @@ __device__ __forceinline__ MaxSum<C> online_add(MaxSum<C> st, C x) {
   constexpr C kInf = std::numeric_limits<C>::infinity();
   if (x == -kInf) return st;  // contributes exp(-inf) = 0
   if (x == kInf) return {kInf, C(NAN)};  // the CPU's sum has exp(inf - inf) = NaN
-  if (x > st.max) return {x, st.sum * exp_of(st.max - x) + C(1)};
-  return {st.max, st.sum + exp_of(x - st.max)};  // a NaN x makes the sum NaN
+  if (x > st.max) return {x, st.sum * std::exp(st.max - x) + C(1)};
+  return {st.max, st.sum + std::exp(x - st.max)};  // a NaN x makes the sum NaN
 }
 
 template <typename C>
 __device__ __forceinline__ MaxSum<C> online_merge(MaxSum<C> a, MaxSum<C> b) {
   const C m = a.max > b.max ? a.max : b.max;
-  const C sa = a.sum == C(0) ? C(0) : a.sum * exp_of(a.max - m);
-  const C sb = b.sum == C(0) ? C(0) : b.sum * exp_of(b.max - m);
+  const C sa = a.sum == C(0) ? C(0) : a.sum * std::exp(a.max - m);
+  const C sb = b.sum == C(0) ? C(0) : b.sum * std::exp(b.max - m);
   return {m, sa + sb};
 }
 
@@ -112,13 +116,13 @@ __global__ void softmax_warp_kernel(RowGeometry<2> g, bool log) {
 #pragma unroll
     for (int t = 0; t < kPerLane; ++t) {
       if (lane + 32 * t < g.length) {
-        const C e = exp_of(v[t] - top);
+        const C e = std::exp(v[t] - top);
         sum += e;
         if (!log) v[t] = e;
       }
     }
     sum = group_reduce<32>(sum, [](C a, C b) { return a + b; });
-    const C shift = top + log_of(sum), inv = C(1) / sum;
+    const C shift = top + std::log(sum), inv = C(1) / sum;
 #pragma unroll
     for (int t = 0; t < kPerLane; ++t) {
       const int64_t i = lane + 32 * t;
@@ -137,10 +141,10 @@ __global__ void softmax_block_kernel(RowGeometry<2> g, bool log) {
       st = online_add(st, g.template load<C>(base[1], 1, i));
     }
     st = group_reduce<kBlockThreads>(st, [](MaxSum<C> a, MaxSum<C> b) { return online_merge(a, b); });
-    const C shift = st.max + log_of(st.sum), inv = C(1) / st.sum;
+    const C shift = st.max + std::log(st.sum), inv = C(1) / st.sum;
     for (int64_t i = threadIdx.x; i < g.length; i += blockDim.x) {
       const C x = g.template load<C>(base[1], 1, i);
-      g.store(base[0], 0, i, log ? x - shift : exp_of(x - st.max) * inv);
+      g.store(base[0], 0, i, softmax_value(log, x, st.max, shift, inv));
     }
   }
 }
@@ -162,7 +166,7 @@ __global__ void softmax_backward_warp_kernel(RowGeometry<3> g, bool log) {
       if (i < g.length) {
         gv[t] = g.template load<C>(base[1], 1, i);
         yv[t] = g.template load<C>(base[2], 2, i);
-        sum += log ? gv[t] : gv[t] * yv[t];
+        sum += softmax_grad_term(log, gv[t], yv[t]);
       }
     }
     sum = group_reduce<32>(sum, [](C a, C b) { return a + b; });
@@ -170,7 +174,7 @@ __global__ void softmax_backward_warp_kernel(RowGeometry<3> g, bool log) {
     for (int t = 0; t < kPerLane; ++t) {
       const int64_t i = lane + 32 * t;
       if (i < g.length) {
-        g.store(base[0], 0, i, log ? gv[t] - exp_of(yv[t]) * sum : yv[t] * (gv[t] - sum));
+        g.store(base[0], 0, i, softmax_grad_value(log, gv[t], yv[t], sum));
       }
     }
   }
@@ -183,14 +187,14 @@ __global__ void softmax_backward_block_kernel(RowGeometry<3> g, bool log) {
     g.row(j, base);
     C sum = 0;
     for (int64_t i = threadIdx.x; i < g.length; i += blockDim.x) {
-      const C gi = g.template load<C>(base[1], 1, i);
-      sum += log ? gi : gi * g.template load<C>(base[2], 2, i);
+      sum += softmax_grad_term(log, g.template load<C>(base[1], 1, i),
+                               g.template load<C>(base[2], 2, i));
     }
     sum = group_reduce<kBlockThreads>(sum, [](C a, C b) { return a + b; });
     for (int64_t i = threadIdx.x; i < g.length; i += blockDim.x) {
       const C gi = g.template load<C>(base[1], 1, i);
       const C yi = g.template load<C>(base[2], 2, i);
-      g.store(base[0], 0, i, log ? gi - exp_of(yi) * sum : yi * (gi - sum));
+      g.store(base[0], 0, i, softmax_grad_value(log, gi, yi, sum));
     }
   }
 }
