@@ -35,11 +35,6 @@ MEMGRAD_HOST_DEVICE inline Philox4 philox4x32(uint64_t seed, uint64_t counter) {
   return Philox4{{c0, c1, c2, c3}};
 }
 
-// A uniform float in [0, 1) from 24 random bits.
-MEMGRAD_HOST_DEVICE inline float uniform_float(uint32_t bits) {
-  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
-}
-
 // A uniform double in [0, 1) from 32 random bits.
 MEMGRAD_HOST_DEVICE inline double uniform_double(uint32_t bits) {
   return static_cast<double>(bits) * (1.0 / 4294967296.0);

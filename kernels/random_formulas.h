@@ -16,12 +16,18 @@ namespace memgrad::kernels {
 
 inline constexpr double kTwoPi = 6.283185307179586;
 
-// from + span u, with u uniform in [0, 1): 32 random bits for a float64 output
-// (full_precision), 24 (a float's) otherwise.
-MEMGRAD_HOST_DEVICE inline double uniform_draw(uint32_t word, bool full_precision, double from,
+// The random bits a uniform draw uses: as many as the output dtype's significand holds (float64
+// 32, float16 11, as PyTorch draws them; 24, a float's, for the others), so that rounding to the
+// dtype never turns u < 1 into 1.
+MEMGRAD_HOST_DEVICE inline int uniform_bits(bool is_float64, bool is_float16) {
+  return is_float64 ? 32 : is_float16 ? 11 : 24;
+}
+
+// from + span u, with u = (the top `bits` bits of word) / 2^bits, uniform in [0, 1) and exact
+// in double.
+MEMGRAD_HOST_DEVICE inline double uniform_draw(uint32_t word, int bits, double from,
                                                double span) {
-  const double u =
-      full_precision ? uniform_double(word) : static_cast<double>(uniform_float(word));
+  const double u = static_cast<double>(word >> (32 - bits)) / static_cast<double>(1ull << bits);
   return add_rn(from, mul_rn(span, u));
 }
 

@@ -20,9 +20,14 @@ struct LinearOptions {
 
 class Linear : public UnaryModule {
  public:
+  // Allocates: the weight (out x in) and the bias (out), in options.dtype on options.device.
   Linear(int64_t in_features, int64_t out_features, LinearOptions options = {});
 
-  // Saves (autograd): x and the weight.
+  // linear(x, weight, bias). Allocates: the result (x's leading dims x out_features); a
+  // contiguous copy of x first when GEMM cannot read its strides; under autocast the float16
+  // casts of x and the parameters (autograd/autocast.h). Aliases: nothing.
+  // Saves for backward: x if the weight requires grad, the weight if x requires grad, never the
+  // bias (linalg.h). Throws ShapeError when x.size(-1) != in_features.
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Linear"; }
 
@@ -44,8 +49,9 @@ class LazyLinear : public UnaryModule {
  public:
   explicit LazyLinear(int64_t out_features, LinearOptions options = {});
 
-  // The first call allocates the parameters (in_features = x.size(-1)). Later calls require
-  // the same in_features (ShapeError otherwise).
+  // The first call allocates the parameters (in_features = x.size(-1)), then every call
+  // allocates and saves as Linear::forward. Later calls require the same in_features
+  // (ShapeError otherwise).
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "LazyLinear"; }
   bool initialized() const { return in_.has_value(); }

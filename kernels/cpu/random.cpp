@@ -35,8 +35,9 @@ void CpuBackend::uniform(const Operand& out, uint64_t seed, uint64_t offset, dou
                          double to) {
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
+    const int bits = uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, half>);
     for_each_block(out.numel(), seed, offset, [&](const Philox4& r, int64_t i, int j) {
-      store<T>(out.data, i, uniform_draw(r.w[j], std::is_same_v<T, double>, from, to - from));
+      store<T>(out.data, i, uniform_draw(r.w[j], bits, from, to - from));
     });
   });
 }

@@ -43,7 +43,8 @@ __device__ __forceinline__ void store_double(T* out, int64_t i, double v) {
 template <Draw D, typename T>
 __device__ __forceinline__ double draw_value(const Philox4& r, int j, const DrawArgs& args) {
   if constexpr (D == Draw::Uniform) {
-    return uniform_draw(r.w[j], std::is_same_v<T, double>, args.a, args.b);
+    return uniform_draw(
+        r.w[j], uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, __half>), args.a, args.b);
   } else if constexpr (D == Draw::Normal) {
     return normal_draw(r, j, args.a, args.b);
   } else if constexpr (D == Draw::Randint) {

@@ -458,11 +458,9 @@ TEST_CASE("rand is uniform in [0, 1) with mean 1/2 and variance 1/12") {
   }
 }
 
-// Known bug, not fixed here (kernels/cpu/random.cpp and kernels/cuda/random.cu): the kernels
-// draw a float from 24 bits and round it to float16, whose 11 significant bits turn every draw
-// of at least 1 - 2^-12 into 1.0 (about 1 in 4096 values). Drawing float16 from 11 bits, as
-// PyTorch does, keeps rand in [0, 1). Remove should_fail() with the fix.
-TEST_CASE("rand in float16 stays below 1" * doctest::should_fail()) {
+// Drawn from 24 bits and rounded to float16's 11 significant bits, about 1 value in 4096 would
+// become 1.0; float16 draws 11 bits, as PyTorch does (kernels/random_formulas.h).
+TEST_CASE("rand in float16 stays below 1") {
   Generator g(5);
   const std::vector<double> v = rand({100000}, kFloat16, &g).to_vector<double>();
   CHECK_LT(*std::max_element(v.begin(), v.end()), 1.0);

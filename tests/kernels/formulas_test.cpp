@@ -161,9 +161,12 @@ TEST_CASE("adam_update: the first step moves each parameter by about lr against 
 
 TEST_CASE("random draws map Philox words to their distributions") {
   // uniform: from + span u with u = word / 2^32 (float64) or (word >> 8) / 2^24.
-  CHECK_EQ(uniform_draw(0u, true, 2.0, 3.0), 2.0);
-  CHECK_EQ(uniform_draw(0x80000000u, true, 2.0, 3.0), 3.5);
-  CHECK_EQ(uniform_draw(0xFFFFFFFFu, false, 0.0, 1.0), 1.0 - std::ldexp(1.0, -24));
+  CHECK_EQ(uniform_draw(0u, 32, 2.0, 3.0), 2.0);
+  CHECK_EQ(uniform_draw(0x80000000u, 32, 2.0, 3.0), 3.5);
+  CHECK_EQ(uniform_draw(0xFFFFFFFFu, 24, 0.0, 1.0), 1.0 - std::ldexp(1.0, -24));
+  // float16 draws 11 bits: the largest value, 1 - 2^-11, is a float16 below 1.
+  CHECK_EQ(uniform_bits(false, true), 11);
+  CHECK_EQ(uniform_draw(0xFFFFFFFFu, 11, 0.0, 1.0), 1.0 - std::ldexp(1.0, -11));
   // randint: low + word mod range; bernoulli: u < p.
   CHECK_EQ(randint_draw(17u, -5, 10), 2.0);
   CHECK_EQ(bernoulli_draw(0u, 0.0), 0.0);
