@@ -83,8 +83,9 @@ class PyValue {
   static PyValue tuple(Items items = {});
   static PyValue dict(Entries entries = {});
 
+  // The value's kind, and its name as Python's type() gives it: "NoneType", "bool", "int",
+  // "float", "str", "list", "tuple" or "dict".
   Kind kind() const;
-  // "NoneType", "bool", "int", "float", "str", "list", "tuple" or "dict".
   std::string_view kind_name() const;
   bool is_none() const { return kind() == Kind::None; }
 
