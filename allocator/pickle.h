@@ -50,8 +50,11 @@ std::string write_pickle(const PyValue& value, int protocol = 2);
 // unknown byte, truncated input, a stack underflow, a missing MARK, an undefined memo index, an
 // int outside int64, a str that is not UTF-8, a dict key that is not str or int, a container
 // nested deeper than kPyMaxDepth or modified after being placed in another (which only a
-// recursive structure needs). Allocates: the value (for example about 500 bytes per dict of 8
-// small entries), and while reading a stack and a memo of one slot per memoized object.
+// recursive structure needs). Allocates: the value, and while reading a stack and a memo of one
+// 24-byte slot per memoized object. For a snapshot's trace that is about 390 bytes per event of
+// six fields, which the pickle holds in about 57: 7 times the pickle's size (CPython's
+// pickle.load needs about as much). The worst input, nothing but EMPTY_LIST opcodes, needs about
+// 95 bytes per byte. Time: about 2 s for 100 MB (bench/pickle_bench.cpp).
 PyValue read_pickle(std::string_view bytes);
 
 }  // namespace memgrad
