@@ -6,7 +6,6 @@
 #include "allocator/py_value.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,8 +13,8 @@
 namespace memgrad {
 namespace {
 
-// Dicts up to this size find repeated keys by scanning, which beats building a hash map; the
-// snapshot's records have a dozen keys at most.
+// Dicts up to this size find repeated keys by scanning, which beats sorting; the snapshot's
+// records have a dozen keys at most.
 constexpr size_t kScanDedupeEntries = 16;
 
 int max_depth(const PyValue::Items& items) {
@@ -52,15 +51,24 @@ bool small_and_unique(const PyValue::Entries& entries) {
   return true;
 }
 
-// For each entry, the index of the first entry with the same key.
+// Orders str keys after int keys, each by value.
+bool key_less(const PyValue& a, const PyValue& b) {
+  if (a.kind() != b.kind()) return a.kind() == PyValue::Kind::Int;
+  return a.kind() == PyValue::Kind::Str ? a.as_str() < b.as_str() : a.as_int() < b.as_int();
+}
+
+// For each entry, the index of the first entry with the same key. Sorting, not hashing: keys
+// come from files, and chosen keys can make a hash table quadratic, never a sort.
 std::vector<size_t> first_with_same_key(const PyValue::Entries& entries) {
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return key_less(entries[a].first, entries[b].first);
+  });
   std::vector<size_t> first(entries.size());
-  std::unordered_map<std::string_view, size_t> by_str;
-  std::unordered_map<int64_t, size_t> by_int;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const PyValue& key = entries[i].first;
-    first[i] = key.kind() == PyValue::Kind::Str ? by_str.try_emplace(key.as_str(), i).first->second
-                                                : by_int.try_emplace(key.as_int(), i).first->second;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const bool repeat = i > 0 && same_key(entries[order[i - 1]].first, entries[order[i]].first);
+    first[order[i]] = repeat ? first[order[i - 1]] : order[i];
   }
   return first;
 }

@@ -97,7 +97,7 @@ TEST_CASE("a dict keeps insertion order, and a repeated key keeps its first plac
   CHECK_EQ(small.at(1).as_int(), 4);  // the int key 1 and the str key "1" differ
   CHECK_EQ(small.at("1").as_int(), 5);
 
-  // Large dicts find repeats through a hash map rather than a scan: same result.
+  // Large dicts find repeats by sorting rather than scanning: same result.
   PyValue::Entries entries;
   for (int i = 0; i < 120; ++i) entries.emplace_back(i % 40, i);
   const PyValue large = PyValue::dict(std::move(entries));
