@@ -21,23 +21,29 @@ namespace detail {
 namespace {
 
 constexpr std::array<std::pair<uint8_t, const char*>, 68> kOpcodeNames = {{
-    {'(', "MARK"},           {'.', "STOP"},        {'0', "POP"},            {'1', "POP_MARK"},
-    {'2', "DUP"},            {'F', "FLOAT"},       {'I', "INT"},            {'J', "BININT"},
-    {'K', "BININT1"},        {'L', "LONG"},        {'M', "BININT2"},        {'N', "NONE"},
-    {'P', "PERSID"},         {'Q', "BINPERSID"},   {'R', "REDUCE"},         {'S', "STRING"},
-    {'T', "BINSTRING"},      {'U', "SHORT_BINSTRING"}, {'V', "UNICODE"},    {'X', "BINUNICODE"},
-    {'a', "APPEND"},         {'b', "BUILD"},       {'c', "GLOBAL"},         {'d', "DICT"},
-    {'}', "EMPTY_DICT"},     {'e', "APPENDS"},     {'g', "GET"},            {'h', "BINGET"},
-    {'i', "INST"},           {'j', "LONG_BINGET"}, {'l', "LIST"},           {']', "EMPTY_LIST"},
-    {'o', "OBJ"},            {'p', "PUT"},         {'q', "BINPUT"},         {'r', "LONG_BINPUT"},
-    {'s', "SETITEM"},        {'t', "TUPLE"},       {')', "EMPTY_TUPLE"},    {'u', "SETITEMS"},
-    {'G', "BINFLOAT"},       {0x80, "PROTO"},      {0x81, "NEWOBJ"},        {0x82, "EXT1"},
-    {0x83, "EXT2"},          {0x84, "EXT4"},       {0x85, "TUPLE1"},        {0x86, "TUPLE2"},
-    {0x87, "TUPLE3"},        {0x88, "NEWTRUE"},    {0x89, "NEWFALSE"},      {0x8a, "LONG1"},
-    {0x8b, "LONG4"},         {'B', "BINBYTES"},    {'C', "SHORT_BINBYTES"}, {0x8c, "SHORT_BINUNICODE"},
-    {0x8d, "BINUNICODE8"},   {0x8e, "BINBYTES8"},  {0x8f, "EMPTY_SET"},     {0x90, "ADDITEMS"},
-    {0x91, "FROZENSET"},     {0x92, "NEWOBJ_EX"},  {0x93, "STACK_GLOBAL"},  {0x94, "MEMOIZE"},
-    {0x95, "FRAME"},         {0x96, "BYTEARRAY8"}, {0x97, "NEXT_BUFFER"},   {0x98, "READONLY_BUFFER"},
+    {'(', "MARK"},              {'.', "STOP"},              {'0', "POP"},
+    {'1', "POP_MARK"},          {'2', "DUP"},               {'F', "FLOAT"},
+    {'I', "INT"},               {'J', "BININT"},            {'K', "BININT1"},
+    {'L', "LONG"},              {'M', "BININT2"},           {'N', "NONE"},
+    {'P', "PERSID"},            {'Q', "BINPERSID"},         {'R', "REDUCE"},
+    {'S', "STRING"},            {'T', "BINSTRING"},         {'U', "SHORT_BINSTRING"},
+    {'V', "UNICODE"},           {'X', "BINUNICODE"},        {'a', "APPEND"},
+    {'b', "BUILD"},             {'c', "GLOBAL"},            {'d', "DICT"},
+    {'}', "EMPTY_DICT"},        {'e', "APPENDS"},           {'g', "GET"},
+    {'h', "BINGET"},            {'i', "INST"},              {'j', "LONG_BINGET"},
+    {'l', "LIST"},              {']', "EMPTY_LIST"},        {'o', "OBJ"},
+    {'p', "PUT"},               {'q', "BINPUT"},            {'r', "LONG_BINPUT"},
+    {'s', "SETITEM"},           {'t', "TUPLE"},             {')', "EMPTY_TUPLE"},
+    {'u', "SETITEMS"},          {'G', "BINFLOAT"},          {0x80, "PROTO"},
+    {0x81, "NEWOBJ"},           {0x82, "EXT1"},             {0x83, "EXT2"},
+    {0x84, "EXT4"},             {0x85, "TUPLE1"},           {0x86, "TUPLE2"},
+    {0x87, "TUPLE3"},           {0x88, "NEWTRUE"},          {0x89, "NEWFALSE"},
+    {0x8a, "LONG1"},            {0x8b, "LONG4"},            {'B', "BINBYTES"},
+    {'C', "SHORT_BINBYTES"},    {0x8c, "SHORT_BINUNICODE"}, {0x8d, "BINUNICODE8"},
+    {0x8e, "BINBYTES8"},        {0x8f, "EMPTY_SET"},        {0x90, "ADDITEMS"},
+    {0x91, "FROZENSET"},        {0x92, "NEWOBJ_EX"},        {0x93, "STACK_GLOBAL"},
+    {0x94, "MEMOIZE"},          {0x95, "FRAME"},            {0x96, "BYTEARRAY8"},
+    {0x97, "NEXT_BUFFER"},      {0x98, "READONLY_BUFFER"},
 }};
 
 }  // namespace
@@ -152,12 +158,15 @@ class PickleWriter {
     } else {
       // Little-endian two's complement in the fewest bytes that keep the sign: one more byte
       // than the magnitude's bits fill, less one when a negative number's top byte is only sign.
-      const uint64_t magnitude = value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+      const uint64_t magnitude =
+          value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
       int nbytes = (std::bit_width(magnitude) >> 3) + 1;
       const auto byte_at = [&](int i) -> uint8_t {
-        return i < 8 ? static_cast<uint8_t>(static_cast<uint64_t>(value) >> (8 * i)) : (value < 0 ? 0xff : 0);
+        return i < 8 ? static_cast<uint8_t>(static_cast<uint64_t>(value) >> (8 * i))
+                     : (value < 0 ? 0xff : 0);
       };
-      if (value < 0 && nbytes > 1 && byte_at(nbytes - 1) == 0xff && (byte_at(nbytes - 2) & 0x80) != 0) {
+      if (value < 0 && nbytes > 1 && byte_at(nbytes - 1) == 0xff &&
+          (byte_at(nbytes - 2) & 0x80) != 0) {
         --nbytes;
       }
       put(op::kLong1);

@@ -35,7 +35,9 @@ class PickleReader {
     if (op_ != op::kProto) fail("a pickle of protocol 2 to 5 starts with PROTO");
     pos_ = 1;
     const uint64_t protocol = read_le(1);
-    if (protocol < 2 || protocol > 5) fail(fmt::format("protocol {}; only 2 to 5 are read", protocol));
+    if (protocol < 2 || protocol > 5) {
+      fail(fmt::format("protocol {}; only 2 to 5 are read", protocol));
+    }
     while (step()) {
     }
     if (stack_.size() != 1 || !marks_.empty()) {
@@ -43,8 +45,9 @@ class PickleReader {
                        stack_.size(), marks_.size()));
     }
     if (pos_ != in_.size()) {
-      throw PickleError(fmt::format("pickle: {} bytes after STOP, at byte {}", in_.size() - pos_, pos_),
-                        pos_, -1);
+      throw PickleError(
+          fmt::format("pickle: {} bytes after STOP, at byte {}", in_.size() - pos_, pos_), pos_,
+          -1);
     }
     seal(stack_[0]);
     return std::move(stack_[0]);
@@ -58,7 +61,8 @@ class PickleReader {
     const std::string_view name = pickle_opcode_name(op_);
     const std::string opcode = name.empty() ? fmt::format("byte 0x{:02x}", op_)
                                             : fmt::format("{} (0x{:02x})", name, op_);
-    throw PickleError(fmt::format("pickle: {} at byte {}: {}", opcode, op_start_, what), op_start_, op_);
+    throw PickleError(fmt::format("pickle: {} at byte {}: {}", opcode, op_start_, what), op_start_,
+                      op_);
   }
 
   // ---- input ----
@@ -116,8 +120,9 @@ class PickleReader {
 
   void need(size_t count) const {
     if (stack_.size() - floor() < count) {
-      fail(fmt::format("needs {} values on the stack above the last MARK, found {} (stack underflow)",
-                       count, stack_.size() - floor()));
+      fail(fmt::format(
+          "needs {} values on the stack above the last MARK, found {} (stack underflow)", count,
+          stack_.size() - floor()));
     }
   }
 
@@ -169,8 +174,8 @@ class PickleReader {
       fail(fmt::format("the value below the items is a {}, not a {}", target.kind_name(), kind));
     }
     if (!(*node)->open) {
-      fail(fmt::format("adds to a {} already placed inside another container (a recursive structure?)",
-                       kind));
+      fail(fmt::format(
+          "adds to a {} already placed inside another container (a recursive structure?)", kind));
     }
     return **node;
   }
@@ -183,7 +188,9 @@ class PickleReader {
       list.items.reserve(std::max(list.items.size() + count, 2 * list.items.size()));
     }
     for (size_t i = begin; i < stack_.size(); ++i) {
-      if (stack_[i].identity() == &list) fail("places a list inside itself (a recursive structure)");
+      if (stack_[i].identity() == &list) {
+        fail("places a list inside itself (a recursive structure)");
+      }
       list.depth = depth_with(list.depth, stack_[i]);
       seal(stack_[i]);
       list.items.push_back(std::move(stack_[i]));
@@ -195,16 +202,21 @@ class PickleReader {
   void set_items(const PyValue& target, size_t begin) {
     PyMapping& dict = open_node<MappingPtr>(target, "dict");
     const size_t count = stack_.size() - begin;
-    if (count % 2 != 0) fail(fmt::format("{} values above the MARK: keys and values do not pair", count));
+    if (count % 2 != 0) {
+      fail(fmt::format("{} values above the MARK: keys and values do not pair", count));
+    }
     if (dict.entries.capacity() < dict.entries.size() + count / 2) {
       dict.entries.reserve(std::max(dict.entries.size() + count / 2, 2 * dict.entries.size()));
     }
     for (size_t i = begin; i < stack_.size(); i += 2) {
       const PyValue::Kind key_kind = stack_[i].kind();
       if (key_kind != PyValue::Kind::Str && key_kind != PyValue::Kind::Int) {
-        fail(fmt::format("a dict key of type {} (only str and int keys are read)", stack_[i].kind_name()));
+        fail(fmt::format("a dict key of type {} (only str and int keys are read)",
+                         stack_[i].kind_name()));
       }
-      if (stack_[i + 1].identity() == &dict) fail("places a dict inside itself (a recursive structure)");
+      if (stack_[i + 1].identity() == &dict) {
+        fail("places a dict inside itself (a recursive structure)");
+      }
       dict.depth = depth_with(dict.depth, stack_[i + 1]);
       seal(stack_[i + 1]);
       dict.entries.emplace_back(std::move(stack_[i]), std::move(stack_[i + 1]));
@@ -242,7 +254,8 @@ class PickleReader {
 
   void memo_get(uint64_t index) {
     if (index >= memo_.size()) {
-      fail(fmt::format("memo index {} is not defined (the memo holds {} entries)", index, memo_.size()));
+      fail(fmt::format("memo index {} is not defined (the memo holds {} entries)", index,
+                       memo_.size()));
     }
     stack_.push_back(memo_[index]);
   }
@@ -252,8 +265,9 @@ class PickleReader {
   // Runs one opcode; false after STOP.
   bool step() {
     if (pos_ == in_.size()) {
-      throw PickleError(fmt::format("pickle: the input ends at byte {} before STOP (truncated?)", pos_),
-                        pos_, -1);
+      throw PickleError(
+          fmt::format("pickle: the input ends at byte {} before STOP (truncated?)", pos_), pos_,
+          -1);
     }
     op_start_ = pos_;
     op_ = *take(1);

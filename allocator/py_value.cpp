@@ -294,7 +294,8 @@ const PyValue& PyValue::at(int64_t key) const {
 const PyValue& PyValue::item(size_t index) const {
   const Items& items = sequence("list or tuple").items;
   if (index < items.size()) return items[index];
-  throw PyValueError(fmt::format("an index below {}", items.size()), fmt::format("index {}", index));
+  throw PyValueError(fmt::format("an index below {}", items.size()),
+                     fmt::format("index {}", index));
 }
 
 int PyValue::depth() const {
@@ -336,7 +337,8 @@ nlohmann::json PyValue::to_json() const {
     case Kind::Dict: {
       nlohmann::json object = nlohmann::json::object();
       for (const auto& [key, value] : entries()) {
-        const std::string name = key.kind() == Kind::Str ? key.as_str() : std::to_string(key.as_int());
+        const std::string name =
+            key.kind() == Kind::Str ? key.as_str() : std::to_string(key.as_int());
         object[name] = value.to_json();
       }
       return object;

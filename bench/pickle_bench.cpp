@@ -69,12 +69,13 @@ PyValue snapshot(double mb) {
   PyValue::Items trace;
   trace.reserve(static_cast<size_t>(events));
   for (int64_t i = 0; i < events; ++i) {
-    trace.push_back(PyValue::dict({{"action", kActions[i % 3]},
-                                   {"addr", int64_t{139637976727552} + 512 * static_cast<int64_t>(rng() % 1000000)},
-                                   {"size", static_cast<int64_t>(512 * (1 + rng() % 4096))},
-                                   {"stream", 0},
-                                   {"time_us", int64_t{1700000000000000} + i},
-                                   {"frames", tracebacks[rng() % kTracebacks]}}));
+    trace.push_back(PyValue::dict(
+        {{"action", kActions[i % 3]},
+         {"addr", int64_t{139637976727552} + 512 * static_cast<int64_t>(rng() % 1000000)},
+         {"size", static_cast<int64_t>(512 * (1 + rng() % 4096))},
+         {"stream", 0},
+         {"time_us", int64_t{1700000000000000} + i},
+         {"frames", tracebacks[rng() % kTracebacks]}}));
   }
   PyValue::Items segments;
   for (int64_t s = 0; s < 2000; ++s) {
@@ -85,8 +86,10 @@ PyValue snapshot(double mb) {
                                       {"state", b % 2 ? "active_allocated" : "inactive"},
                                       {"frames", tracebacks[rng() % kTracebacks]}}));
     }
-    segments.push_back(PyValue::dict({{"device", 0}, {"address", int64_t{139637976727552} + s * 2097152},
-                                      {"total_size", 2097152}, {"stream", 0},
+    segments.push_back(PyValue::dict({{"device", 0},
+                                      {"address", int64_t{139637976727552} + s * 2097152},
+                                      {"total_size", 2097152},
+                                      {"stream", 0},
                                       {"segment_type", "large"},
                                       {"segment_pool_id", PyValue::tuple({0, 0})},
                                       {"blocks", PyValue::list(std::move(blocks))}}));
@@ -120,7 +123,8 @@ int read_only(const char* path) {
   bench::report("pickle_read_peak_rss", peak, "MiB");
   bench::report("pickle_read_rss_ratio", peak / file_mib, "x");
   std::printf("target: read %.0f MiB in at most 10 s: %s; peak RSS at most 3x the file: %s\n",
-              file_mib, seconds <= 10.0 ? "PASS" : "FAIL", peak <= 3.0 * file_mib ? "PASS" : "FAIL");
+              file_mib, seconds <= 10.0 ? "PASS" : "FAIL",
+              peak <= 3.0 * file_mib ? "PASS" : "FAIL");
   return value.is_none() ? 1 : 0;
 }
 

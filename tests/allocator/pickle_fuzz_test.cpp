@@ -27,7 +27,9 @@ std::vector<std::string> seeds() {
   PyValue::Items items;
   const PyValue shared = PyValue::dict({{"line", 1}});
   for (int i = 0; i < 1200; ++i) {
-    items.push_back(i % 4 == 0 ? PyValue(std::to_string(i % 300) + "s") : i % 4 == 1 ? shared : PyValue(i * 997));
+    items.push_back(i % 4 == 0   ? PyValue(std::to_string(i % 300) + "s")
+                    : i % 4 == 1 ? shared
+                                 : PyValue(i * 997));
   }
   pickles.push_back(write_pickle(PyValue::list(std::move(items)), 2));
   return pickles;
@@ -36,7 +38,8 @@ std::vector<std::string> seeds() {
 // One random change: a byte replaced (by any byte or by an opcode), a span deleted or repeated,
 // or an opcode inserted.
 std::string mutate(const std::string& bytes, std::mt19937_64& rng) {
-  static const std::string kOpcodes = "(.NJKMXae}h j]qrstu)G\x80\x85\x86\x87\x88\x89\x8a\x8b\x8c\x8d\x94\x95ld";
+  static const std::string kOpcodes =
+      "(.NJKMXae}h j]qrstu)G\x80\x85\x86\x87\x88\x89\x8a\x8b\x8c\x8d\x94\x95ld";
   std::string out = bytes;
   const size_t pos = rng() % out.size();
   switch (rng() % 5) {
@@ -83,7 +86,8 @@ TEST_CASE("every truncation of a valid pickle is a PickleError") {
   }
 }
 
-TEST_CASE("seeded mutations of valid pickles either read or throw PickleError, never anything else") {
+TEST_CASE(
+    "seeded mutations of valid pickles either read or throw PickleError, never anything else") {
   std::mt19937_64 rng(20240611);
   int read = 0;
   int refused = 0;

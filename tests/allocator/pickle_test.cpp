@@ -104,7 +104,8 @@ TEST_CASE("the writer produces CPython's exact bytes for a value with every kind
 
 TEST_CASE("every kind round-trips through the writer and reader for protocols 2, 3 and 4") {
   PyValue::Items long_list;  // more than one batch of 1000, and more than 256 memo entries
-  for (int i = 0; i < 2500; ++i) long_list.push_back(i % 3 == 0 ? PyValue(std::to_string(i)) : PyValue(i));
+  for (int i = 0; i < 2500; ++i)
+    long_list.push_back(i % 3 == 0 ? PyValue(std::to_string(i)) : PyValue(i));
   PyValue::Entries big_dict;
   for (int i = 0; i < 2000; ++i) big_dict.emplace_back(i, PyValue::tuple({i, -i}));
   const std::string long_text(70000, 'x');  // past CPython's 64 KiB frame target
@@ -114,7 +115,8 @@ TEST_CASE("every kind round-trips through the writer and reader for protocols 2,
       {"big_dict", PyValue::dict(std::move(big_dict))},
       {"long_text", long_text},
       {"again", long_text},
-      {"tuples", PyValue::list({PyValue::tuple(), PyValue::tuple({1}), PyValue::tuple({1, 2, 3, 4, 5})})},
+      {"tuples",
+       PyValue::list({PyValue::tuple(), PyValue::tuple({1}), PyValue::tuple({1, 2, 3, 4, 5})})},
       {"floats", PyValue::list({0.1, -1e308, 5e-324, 1.0 / 0.0})},
   });
   for (int protocol : {2, 3, 4}) {
@@ -127,7 +129,8 @@ TEST_CASE("every kind round-trips through the writer and reader for protocols 2,
 
 TEST_CASE("a value nested kPyMaxDepth deep is written and read back") {
   PyValue value = PyValue::dict({{"leaf", 1}});
-  for (int i = 1; i < kPyMaxDepth; ++i) value = i % 2 ? PyValue::list({value}) : PyValue::tuple({value});
+  for (int i = 1; i < kPyMaxDepth; ++i)
+    value = i % 2 ? PyValue::list({value}) : PyValue::tuple({value});
   REQUIRE_EQ(value.depth(), kPyMaxDepth);
   CHECK(read_pickle(write_pickle(value, 4)) == value);
 }
@@ -159,8 +162,10 @@ TEST_CASE("opcodes that import, call or build objects are refused by name and of
   }
   // What CPython writes for objects outside the model:
   // collections.OrderedDict() (GLOBAL), b"ab" with protocol 3 (SHORT_BINBYTES), {1} (EMPTY_SET).
-  CHECK_EQ(read_error(from_hex("800263636f6c6c656374696f6e730a4f726465726564446963740a7100295271012e"))
-               .opcode, 'c');
+  CHECK_EQ(
+      read_error(from_hex("800263636f6c6c656374696f6e730a4f726465726564446963740a7100295271012e"))
+          .opcode,
+      'c');
   CHECK_EQ(read_error(from_hex("80034302616271002e")).opcode, 'C');
   const PickleError set_error = read_error(from_hex("80049507000000000000008f94284b01902e"));
   CHECK_EQ(set_error.opcode, 0x8f);
@@ -193,16 +198,27 @@ TEST_CASE("malformed pickles are PickleErrors with the offset of the opcode at f
       {"odd SETITEMS", "80027d284b01752e", 6, 'u', "do not pair"},
       {"memo undefined", "80026805", 2, 'h', "memo index 5 is not defined"},
       {"memo skips ahead", "80024e71032e", 3, 'q', "memo index 3 skips ahead"},
-      {"2^64", "80028a09" "000000000000000001" "2e", 2, 0x8a, "outside int64"},
-      {"2^63 in 9 bytes", "80028a0900000000000000800" "02e", 2, 0x8a, "outside int64"},
+      {"2^64",
+       "80028a09"
+       "000000000000000001"
+       "2e",
+       2, 0x8a, "outside int64"},
+      {"2^63 in 9 bytes",
+       "80028a0900000000000000800"
+       "02e",
+       2, 0x8a, "outside int64"},
       {"negative LONG4 length", "80028bffffffff2e", 2, 0x8b, "negative length"},
       {"str not UTF-8", "80028c0261ff2e", 2, 0x8c, "not UTF-8 (byte 0xff at byte 5)"},
-      {"list key", "80027d5d4b0173" "2e", 6, 's', "a dict key of type list"},
+      {"list key",
+       "80027d5d4b0173"
+       "2e",
+       6, 's', "a dict key of type list"},
       {"list in itself", "80025d71006800612e", 7, 'a', "inside itself"},
       {"two values at STOP", "80024e4e2e", 4, '.', "2 values on the stack"},
       {"bytes after STOP", "80024e2e00", 4, -1, "1 bytes after STOP"},
       {"PROTO again", "800280024e2e", 2, 0x80, "only at the start"},
-      {"unknown opcode", "8002ff2e", 2, 0xff, "byte 0xff at byte 2: refused: it is not a pickle opcode"},
+      {"unknown opcode", "8002ff2e", 2, 0xff,
+       "byte 0xff at byte 2: refused: it is not a pickle opcode"},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -233,7 +249,8 @@ TEST_CASE("nesting deeper than kPyMaxDepth is refused, and kPyMaxDepth itself is
   CHECK(read_error(std::string("\x80\x02", 2) + std::string(kPyMaxDepth + 1, '(')).opcode == '(');
 }
 
-TEST_CASE("opcodes CPython writes only for huge values are read too: LONG4, BINUNICODE8, LIST, DICT") {
+TEST_CASE(
+    "opcodes CPython writes only for huge values are read too: LONG4, BINUNICODE8, LIST, DICT") {
   CHECK_EQ(read_pickle(from_hex("80028b02000000ff7f2e")).as_int(), 0x7fff);
   CHECK_EQ(read_pickle(from_hex("80028b0a000000feffffffffffffffffff2e")).as_int(), -2);
   CHECK_EQ(read_pickle(from_hex("80048d02000000000000006869" "2e")).as_str(), "hi");

@@ -166,7 +166,8 @@ TEST_CASE("from_json builds lists and dicts, and round-trips through to_json") {
 }
 
 TEST_CASE("from_json refuses numbers above INT64_MAX and nesting past the limit") {
-  CHECK_THROWS_AS(PyValue::from_json(nlohmann::json::parse("[18446744073709551615]")), PyValueError);
+  CHECK_THROWS_AS(PyValue::from_json(nlohmann::json::parse("[18446744073709551615]")),
+                  PyValueError);
   const std::string deep = std::string(kPyMaxDepth + 1, '[') + std::string(kPyMaxDepth + 1, ']');
   CHECK_THROWS_AS(PyValue::from_json(nlohmann::json::parse(deep)), PyValueError);
   const std::string limit = std::string(kPyMaxDepth, '[') + std::string(kPyMaxDepth, ']');

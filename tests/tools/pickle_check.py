@@ -67,8 +67,8 @@ def python_values():
     }
     frames = [frame]
     actions = ["alloc", "free_requested", "free_completed"]
-    trace = [{"action": actions[i % 3], "addr": 139637976727552 + 512 * i, "size": 512 * (i % 9 + 1),
-              "stream": 0, "frames": frames} for i in range(5000)]
+    trace = [{"action": actions[i % 3], "addr": 139637976727552 + 512 * i,
+              "size": 512 * (i % 9 + 1), "stream": 0, "frames": frames} for i in range(5000)]
     big = {"device_traces": [trace], "segments": [], "by_id": {i: i * 3 for i in range(3000)},
            "long": "y" * 70000, "rich": rich}
     return {"rich": rich, "big": big}

@@ -38,7 +38,8 @@ void write_file(const std::string& path, const std::string& bytes) {
 // pickle_samples' value plus what a snapshot has at scale: a long list of records sharing
 // their frames, a dict of int keys past one batch, and a str past the 64 KiB frame size.
 PyValue sample() {
-  const PyValue frames = PyValue::list({PyValue::dict({{"filename", "model.py"}, {"line", 7}, {"name", "forward"}})});
+  const PyValue frames =
+      PyValue::list({PyValue::dict({{"filename", "model.py"}, {"line", 7}, {"name", "forward"}})});
   PyValue::Items trace;
   for (int i = 0; i < 3000; ++i) {
     trace.push_back(PyValue::dict({{"action", i % 2 ? "free_completed" : "alloc"},
