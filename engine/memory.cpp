@@ -248,7 +248,9 @@ void empty_cache(Device device) {
 
 std::string memory_summary(Device device, bool abbreviated) {
   PolicyAllocator& a = allocator_for(device);
-  return memgrad::memory_summary(a.stats(), device.str(), a.policy_name(), abbreviated);
+  const FragmentationReport fragmentation = a.fragmentation();
+  return memgrad::memory_summary(a.stats(), device.str(), a.policy_name(), abbreviated,
+                                 &fragmentation);
 }
 
 std::pair<size_t, size_t> mem_get_info(Device device) {
@@ -331,6 +333,8 @@ PyValue memory_snapshot(Device device) {
   const int slot = slot_of(device);
   return memory_snapshot(a, r.configs[static_cast<size_t>(slot)], snapshot_index(slot));
 }
+
+FragmentationReport fragmentation(Device device) { return allocator_for(device).fragmentation(); }
 
 void dump_snapshot(const std::string& path, Device device) {
   write_snapshot_file(path, memory_snapshot(device));
