@@ -35,7 +35,7 @@ void add_phase_slices(fmt::memory_buffer& out, const std::vector<TraceEvent>& ev
     if (!phase.empty()) {
       const double ts = static_cast<double>(events[begin].time_ns) / 1e3;
       const double end = static_cast<double>(events[i - 1].time_ns) / 1e3;
-      fmt::format_to(std::back_inserter(out),
+      fmt::format_to(fmt::appender(out),
                      ",{{\"cat\":\"phase\",\"dur\":{},\"name\":{},\"ph\":\"X\",\"pid\":1,"
                      "\"tid\":1,\"ts\":{}}}",
                      end - ts, phases[events[begin].context], ts);
@@ -109,6 +109,11 @@ size_t TraceRecorder::max_entries() const {
   return max_entries_;
 }
 
+size_t TraceRecorder::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.size();
+}
+
 uint32_t TraceRecorder::intern_context() {
   const TraceContext& c = t_context;
   // Linear search from the back: a run has a handful of distinct contexts and the latest one is
@@ -175,7 +180,7 @@ std::string trace_to_json(const std::vector<TraceEvent>& evs,
     ops.push_back(json_string(c.op));
   }
   fmt::memory_buffer out;
-  auto to = [&out] { return std::back_inserter(out); };
+  auto to = [&out] { return fmt::appender(out); };
   fmt::format_to(to(), "{{\"capacity\":{},\"contexts\":[", capacity);
   for (size_t i = 0; i < ctxs.size(); ++i) {
     fmt::format_to(to(), "{}{{\"label\":{},\"op\":{},\"phase\":{}}}", i == 0 ? "" : ",",

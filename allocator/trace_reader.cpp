@@ -4,7 +4,9 @@
 // ("traceEvents") that the lab never reads back. Building nlohmann's tree of it took most of
 // `lab plot`'s time, so the reader walks the tokens once: it fills TraceEvents directly from
 // "memgrad_events", keeps "contexts", "device", "policy" and "capacity", and skips everything
-// else without building it. Every value is checked as it arrives, and a bad one is a TraceError
+// else without building it. The recorder writes keys in sorted order, so "traceEvents" comes
+// last: once both arrays are read, the reader stops there and the Perfetto part is not even
+// tokenised (nor checked). Every value is checked as it arrives, and a bad one is a TraceError
 // naming the event index, the field and the value.
 #include <array>
 #include <fstream>
@@ -73,9 +75,15 @@ class TraceHandler {
   bool end_array() { return close(); }
 
   bool key(std::string& k) {
-    if (skip_ == 0) key_ = std::move(k);
-    return true;
+    if (skip_ > 0) return true;
+    key_ = std::move(k);
+    // Everything the lab reads is in: stop before the Perfetto copy.
+    stopped_ = where() == Where::Top && key_ == "traceEvents" && seen_events_ && seen_contexts_;
+    return !stopped_;
   }
+
+  // Whether the parse ended on purpose at "traceEvents".
+  bool stopped() const { return stopped_; }
 
   bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& e) {
     throw TraceError(fmt::format("trace: not a JSON object (at byte {}: {})", position, e.what()));
@@ -262,6 +270,7 @@ class TraceHandler {
   bool seen_contexts_ = false;
   bool seen_events_ = false;
   bool contexts_done_ = false;
+  bool stopped_ = false;
 };
 
 }  // namespace
@@ -269,7 +278,9 @@ class TraceHandler {
 RecordedTrace parse_trace(std::string_view json) {
   TraceHandler handler;
   try {
-    if (!Json::sax_parse(json, &handler)) throw TraceError("trace: not a JSON object");
+    if (!Json::sax_parse(json, &handler) && !handler.stopped()) {
+      throw TraceError("trace: not a JSON object");
+    }
   } catch (const Json::exception& e) {
     throw TraceError(fmt::format("trace: malformed event or context: {}", e.what()));
   }

@@ -53,7 +53,7 @@ std::unique_ptr<PolicyAllocator> record(BoundedMemory& memory, size_t events) {
   const size_t sizes[] = {512, 4096, 65536, 1 << 20, 3 << 20, 12 << 20, 40000, 700000};
   std::vector<Block> live;
   size_t step = 0;
-  while (a->trace().events().size() < events) {
+  while (a->trace().size() < events) {
     for (int i = 0; i < 40; ++i) {
       // Most steps repeat the same sizes; every 7th step a batch of another size.
       const size_t n = sizes[static_cast<size_t>(i) % 8] * (step % 7 == 6 ? 3 : 1) / 2 + 1;

@@ -143,7 +143,7 @@ bool write_snapshots(Registry& r) {
       continue;
     }
     std::fprintf(stderr, "[memgrad] memory snapshot of %s (%zu events) written to %s\n",
-                 name.c_str(), a.trace().events().size(), path.c_str());
+                 name.c_str(), a.trace().size(), path.c_str());
   }
   return ok;
 }
@@ -176,7 +176,7 @@ void write_traces() {
       continue;
     }
     std::fprintf(stderr, "[memgrad] allocator trace of %s (%zu events) written to %s\n",
-                 source.name().c_str(), a->trace().events().size(), path.c_str());
+                 source.name().c_str(), a->trace().size(), path.c_str());
   }
   if (failed || !snapshots_ok) std::_Exit(kTraceWriteFailed);
 }
