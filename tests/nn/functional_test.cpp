@@ -279,6 +279,41 @@ TEST_CASE("layer_norm's gradients for input, weight and bias pass gradcheck") {
       {x3, w2}, "layer_norm over two dims");
 }
 
+TEST_CASE("gelu's tanh form has the float64 rule's float32 gradient on contiguous and strided rows") {
+  // d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2),
+  // t = tanh(sqrt(2/pi) (x + 0.044715 x^3)). Rows of 2500 cross the kernel's 1024-element
+  // blocks; a step-2 slice takes the strided path. The tolerance covers the far negative tail:
+  // the contiguous path's tanh (Eigen's, as in the forward) is exactly -1 below about -7.9, so
+  // there (x < -4.8) a gradient of at most 3e-6 comes out as 0.
+  const Tensor base = linspace(-6.0, 6.0, 5000).reshape({2, 2500});
+  const Tensor g = linspace(-1.0, 1.0, 5000).reshape({2, 2500});
+  auto expected = [&](const Tensor& x, const Tensor& grad) {
+    const std::vector<double> xs = x.to_vector<double>(), gs = grad.to_vector<double>();
+    std::vector<double> out;
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double v = xs[i], t = std::tanh(k * (v + c * v * v * v));
+      out.push_back(gs[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v)));
+    }
+    return out;
+  };
+  SUBCASE("contiguous") {
+    Tensor x = base.clone();
+    x.requires_grad_();
+    (gelu(x, true) * g).sum().backward();
+    check_values(x.grad(), {2, 2500}, expected(base, g), 4e-6);
+  }
+  SUBCASE("strided") {
+    Tensor x = base.clone();
+    x.requires_grad_();
+    const Tensor half = x.slice(1, 0, 2500, 2);
+    (gelu(half, true) * g.slice(1, 0, 2500, 2)).sum().backward();
+    const Tensor grad = x.grad().slice(1, 0, 2500, 2);
+    check_values(grad, {2, 1250}, expected(base.slice(1, 0, 2500, 2), g.slice(1, 0, 2500, 2)),
+                 4e-6);
+  }
+}
+
 TEST_CASE("layer_norm keeps its row statistics for backward only when recording") {
   constexpr int64_t kRows = 200, kCols = 64;
   const int64_t y = rounded(kRows * kCols * 4), stats = rounded(kRows * 4);
