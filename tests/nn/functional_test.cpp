@@ -279,6 +279,30 @@ TEST_CASE("layer_norm's gradients for input, weight and bias pass gradcheck") {
       {x3, w2}, "layer_norm over two dims");
 }
 
+TEST_CASE("layer_norm's float32 gradients on many rows match the same rows in float64") {
+  // 700 rows of 100: above the kernel's threading threshold, and 100 columns are not a whole
+  // number of its 16-column blocks. The float64 run is the reference for the float32 one.
+  manual_seed(3);
+  const Tensor x = randn({700, 100});
+  const Tensor w = randn({100});
+  const Tensor b = randn({100});
+  const Tensor dy = randn({700, 100});
+  auto gradients = [&](DType dtype) {
+    std::vector<Tensor> in = {x.to(dtype).clone(), w.to(dtype).clone(), b.to(dtype).clone()};
+    for (Tensor& t : in) t.requires_grad_();
+    (nn::layer_norm(in[0], {100}, in[1], in[2]) * dy.to(dtype)).sum().backward();
+    return std::vector<Tensor>{in[0].grad(), in[1].grad(), in[2].grad()};
+  };
+  const std::vector<Tensor> single = gradients(kFloat32), reference = gradients(kFloat64);
+  const char* names[] = {"input", "weight", "bias"};
+  for (size_t k = 0; k < 3; ++k) {
+    CAPTURE(names[k]);
+    // dweight and dbias sum 700 float32 products: a looser tolerance than dx.
+    check_values(single[k], reference[k].sizes(), reference[k].to_vector<double>(),
+                 k == 0 ? 1e-4 : 2e-3);
+  }
+}
+
 TEST_CASE("gelu's tanh form has the float64 rule's float32 gradient on contiguous and strided rows") {
   // d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2),
   // t = tanh(sqrt(2/pi) (x + 0.044715 x^3)). Rows of 2500 cross the kernel's 1024-element
