@@ -356,8 +356,12 @@ class PytorchFixtures(unittest.TestCase):
         self.assertNotIn("note:", proc.stdout)
 
     def test_what_the_replay_cannot_model_is_named(self):
-        proc = replay(self.FEATURES)
+        proc = replay(self.FEATURES, "--validate")
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        # The one segment the history allocates (2 MiB, on the second stream) and the peak
+        # still agree.
+        self.assertIn("validate: identical: 1 segment events (action and size, in order), peak "
+                      "reserved 24.00 MiB as recorded", proc.stdout)
         notes = [line for line in proc.stdout.splitlines() if line.startswith("note: ")]
         expected = [
             "note: the trace's ring buffer overflowed: allocations older than its first event "
