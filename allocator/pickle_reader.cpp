@@ -12,11 +12,17 @@
 // sealing rules out cycles (closing one would need to add to a sealed container) and makes
 // depths exact at no cost (an open container is no one's child, so filling it changes no other
 // depth).
+//
+// The memo keeps only what a GET reads back. CPython's pickler memoizes every str and container
+// whether or not it is ever fetched again, and a memo that held them all would keep every object
+// of the pickle alive to the end. A first pass over the opcodes, building nothing, marks the
+// memo indices some GET reads; the second pass stores only those.
 #include "allocator/pickle.h"
 
 #include <algorithm>
 #include <bit>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,6 +30,100 @@
 #include "allocator/pickle_opcodes.h"
 
 namespace memgrad::detail {
+namespace {
+
+// The memo indices a pickle's GET opcodes read, found without building anything: a bitmap with
+// the rank of each set bit, so the indices read back number a dense table.
+class MemoReads {
+ public:
+  // Scans `in` from its first opcode to STOP, or to the first opcode the reader would refuse
+  // or find truncated (nothing after it runs). Linear; allocates one bit per memo index.
+  explicit MemoReads(std::string_view in);
+
+  // Whether some GET reads memo index `index`, and if so its slot in a table of count() slots.
+  bool read_back(uint64_t index) const {
+    return index / 64 < bits_.size() && (bits_[index / 64] >> (index % 64) & 1) != 0;
+  }
+  size_t slot(uint64_t index) const {
+    const uint64_t below = bits_[index / 64] & ((uint64_t{1} << (index % 64)) - 1);
+    return ranks_[index / 64] + static_cast<size_t>(std::popcount(below));
+  }
+  size_t count() const { return count_; }
+
+ private:
+  void mark(uint64_t index) {
+    if (index / 64 >= bits_.size()) bits_.resize(index / 64 + 1);
+    bits_[index / 64] |= uint64_t{1} << (index % 64);
+  }
+
+  void scan(std::string_view in);
+
+  std::vector<uint64_t> bits_;  // bit i: memo index i is read back
+  std::vector<size_t> ranks_;   // set bits in the words before each word
+  size_t count_ = 0;            // set bits in all
+};
+
+MemoReads::MemoReads(std::string_view in) {
+  scan(in);
+  ranks_.resize(bits_.size());
+  for (size_t word = 0; word < bits_.size(); ++word) {
+    ranks_[word] = count_;
+    count_ += static_cast<size_t>(std::popcount(bits_[word]));
+  }
+}
+
+void MemoReads::scan(std::string_view in) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(in.data());
+  const size_t size = in.size();
+  // The little-endian integer of `nbytes` bytes at `at`, or nullopt past the end.
+  const auto le = [&](size_t at, size_t nbytes) -> std::optional<uint64_t> {
+    if (at > size || size - at < nbytes) return std::nullopt;
+    uint64_t value = 0;
+    for (size_t i = 0; i < nbytes; ++i) value |= uint64_t{bytes[at + i]} << (8 * i);
+    return value;
+  };
+  uint64_t puts = 0;  // PUT opcodes so far: the memo holds at most that many entries
+  size_t pos = 2;     // after PROTO and its argument
+  while (pos < size) {
+    const uint8_t op = bytes[pos++];
+    size_t width = 0;                  // bytes of the argument
+    std::optional<uint64_t> data = 0;  // bytes of data after the argument (str, LONG1/4)
+    switch (op) {
+      case op::kMark: case op::kNone: case op::kNewTrue: case op::kNewFalse:
+      case op::kEmptyList: case op::kEmptyDict: case op::kEmptyTuple: case op::kList:
+      case op::kDict: case op::kTuple: case op::kTuple1: case op::kTuple2: case op::kTuple3:
+      case op::kAppend: case op::kAppends: case op::kSetItem: case op::kSetItems: break;
+      case op::kMemoize: ++puts; break;
+      case op::kBinPut: ++puts; width = 1; break;
+      case op::kLongBinPut: ++puts; width = 4; break;
+      case op::kBinInt1: width = 1; break;
+      case op::kBinInt2: width = 2; break;
+      case op::kBinInt: width = 4; break;
+      case op::kBinFloat: case op::kFrame: width = 8; break;
+      case op::kLong1: case op::kShortBinUnicode: width = 1; data = le(pos, width); break;
+      case op::kBinUnicode: width = 4; data = le(pos, width); break;
+      case op::kBinUnicode8: width = 8; data = le(pos, width); break;
+      case op::kLong4:
+        width = 4;
+        data = le(pos, width);
+        if (data && *data >= (uint64_t{1} << 31)) return;  // a negative length fails
+        break;
+      case op::kBinGet: case op::kLongBinGet: {
+        width = op == op::kBinGet ? 1 : 4;
+        const std::optional<uint64_t> index = le(pos, width);
+        // An index no PUT can have defined yet fails there: nothing after it is read.
+        if (!index || *index >= puts) return;
+        mark(*index);
+        break;
+      }
+      default: return;  // STOP, or an opcode refused or out of place: reading ends there
+    }
+    if (!data || width > size - pos || *data > size - pos - width) return;  // truncated
+    pos += width + static_cast<size_t>(*data);
+  }
+}
+
+}  // namespace
 
 class PickleReader {
  public:
@@ -31,6 +131,8 @@ class PickleReader {
 
   PyValue read() {
     if (in_.empty()) throw PickleError("pickle: empty input (a pickle starts with PROTO)", 0, -1);
+    memo_reads_.emplace(in_);
+    memo_.resize(memo_reads_->count());
     op_ = static_cast<uint8_t>(in_[0]);
     if (op_ != op::kProto) fail("a pickle of protocol 2 to 5 starts with PROTO");
     pos_ = 1;
@@ -239,25 +341,25 @@ class PickleReader {
 
   // ---- memo ----
 
+  // The memo is numbered 0 to memo_size_ - 1; only the entries some GET reads are kept.
   void memo_put(uint64_t index) {
     need(1);
-    if (index > memo_.size()) {
+    if (index > memo_size_) {
       fail(fmt::format("memo index {} skips ahead: the memo holds {} entries, numbered in order",
-                       index, memo_.size()));
+                       index, memo_size_));
     }
-    if (index == memo_.size()) {
-      memo_.push_back(stack_.back());
-    } else {
-      memo_[index] = stack_.back();
-    }
+    if (index == memo_size_) ++memo_size_;
+    if (memo_reads_->read_back(index)) memo_[memo_reads_->slot(index)] = stack_.back();
   }
 
   void memo_get(uint64_t index) {
-    if (index >= memo_.size()) {
+    if (index >= memo_size_) {
       fail(fmt::format("memo index {} is not defined (the memo holds {} entries)", index,
-                       memo_.size()));
+                       memo_size_));
     }
-    stack_.push_back(memo_[index]);
+    // The first pass saw this GET (it stops only where this pass fails), so the entry was kept.
+    internal_check(memo_reads_->read_back(index), "a memo entry read back was not kept");
+    stack_.push_back(memo_[memo_reads_->slot(index)]);
   }
 
   // ---- opcodes ----
@@ -343,7 +445,7 @@ class PickleReader {
         set_items(stack_[begin - 1], begin);
         break;
       }
-      case op::kMemoize: memo_put(memo_.size()); break;
+      case op::kMemoize: memo_put(memo_size_); break;
       case op::kBinPut: memo_put(read_le(1)); break;
       case op::kLongBinPut: memo_put(read_le(4)); break;
       case op::kBinGet: memo_get(read_le(1)); break;
@@ -360,7 +462,9 @@ class PickleReader {
   uint8_t op_ = 0;       // the current opcode
   std::vector<PyValue> stack_;
   std::vector<size_t> marks_;  // stack sizes at each open MARK
-  std::vector<PyValue> memo_;
+  std::optional<MemoReads> memo_reads_;  // the indices some GET reads
+  std::vector<PyValue> memo_;            // the entries kept: one slot per index read back
+  uint64_t memo_size_ = 0;               // the entries defined, kept or not
 };
 
 }  // namespace memgrad::detail
