@@ -13,16 +13,18 @@
 // depths exact at no cost (an open container is no one's child, so filling it changes no other
 // depth).
 //
-// The memo keeps only what a GET reads back. CPython's pickler memoizes every str and container
-// whether or not it is ever fetched again, and a memo that held them all would keep every object
-// of the pickle alive to the end. A first pass over the opcodes, building nothing, marks the
-// memo indices some GET reads; the second pass stores only those.
+// The memo keeps only what a GET reads back, and only until its last GET. CPython's pickler
+// memoizes every str and container whether or not it is ever fetched again, and a memo that held
+// them all would keep every object of the pickle alive to the end. A first pass over the
+// opcodes, building nothing, counts the GETs of each memo index; the second pass stores only the
+// indices with GETs to come, and drops an entry at its last GET.
 #include "allocator/pickle.h"
 
 #include <algorithm>
 #include <bit>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -32,12 +34,14 @@
 namespace memgrad::detail {
 namespace {
 
-// The memo indices a pickle's GET opcodes read, found without building anything: a bitmap with
-// the rank of each set bit, so the indices read back number a dense table.
+// The memo indices a pickle's GET opcodes read, found without building anything, and how many
+// GETs read each: a bitmap with the rank of each set bit, so the indices read back number a
+// dense table of slots.
 class MemoReads {
  public:
-  // Scans `in` from its first opcode to STOP, or to the first opcode the reader would refuse
-  // or find truncated (nothing after it runs). Linear; allocates one bit per memo index.
+  // Scans `in` twice from its first opcode to STOP, or to the first opcode the reader would
+  // refuse or find truncated (nothing after it runs). Linear; allocates one bit per memo index
+  // and 8 bytes per index read back.
   explicit MemoReads(std::string_view in);
 
   // Whether some GET reads memo index `index`, and if so its slot in a table of count() slots.
@@ -49,30 +53,36 @@ class MemoReads {
     return ranks_[index / 64] + static_cast<size_t>(std::popcount(below));
   }
   size_t count() const { return count_; }
+  // The GETs of a slot still to come; read() counts one down and says whether it was the last.
+  uint64_t reads_left(size_t slot) const { return reads_[slot]; }
+  bool read(size_t slot) { return --reads_[slot] == 0; }
 
  private:
+  // Calls mark (first scan) or counts a read (second scan) for each GET's index.
+  void scan(std::string_view in, bool count_reads);
   void mark(uint64_t index) {
     if (index / 64 >= bits_.size()) bits_.resize(index / 64 + 1);
     bits_[index / 64] |= uint64_t{1} << (index % 64);
   }
 
-  void scan(std::string_view in);
-
-  std::vector<uint64_t> bits_;  // bit i: memo index i is read back
-  std::vector<size_t> ranks_;   // set bits in the words before each word
-  size_t count_ = 0;            // set bits in all
+  std::vector<uint64_t> bits_;   // bit i: memo index i is read back
+  std::vector<size_t> ranks_;    // set bits in the words before each word
+  size_t count_ = 0;             // set bits in all
+  std::vector<uint64_t> reads_;  // per slot, the GETs that read it
 };
 
 MemoReads::MemoReads(std::string_view in) {
-  scan(in);
+  scan(in, /*count_reads=*/false);
   ranks_.resize(bits_.size());
   for (size_t word = 0; word < bits_.size(); ++word) {
     ranks_[word] = count_;
     count_ += static_cast<size_t>(std::popcount(bits_[word]));
   }
+  reads_.resize(count_);
+  scan(in, /*count_reads=*/true);
 }
 
-void MemoReads::scan(std::string_view in) {
+void MemoReads::scan(std::string_view in, bool count_reads) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(in.data());
   const size_t size = in.size();
   // The little-endian integer of `nbytes` bytes at `at`, or nullopt past the end.
@@ -113,7 +123,11 @@ void MemoReads::scan(std::string_view in) {
         const std::optional<uint64_t> index = le(pos, width);
         // An index no PUT can have defined yet fails there: nothing after it is read.
         if (!index || *index >= puts) return;
-        mark(*index);
+        if (count_reads) {
+          ++reads_[slot(*index)];
+        } else {
+          mark(*index);
+        }
         break;
       }
       default: return;  // STOP, or an opcode refused or out of place: reading ends there
@@ -127,7 +141,7 @@ void MemoReads::scan(std::string_view in) {
 
 class PickleReader {
  public:
-  explicit PickleReader(std::string_view bytes) : in_(bytes) {}
+  PickleReader(std::string_view bytes, PickleItemSink* sink) : in_(bytes), sink_(sink) {}
 
   PyValue read() {
     if (in_.empty()) throw PickleError("pickle: empty input (a pickle starts with PROTO)", 0, -1);
@@ -153,6 +167,23 @@ class PickleReader {
     }
     seal(stack_[0]);
     return std::move(stack_[0]);
+  }
+
+  // Whether the lists whose items went to the sink are exactly root[key][i], each in no other
+  // place: a value is placed once, and only a memo fetch can place it twice.
+  bool streamed_as_predicted(const PyValue& root) const {
+    if (streamed_.empty()) return true;
+    if (fetched_streamed_ || root.kind() != PyValue::Kind::Dict) return false;
+    const PyValue* outer = root.find(sink_->key());
+    if (outer == nullptr || outer->kind() != PyValue::Kind::List) return false;
+    const PyValue::Items& items = outer->items();
+    for (const auto& [node, streamed] : streamed_) {
+      if (streamed.outer != outer->identity() || streamed.index >= items.size() ||
+          items[streamed.index].identity() != node) {
+        return false;
+      }
+    }
+    return true;
   }
 
  private:
@@ -283,10 +314,12 @@ class PickleReader {
   }
 
   // Moves stack_[begin..] into the list `target` (APPEND, APPENDS, LIST).
+  // Items of a list that streams go to the sink instead.
   void append_items(const PyValue& target, size_t begin) {
     PySequence& list = open_node<SequencePtr>(target, "list");
+    const StreamedList* streamed = streamed_list(list);
     const size_t count = stack_.size() - begin;
-    if (list.items.capacity() < list.items.size() + count) {
+    if (streamed == nullptr && list.items.capacity() < list.items.size() + count) {
       list.items.reserve(std::max(list.items.size() + count, 2 * list.items.size()));
     }
     for (size_t i = begin; i < stack_.size(); ++i) {
@@ -295,7 +328,11 @@ class PickleReader {
       }
       list.depth = depth_with(list.depth, stack_[i]);
       seal(stack_[i]);
-      list.items.push_back(std::move(stack_[i]));
+      if (streamed != nullptr) {
+        sink_->take(streamed->index, std::move(stack_[i]));
+      } else {
+        list.items.push_back(std::move(stack_[i]));
+      }
     }
     stack_.resize(begin);
   }
@@ -349,7 +386,9 @@ class PickleReader {
                        index, memo_size_));
     }
     if (index == memo_size_) ++memo_size_;
-    if (memo_reads_->read_back(index)) memo_[memo_reads_->slot(index)] = stack_.back();
+    if (!memo_reads_->read_back(index)) return;
+    const size_t slot = memo_reads_->slot(index);
+    if (memo_reads_->reads_left(slot) > 0) memo_[slot] = stack_.back();
   }
 
   void memo_get(uint64_t index) {
@@ -359,7 +398,62 @@ class PickleReader {
     }
     // The first pass saw this GET (it stops only where this pass fails), so the entry was kept.
     internal_check(memo_reads_->read_back(index), "a memo entry read back was not kept");
-    stack_.push_back(memo_[memo_reads_->slot(index)]);
+    const size_t slot = memo_reads_->slot(index);
+    if (sink_ != nullptr) note_fetched(memo_[slot]);
+    if (memo_reads_->read(slot)) {
+      stack_.push_back(std::move(memo_[slot]));  // its last GET: the memo lets it go
+      memo_[slot] = PyValue();
+    } else {
+      stack_.push_back(memo_[slot]);
+    }
+  }
+
+  // ---- streaming to a sink ----
+
+  // Decides whether the list just created at stack_[p] streams, from where it is: root[key] is
+  // created right after its key (SETITEM or SETITEMS places it later); its items, right above
+  // it (APPEND) or above the MARK right above it (APPENDS). streamed_as_predicted() checks.
+  void note_new_list(size_t p) {
+    if (sink_ == nullptr || p == 0) return;
+    const SequencePtr& list = std::get<SequencePtr>(stack_[p].value_);
+    const PyValue& below = stack_[p - 1];
+    if (below.kind() == PyValue::Kind::Str && below.as_str() == sink_->key()) {
+      outers_.push_back(list);
+      return;
+    }
+    if (outers_.empty()) return;
+    const PySequence* outer = outers_.back().get();
+    size_t first = 0;  // the stack position of the outer list's next item
+    if (below.identity() == outer) {
+      first = p;
+    } else if (!marks_.empty() && marks_.back() >= 1 && marks_.back() <= p &&
+               stack_[marks_.back() - 1].identity() == outer) {
+      first = marks_.back();
+    } else {
+      return;
+    }
+    streamed_[list.get()] = {list, outer, outer->items.size() + (p - first)};
+  }
+
+  struct StreamedList {
+    SequencePtr list;         // held, so that no other list takes its address
+    const void* outer;        // the list it was created to be an item of
+    size_t index;             // its place there
+  };
+
+  const StreamedList* streamed_list(const PySequence& list) const {
+    if (streamed_.empty()) return nullptr;
+    const auto it = streamed_.find(&list);
+    return it == streamed_.end() ? nullptr : &it->second;
+  }
+
+  // A streamed or outer list fetched from the memo is in two places: not what was predicted.
+  void note_fetched(const PyValue& value) {
+    if (value.kind() != PyValue::Kind::List) return;
+    const void* node = value.identity();
+    fetched_streamed_ = fetched_streamed_ || streamed_.contains(node) ||
+                        std::any_of(outers_.begin(), outers_.end(),
+                                    [node](const SequencePtr& o) { return o.get() == node; });
   }
 
   // ---- opcodes ----
@@ -412,12 +506,16 @@ class PickleReader {
       case op::kShortBinUnicode: stack_.push_back(read_str(read_le(1))); break;
       case op::kBinUnicode: stack_.push_back(read_str(read_le(4))); break;
       case op::kBinUnicode8: stack_.push_back(read_str(read_le(8))); break;
-      case op::kEmptyList: stack_.push_back(open_list()); break;
+      case op::kEmptyList:
+        stack_.push_back(open_list());
+        note_new_list(stack_.size() - 1);
+        break;
       case op::kEmptyDict: stack_.push_back(open_dict()); break;
       case op::kEmptyTuple: stack_.push_back(PyValue::tuple()); break;
       case op::kList: {
         const size_t begin = pop_mark();
         stack_.insert(stack_.begin() + static_cast<std::ptrdiff_t>(begin), open_list());
+        note_new_list(begin);
         append_items(stack_[begin], begin + 1);
         break;
       }
@@ -462,6 +560,10 @@ class PickleReader {
   uint8_t op_ = 0;       // the current opcode
   std::vector<PyValue> stack_;
   std::vector<size_t> marks_;  // stack sizes at each open MARK
+  PickleItemSink* sink_ = nullptr;
+  std::vector<SequencePtr> outers_;  // lists created right after the sink's key, in order
+  std::unordered_map<const void*, StreamedList> streamed_;  // lists whose items the sink takes
+  bool fetched_streamed_ = false;    // a memo fetch pushed one of those or an outer list
   std::optional<MemoReads> memo_reads_;  // the indices some GET reads
   std::vector<PyValue> memo_;            // the entries kept: one slot per index read back
   uint64_t memo_size_ = 0;               // the entries defined, kept or not
@@ -471,6 +573,13 @@ class PickleReader {
 
 namespace memgrad {
 
-PyValue read_pickle(std::string_view bytes) { return detail::PickleReader(bytes).read(); }
+PyValue read_pickle(std::string_view bytes) { return detail::PickleReader(bytes, nullptr).read(); }
+
+std::optional<PyValue> read_pickle(std::string_view bytes, PickleItemSink& sink) {
+  detail::PickleReader reader(bytes, &sink);
+  PyValue value = reader.read();
+  if (!reader.streamed_as_predicted(value)) return std::nullopt;
+  return value;
+}
 
 }  // namespace memgrad
