@@ -147,6 +147,22 @@ std::string read_snapshot_bytes(const std::string& path) {
   return bytes;
 }
 
+bool is_pickle(std::string_view bytes) {
+  return !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80;  // PROTO
+}
+
+PyValue snapshot_from_json(std::string_view bytes, const std::string& path) {
+  const nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    throw TraceError(fmt::format("{}: neither a pickle nor JSON", path));
+  }
+  try {
+    return PyValue::from_json(doc);
+  } catch (const PyValueError& e) {
+    throw TraceError(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
 }  // namespace
 
 PyValue allocator_settings_of(const AllocatorConfig& config) {
@@ -219,16 +235,14 @@ bool is_snapshot_bytes(std::string_view bytes) {
 
 PyValue read_snapshot_file(const std::string& path) {
   const std::string bytes = read_snapshot_bytes(path);
-  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return read_pickle(bytes);
-  const nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    throw TraceError(fmt::format("{}: neither a pickle nor JSON", path));
-  }
-  try {
-    return PyValue::from_json(doc);
-  } catch (const PyValueError& e) {
-    throw TraceError(fmt::format("{}: {}", path, e.what()));
-  }
+  if (is_pickle(bytes)) return read_pickle(bytes);
+  return snapshot_from_json(bytes, path);
+}
+
+ImportedSnapshot import_snapshot_file(const std::string& path, std::optional<int> device) {
+  std::string bytes = read_snapshot_bytes(path);
+  if (is_pickle(bytes)) return import_snapshot_pickle(std::move(bytes), device);
+  return import_snapshot(snapshot_from_json(bytes, path), device);
 }
 
 }  // namespace memgrad

@@ -90,7 +90,7 @@ int import_only(const char* path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   const double file_mib = static_cast<double>(in.tellg()) / (1024.0 * 1024.0);
   const auto start = bench::Clock::now();
-  const ImportedSnapshot s = import_snapshot(read_snapshot_file(path));
+  const ImportedSnapshot s = import_snapshot_file(path);
   const double seconds = bench::seconds_since(start);
   const double peak = vm_hwm_mib();
   bench::report("lab_import_file_size", file_mib, "MiB");
