@@ -52,9 +52,10 @@ std::string write_pickle(const PyValue& value, int protocol = 2);
 // int outside int64, a str that is not UTF-8, a dict key that is not str or int, a container
 // nested deeper than kPyMaxDepth or modified after being placed in another (which only a
 // recursive structure needs). Allocates: the value; while reading, a stack, one bit per memo
-// index, and a 24-byte memo slot per index some GET reads back (not per memoized object: the
-// memo keeps nothing else alive). A snapshot's trace as a tree takes about 390 bytes per event
-// of six fields, which the pickle holds in about 57: 7 times the pickle's size (CPython's
+// index, and a 32-byte slot per index some GET reads back (the entry and its GETs to come): the
+// memo holds an object only from its PUT to its last GET, never one no GET reads (CPython
+// memoizes every str and container). A snapshot's trace as a tree takes about 390 bytes per
+// event of six fields, which the pickle holds in about 57: 7 times the pickle's size (CPython's
 // pickle.load needs about as much; the overload below streams it instead). The worst input,
 // nothing but EMPTY_LIST opcodes, needs about 95 bytes per byte. Time: about 2 s for 100 MB
 // (bench/pickle_bench.cpp).

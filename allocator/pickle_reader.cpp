@@ -18,6 +18,13 @@
 // them all would keep every object of the pickle alive to the end. A first pass over the
 // opcodes, building nothing, counts the GETs of each memo index; the second pass stores only the
 // indices with GETs to come, and drops an entry at its last GET.
+//
+// With a sink, the items of the lists that will be root[key][i] go to the sink as each is
+// placed, instead of into their list. Which lists those are is guessed when a list is created,
+// from the stack below it: the pickler is inside the value it writes, so a dict's value follows
+// its key, and a list's items follow the list or the MARK above it. The guess is checked once
+// the value is complete (the lists must be there, and nowhere else), and a wrong one makes the
+// caller read again without a sink: the guess changes what is kept, never what is read.
 #include "allocator/pickle.h"
 
 #include <algorithm>
