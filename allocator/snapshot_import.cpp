@@ -10,9 +10,9 @@
 // segment allocation or serves the request from the cache).
 //
 // A pickle is read with its trace streamed (import_snapshot_pickle): the reader hands each entry
-// of device_traces[d] over as soon as it is complete, and it is kept as a 40-byte RecordedEvent
-// rather than as its dict (about 390 bytes), so the importer holds about two times the file at
-// its peak rather than the fourteen a whole tree took.
+// of device_traces[d] over as soon as it is complete, and it is kept as a 32-byte RecordedEvent
+// rather than as its dict (about 390 bytes), so the importer holds less than two times the file
+// at its peak rather than the fourteen a whole tree took.
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -33,6 +33,8 @@ namespace {
 constexpr int64_t kMaxField = int64_t{1} << 62;
 // Where the requests that ran out of memory are placed: above every address a snapshot holds.
 constexpr uint64_t kFailedRequestAddress = uint64_t{1} << 63;
+// The most distinct streams a trace may have (PyTorch uses a few dozen per device).
+constexpr size_t kMaxStreams = size_t{1} << 24;
 
 // Where a value is, for messages: "segments[3]", or device_traces[d][i], which is formatted only
 // when a message needs it (a trace has millions of entries).
@@ -114,6 +116,7 @@ TraceContextRecord context_of(const PyValue& e) {
   return c;
 }
 
+// The contexts and the streams of a trace's entries, each distinct one once.
 class ContextTable {
  public:
   uint32_t intern(TraceContextRecord c) {
@@ -143,11 +146,32 @@ class ContextTable {
   size_t size() const { return records_.size(); }
   std::vector<TraceContextRecord> take() { return std::move(records_); }
 
+  // The number of `stream` among the distinct streams, at most kMaxStreams of them (a
+  // RecordedEvent holds 24 bits); TraceError naming `where` for one more.
+  uint32_t intern_stream(StreamId stream, const Place& where) {
+    if (!streams_.empty() && streams_[last_stream_] == stream) return last_stream_;
+    const auto [it, added] = stream_index_.try_emplace(stream, streams_.size());
+    if (added) {
+      if (streams_.size() == kMaxStreams) {
+        throw TraceError(fmt::format("{}: more than {} distinct streams", where.str(),
+                                     kMaxStreams));
+      }
+      streams_.push_back(stream);
+    }
+    last_stream_ = it->second;
+    return last_stream_;
+  }
+  StreamId stream(uint32_t index) const { return streams_[index]; }
+  size_t streams() const { return streams_.size(); }
+
  private:
   std::map<std::tuple<std::string, std::string, std::string>, uint32_t> index_;
   std::vector<TraceContextRecord> records_;
   PyValue last_frames_;        // the frames object of the last entry interned
   uint32_t last_context_ = 0;  // and its context
+  std::unordered_map<StreamId, uint32_t> stream_index_;
+  std::vector<StreamId> streams_;  // in order of first use
+  uint32_t last_stream_ = 0;       // the last one interned
 };
 
 // ---- allocator_settings -> the replay's config ----
@@ -277,16 +301,17 @@ bool is_segment_action(TraceAction a) {
          a == TraceAction::SegmentMap || a == TraceAction::SegmentUnmap;
 }
 
-// One trace entry as the import keeps it until the request stream is built: 40 bytes, where a
+// One trace entry as the import keeps it until the request stream is built: 32 bytes, where a
 // TraceEvent takes 72 and the entry's dict about 390.
 struct RecordedEvent {
   uint64_t address = 0;  // for oom: the device's free bytes (device_free)
   uint64_t nbytes = 0;
   int64_t time_ns = 0;
-  StreamId stream = kDefaultStream;
-  uint32_t context = 0;  // index into the ContextTable that read the entry
-  TraceAction action = TraceAction::Alloc;
+  uint32_t context = 0;     // index into the ContextTable that read the entry
+  uint32_t stream : 24 = 0;  // index into that table's streams
+  TraceAction action : 8 = TraceAction::Alloc;
 };
+static_assert(sizeof(RecordedEvent) == 32);
 // A deque grows by blocks: a vector's growth would hold the events read so far twice.
 using RecordedEvents = std::deque<RecordedEvent>;
 
@@ -307,7 +332,7 @@ std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
   }
   RecordedEvent t;
   t.action = *action;
-  t.stream = stream_of(e, where);
+  t.stream = contexts.intern_stream(stream_of(e, where), where);
   t.address = *action == TraceAction::Oom ? field(e, "device_free", where)
                                           : field(e, "addr", where);
   t.nbytes = field(e, "size", where);
@@ -413,13 +438,18 @@ RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed
     }
     events = std::move(taken->events);
     markers = taken->markers;
-    // The sink numbered the contexts of every device's entries: number this device's in order
-    // of first use, as reading its list does.
-    std::vector<uint32_t> renumbered(streamed->contexts().size(), UINT32_MAX);
+    // The sink numbered the contexts and streams of every device's entries: number this
+    // device's in order of first use, as reading its list does.
+    const ContextTable& all = streamed->contexts();
+    std::vector<uint32_t> context_number(all.size(), UINT32_MAX);
+    std::vector<uint32_t> stream_number(all.streams(), UINT32_MAX);
     for (RecordedEvent& e : events) {
-      uint32_t& context = renumbered[e.context];
-      if (context == UINT32_MAX) context = contexts.intern(streamed->contexts().record(e.context));
+      uint32_t& context = context_number[e.context];
+      if (context == UINT32_MAX) context = contexts.intern(all.record(e.context));
       e.context = context;
+      uint32_t& stream = stream_number[e.stream];
+      if (stream == UINT32_MAX) stream = contexts.intern_stream(all.stream(e.stream), "");
+      e.stream = stream;
     }
   } else {
     const PyValue::Items& items = trace.items();
@@ -431,7 +461,7 @@ RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed
       }
     }
   }
-  std::set<StreamId> streams;
+  std::set<uint32_t> streams;
   for (const RecordedEvent& e : events) {
     if (e.action == TraceAction::Alloc) streams.insert(e.stream);
   }
@@ -448,10 +478,10 @@ RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed
   return events;
 }
 
-TraceEvent trace_event_of(const RecordedEvent& r) {
+TraceEvent trace_event_of(const RecordedEvent& r, const ContextTable& table) {
   TraceEvent t;
   t.action = r.action;
-  t.stream = r.stream;
+  t.stream = table.stream(r.stream);
   t.time_ns = r.time_ns;
   t.address = r.address;
   t.nbytes = r.nbytes;
@@ -555,7 +585,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     if (e.action == TraceAction::FreeCompleted) {
       const auto it = allocated.find(e.address);
       if (it == allocated.end() || !it->second) {
-        before[e.address] = {e.nbytes, e.stream};
+        before[e.address] = {e.nbytes, contexts.stream(e.stream)};
         ++out.frees_before_history;
       } else {
         it->second = false;
@@ -592,7 +622,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
           ? static_cast<size_t>(static_cast<double>(out.capacity) * out.config.memory_fraction)
           : whole_peak;
   for (size_t i = 0; i < recorded.size(); ++i) {
-    TraceEvent e = trace_event_of(recorded[i]);
+    TraceEvent e = trace_event_of(recorded[i], contexts);
     const auto releases = [](TraceAction a) {
       return a == TraceAction::SegmentFree || a == TraceAction::SegmentUnmap;
     };
