@@ -158,7 +158,7 @@ int run(size_t events, double pickle_mb, const std::string& lab_replay) {
   if (fd < 0) throw IoError("lab_scale_bench: cannot create a temporary file", path);
   close(fd);
   {
-    const size_t per_event = 80;  // bytes of pickle per trace event, about
+    const size_t per_event = 47;  // bytes of pickle per trace event, about (measured)
     BoundedMemory big(kCapacity, "sim:0");
     std::unique_ptr<PolicyAllocator> b =
         record(big, static_cast<size_t>(pickle_mb * 1024 * 1024 / per_event));
