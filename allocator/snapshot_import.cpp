@@ -142,8 +142,6 @@ class ContextTable {
     }
     return context;
   }
-  const TraceContextRecord& record(uint32_t context) const { return records_[context]; }
-  size_t size() const { return records_.size(); }
   std::vector<TraceContextRecord> take() { return std::move(records_); }
 
   // The number of `stream` among the distinct streams, at most kMaxStreams of them (a
@@ -162,7 +160,6 @@ class ContextTable {
     return last_stream_;
   }
   StreamId stream(uint32_t index) const { return streams_[index]; }
-  size_t streams() const { return streams_.size(); }
 
  private:
   std::map<std::tuple<std::string, std::string, std::string>, uint32_t> index_;
@@ -359,6 +356,7 @@ class TraceSink : public PickleItemSink {
     size_t entries = 0;  // entries taken: events, markers and the unread one
     size_t markers = 0;  // snapshot/user_defined markers among them
     RecordedEvents events;
+    ContextTable contexts;  // their contexts and streams, numbered as reading the list does
     std::optional<size_t> unread_index;  // the first entry that could not be read, if any
     PyValue unread;
   };
@@ -369,7 +367,7 @@ class TraceSink : public PickleItemSink {
     const size_t index = t.entries++;
     if (t.unread_index) return;
     try {
-      if (const std::optional<RecordedEvent> e = read_event(item, Place(list, index), contexts_)) {
+      if (const std::optional<RecordedEvent> e = read_event(item, Place(list, index), t.contexts)) {
         t.events.push_back(*e);
       } else {
         ++t.markers;
@@ -384,11 +382,9 @@ class TraceSink : public PickleItemSink {
     const auto it = traces_.find(d);
     return it == traces_.end() ? nullptr : &it->second;
   }
-  const ContextTable& contexts() const { return contexts_; }
 
  private:
   std::map<size_t, Trace> traces_;
-  ContextTable contexts_;  // the contexts of every device's entries, in order of first use
 };
 
 // The number of entries of device_traces[d]: those the sink took, else the list's.
@@ -424,7 +420,7 @@ int choose_device(const PyValue::Items& traces, std::optional<int> device, Trace
 }
 
 // The recorded events of device `device`, whose list is `trace`: taken from the sink when it
-// streamed them (their contexts renumbered into `contexts`), else read from the list.
+// streamed them, else read from the list; their contexts and streams numbered in `contexts`.
 RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed,
                            ContextTable& contexts, ImportedSnapshot& out) {
   RecordedEvents events;
@@ -433,24 +429,12 @@ RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed
   if (TraceSink::Trace* taken = streamed != nullptr ? streamed->trace(d) : nullptr) {
     if (taken->unread_index) {
       // Every entry before it was read: this one throws its error again, here.
-      (void)read_event(taken->unread, Place(d, *taken->unread_index), contexts);
+      (void)read_event(taken->unread, Place(d, *taken->unread_index), taken->contexts);
       internal_check(false, "a trace entry the sink could not read was read");
     }
     events = std::move(taken->events);
     markers = taken->markers;
-    // The sink numbered the contexts and streams of every device's entries: number this
-    // device's in order of first use, as reading its list does.
-    const ContextTable& all = streamed->contexts();
-    std::vector<uint32_t> context_number(all.size(), UINT32_MAX);
-    std::vector<uint32_t> stream_number(all.streams(), UINT32_MAX);
-    for (RecordedEvent& e : events) {
-      uint32_t& context = context_number[e.context];
-      if (context == UINT32_MAX) context = contexts.intern(all.record(e.context));
-      e.context = context;
-      uint32_t& stream = stream_number[e.stream];
-      if (stream == UINT32_MAX) stream = contexts.intern_stream(all.stream(e.stream), "");
-      e.stream = stream;
-    }
+    contexts = std::move(taken->contexts);
   } else {
     const PyValue::Items& items = trace.items();
     for (size_t i = 0; i < items.size(); ++i) {
