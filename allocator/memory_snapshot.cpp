@@ -228,9 +228,12 @@ void write_snapshot_file(const std::string& path, const PyValue& snapshot) {
 
 bool is_snapshot_bytes(std::string_view bytes) {
   if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return true;  // PROTO
-  // JSON: memgrad's traces have "memgrad_events"; a snapshot has "segments" and no such key.
-  return bytes.find("\"segments\"") != std::string_view::npos &&
-         bytes.find("\"memgrad_events\"") == std::string_view::npos;
+  // JSON: memgrad's traces start with "capacity" and "contexts" (keys in sorted order), then
+  // "memgrad_events"; a snapshot has PyTorch's keys instead, which memgrad writes sorted too
+  // ("allocator_settings", "device_traces", ... "segments") and PyTorch in its own order.
+  const auto has = [&](std::string_view key) { return bytes.find(key) != std::string_view::npos; };
+  if (has("\"memgrad_events\"") || has("\"contexts\"")) return false;
+  return has("\"segments\"") || has("\"device_traces\"") || has("\"allocator_settings\"");
 }
 
 PyValue read_snapshot_file(const std::string& path) {

@@ -54,8 +54,8 @@ void write_snapshot_file(const std::string& path, const PyValue& snapshot);
 // cannot be read, PickleError or TraceError (naming the path) when it is malformed.
 PyValue read_snapshot_file(const std::string& path);
 
-// Whether the bytes of a file look like a snapshot (a pickle, or JSON with "segments") rather
-// than memgrad's own trace JSON.
+// Whether the first bytes of a file look like a snapshot (a pickle, or JSON with PyTorch's keys)
+// rather than memgrad's own trace JSON (whose "contexts" comes second).
 bool is_snapshot_bytes(std::string_view bytes);
 
 // A snapshot read back as one device's request stream.

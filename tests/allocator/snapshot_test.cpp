@@ -6,6 +6,7 @@
 // so the replay's device has the same addresses and even address-ordered policies must decide
 // exactly as they did.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <random>
 #include <string>
@@ -106,6 +107,22 @@ TEST_CASE("a snapshot has PyTorch's keys and its blocks tile each segment") {
     CHECK(action != "empty_cache");  // memgrad's marker has no PyTorch entry
     CHECK(e.find("frames") != nullptr);
   }
+}
+
+TEST_CASE("lab replay tells a snapshot from a trace by the first 4 KiB of the file") {
+  BoundedMemory memory(kCapacity, "sim:0");
+  std::unique_ptr<PolicyAllocator> a = make_allocator(AllocatorConfig{}, memory);
+  a->trace().enable();
+  run_workload(*a);
+  const std::string json = memory_snapshot(*a, AllocatorConfig{}, 0).to_json().dump();
+  const std::string trace = a->trace().to_json("sim:0", "caching", kCapacity);
+  // memgrad writes a snapshot's keys sorted: "device_traces" comes before "segments", which may
+  // lie beyond the first 4 KiB.
+  REQUIRE(json.find("\"segments\"") > 4096);
+  CHECK(is_snapshot_bytes(std::string_view(json).substr(0, 4096)));
+  CHECK(is_snapshot_bytes(record("caching").pickle));
+  CHECK_FALSE(is_snapshot_bytes(std::string_view(trace).substr(0, 4096)));
+  CHECK(is_snapshot_bytes(R"({"segments": [], "device_traces": []})"));
 }
 
 TEST_CASE("every policy's snapshot replays to the same segment decisions and peak") {
