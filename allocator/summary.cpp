@@ -64,7 +64,6 @@ void add_fragmentation_rows(std::vector<std::string>& lines, const Fragmentation
   value_row("Other streams", f.stream, "held for other streams");
   value_row("Rounding", f.rounding, "allocated - requested");
   value_row("Largest free block", f.largest_free_block, "the largest cached request");
-  value_row("Largest request", f.largest_request, "the largest that would succeed now");
 }
 
 }  // namespace

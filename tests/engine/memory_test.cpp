@@ -478,7 +478,7 @@ TEST_CASE("memory_summary is the table of the device's statistics, named by devi
   CHECK_EQ(f.hard, 17 * kMiB);
   CHECK_EQ(f.soft + f.stream, 0);
   CHECK(full_table.find("Hard fragmentation    |  17408 KiB") != std::string::npos);
-  CHECK(full_table.find("Largest request") != std::string::npos);
+  CHECK(full_table.find("Largest free block    |  17408 KiB") != std::string::npos);
   // It changes with the statistics.
   const Tensor u = bytes_on(dev, 1024);
   CHECK_NE(memory_summary(dev), full_table);
