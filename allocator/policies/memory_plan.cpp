@@ -319,7 +319,7 @@ std::string read_text(const std::string& path) {
 
 }  // namespace
 
-uint64_t context_tag(std::string_view phase, std::string_view op, std::string_view label) {
+uint64_t context_tag(std::string_view phase, std::string_view op) {
   uint64_t hash = 14695981039346656037ULL;  // FNV-1a, 64 bits
   const auto add = [&](std::string_view text) {
     for (const char c : text) {
@@ -331,7 +331,6 @@ uint64_t context_tag(std::string_view phase, std::string_view op, std::string_vi
   };
   add(phase);
   add(op);
-  add(label);
   return hash;
 }
 
@@ -385,7 +384,7 @@ std::vector<RecordedStep> steps_of_trace(const RecordedTrace& trace) {
       live[e.address] = next_id;
       const TraceContextRecord& c = trace.contexts.at(e.context);
       if (!steps.empty()) {
-        steps.back().push_back({true, next_id, e.requested, context_tag(c.phase, c.op, c.label)});
+        steps.back().push_back({true, next_id, e.requested, context_tag(c.phase, c.op)});
       }
       ++next_id;
     } else if (e.action == TraceAction::FreeRequested) {

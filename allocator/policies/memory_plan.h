@@ -64,8 +64,9 @@ struct MemoryPlan {
 // One event of a recorded step: an allocation of `nbytes` (the caller's bytes) named `id`, or
 // the free of `id`. Ids are unique over a recording; a free whose id was not allocated earlier
 // in the recording (a block from before it) is ignored. `tag` names where the allocation was made
-// (context_tag() of its phase, op and label; 0 when unknown): the dry run aligns steps on size
-// and tag, so that a later step's request is not taken for a first-step one of the same size.
+// (context_tag() of its phase and op; 0 when unknown): the dry run aligns steps on size and tag,
+// so that a later step's request is not taken for a first-step one of the same size. The label
+// is left out: programs label their steps ("step 3"), which would make every step differ.
 struct StepEvent {
   bool alloc = true;
   uint64_t id = 0;
@@ -73,8 +74,8 @@ struct StepEvent {
   uint64_t tag = 0;
 };
 
-// A hash (FNV-1a) of a trace context: phase, op and label. Allocates: nothing.
-uint64_t context_tag(std::string_view phase, std::string_view op, std::string_view label);
+// A hash (FNV-1a) of a trace context's phase and op. Allocates: nothing.
+uint64_t context_tag(std::string_view phase, std::string_view op);
 using RecordedStep = std::vector<StepEvent>;
 
 // How far past a mismatch the sequence is searched for the next request of the same size

@@ -426,7 +426,7 @@ void PlannedAllocator::record_warmup_alloc(const Block& block, size_t nbytes) {
     return;
   }
   const TraceContext& c = current_trace_context();
-  warmup_.back().push_back({true, next_id_, nbytes, context_tag(c.phase, c.op, c.label)});
+  warmup_.back().push_back({true, next_id_, nbytes, context_tag(c.phase, c.op)});
   warmup_ids_[block.ptr] = next_id_++;
 }
 

@@ -166,6 +166,45 @@ TEST_CASE("an outliving request gets a copy per instance live at once, a first-s
   CHECK_NOTHROW(check_plan(plan));
 }
 
+TEST_CASE("later steps are aligned on size and context, so first-step state is told apart") {
+  // Step 0 makes the next batch (512 B, freed in the next step) and then optimizer state made
+  // once (two 512 B zeros); later steps make only the batch. On size alone the batch of a later
+  // step would be aligned with the last zeros (the latest of equal keys), the batch taken for
+  // state made once.
+  const uint64_t fwd = context_tag("forward", "linear");
+  const uint64_t state = context_tag("optimizer", "zeros");
+  const uint64_t batch = context_tag("", "to");
+  CHECK_NE(state, batch);
+  CHECK_NE(context_tag("ab", ""), context_tag("a", "b"));
+  const auto step = [&](uint64_t t) {
+    const uint64_t id = 10 * t;
+    RecordedStep s;
+    if (t > 0) s.push_back({false, id - 10 + 3, 0, 0});
+    s.push_back({true, id, 4096, fwd});
+    s.push_back({false, id, 0, 0});
+    s.push_back({true, id + 3, 512, batch});
+    if (t == 0) {
+      s.push_back({true, id + 1, 512, state});
+      s.push_back({true, id + 2, 512, state});
+    }
+    return s;
+  };
+  const MemoryPlan plan = plan_recording({step(0), step(1), step(2)}, 0);
+  REQUIRE_EQ(plan.requests.size(), 4);
+  CHECK_FALSE(plan.requests[1].one_time);
+  CHECK(plan.requests[2].one_time);
+  CHECK(plan.requests[3].one_time);
+  BoundedMemory memory(64 * kMiB, "sim:0");
+  PlannedAllocator alloc(memory, plan);
+  std::map<uint64_t, Block> live;
+  for (uint64_t t = 0; t < 4; ++t) run_step(alloc, step(t), live);
+  const PlannedCounts c = alloc.planned_counts();
+  CHECK_EQ(c.deviations(), 0);
+  CHECK_EQ(c.planned, 4 + 3 * 2);
+  CHECK_EQ(c.steps, 4);
+  for (auto& [id, b] : live) alloc.free(b);
+}
+
 TEST_CASE("a step that repeats the plan is served from the arena with no source call") {
   BoundedMemory memory(64 * kMiB, "sim:0");
   PlannedAllocator alloc(memory, plan_recording({known_step(0), known_step(1)}, 0));
