@@ -25,6 +25,9 @@ namespace {
 // Warm-up events recorded at most: a program whose steps never end (no "forward" phase after
 // the first) stops recording there and stays on the fallback.
 constexpr size_t kMaxWarmupEvents = size_t{1} << 20;
+// Requests served exactly before the first step begins, at most: a program that makes more
+// without a "forward" phase (one that marks no phases) gets the caching fallback from then on.
+constexpr size_t kMaxExactBeforeStep = size_t{1} << 16;
 
 AllocatorConfig fallback_config(const AllocatorConfig& config) {
   AllocatorConfig c = config;
@@ -51,8 +54,10 @@ void add_delta(PooledStat& into, const PooledStat& before, const PooledStat& aft
 
 PlannedAllocator::PlannedAllocator(MemorySource& source, const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction),
-      fallback_(std::make_unique<CachingAllocator>(source, fallback_config(config))) {
+      fallback_(std::make_unique<CachingAllocator>(source, fallback_config(config))),
+      exact_(std::make_unique<PassthroughAllocator>(source)) {
   fallback_seen_ = fallback_->stats();
+  exact_seen_ = exact_->stats();
   stats_.max_split_size = fallback_seen_.max_split_size;
   if (!config.planned_plan.empty()) {
     install_plan(read_plan_file(config.planned_plan));
@@ -65,8 +70,10 @@ PlannedAllocator::PlannedAllocator(MemorySource& source, const AllocatorConfig& 
 PlannedAllocator::PlannedAllocator(MemorySource& source, MemoryPlan plan,
                                    const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction),
-      fallback_(std::make_unique<CachingAllocator>(source, fallback_config(config))) {
+      fallback_(std::make_unique<CachingAllocator>(source, fallback_config(config))),
+      exact_(std::make_unique<PassthroughAllocator>(source)) {
   fallback_seen_ = fallback_->stats();
+  exact_seen_ = exact_->stats();
   stats_.max_split_size = fallback_seen_.max_split_size;
   check_plan(plan, plan.source);
   install_plan(std::move(plan));
@@ -212,7 +219,13 @@ Block PlannedAllocator::allocate_block(size_t nbytes, StreamId stream) {
       }
     }
     if (!plan_) {
-      Block block = fall_back(nbytes, stream, Reason::Unplanned);
+      // Exact segments until the plan: in the warm-up's steps, and before the first one within
+      // a budget.
+      const bool before_step = warmup_.empty();
+      const bool exact = warmup_steps_ > 0 && !warmup_abandoned_ && stream == kDefaultStream &&
+                         (!before_step || ++exact_before_step_ <= kMaxExactBeforeStep);
+      Block block = exact ? serve_exactly(nbytes, stream)
+                          : fall_back(nbytes, stream, Reason::Unplanned);
       record_warmup_alloc(block, nbytes);
       return block;
     }
@@ -275,9 +288,14 @@ void PlannedAllocator::free(const Block& block) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!in_arena(block.ptr)) {
     record_warmup_free(block);
+    if (exact_live_.erase(block.ptr) > 0) {
+      exact_->free(block);
+      sync_exact();
+    } else {
+      fallback_->free(block);
+      sync_fallback();
+    }
     sync_fraction();
-    fallback_->free(block);
-    sync_fallback();
     return;
   }
   auto* slot = static_cast<Slot*>(block.record);
@@ -308,7 +326,9 @@ void PlannedAllocator::free(const Block& block) {
 void PlannedAllocator::record_stream(const Block& block, StreamId stream) {
   if (block.ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!in_arena(block.ptr)) fallback_->record_stream(block, stream);
+  if (!in_arena(block.ptr) && exact_live_.count(block.ptr) == 0) {
+    fallback_->record_stream(block, stream);
+  }
 }
 
 SplitTally PlannedAllocator::arena_tally() const {
@@ -342,8 +362,13 @@ Block PlannedAllocator::fall_back(size_t nbytes, StreamId stream, Reason reason)
     case Reason::NoArena: ++counts_.no_arena; break;
   }
   sync_fraction();
-  if (trace_.enabled() && !fallback_->trace().enabled()) fallback_->trace().enable();
-  if (!trace_.enabled() && fallback_->trace().enabled()) fallback_->trace().disable();
+  if (trace_.enabled() != fallback_->trace().enabled()) {
+    if (trace_.enabled()) {
+      fallback_->trace().enable();
+    } else {
+      fallback_->trace().disable();
+    }
+  }
   try {
     Block block = fallback_->allocate(nbytes, stream);
     sync_fallback();
@@ -368,11 +393,39 @@ Block PlannedAllocator::fall_back(size_t nbytes, StreamId stream, Reason reason)
   }
 }
 
-// Adds the fallback's stats since the last call to this policy's (its OOMs excepted: this policy
-// counts the ones it throws) and moves its trace events into this policy's trace.
-void PlannedAllocator::sync_fallback() {
-  const MemoryStats now = fallback_->stats();
-  const MemoryStats& was = fallback_seen_;
+// A warm-up step's request, in a segment of its own (the fallback serves it when the fraction or
+// the source has no room for one: the fallback's cache may).
+Block PlannedAllocator::serve_exactly(size_t nbytes, StreamId stream) {
+  if (!within_fraction(round_up(nbytes, kMinBlockSize))) {
+    return fall_back(nbytes, stream, Reason::Unplanned);
+  }
+  if (trace_.enabled() != exact_->trace().enabled()) {
+    if (trace_.enabled()) {
+      exact_->trace().enable();
+    } else {
+      exact_->trace().disable();
+    }
+  }
+  try {
+    Block block = exact_->allocate(nbytes, stream);
+    sync_exact();
+    sync_fraction();
+    exact_live_.insert(block.ptr);
+    ++counts_.unplanned;
+    return block;
+  } catch (const OutOfMemoryError&) {
+    sync_exact();
+    return fall_back(nbytes, stream, Reason::Unplanned);
+  }
+}
+
+// Adds a sub-allocator's stats since the last call to this policy's (its OOMs excepted: this
+// policy counts the ones it throws) and moves its trace events into this policy's trace, with
+// this policy's totals: the sub-allocator's own plus what the others hold, which its call did not
+// change.
+void PlannedAllocator::sync_from(PolicyAllocator& sub, MemoryStats& seen) {
+  const MemoryStats now = sub.stats();
+  const MemoryStats& was = seen;
   add_delta(stats_.allocation, was.allocation, now.allocation);
   add_delta(stats_.segment, was.segment, now.segment);
   add_delta(stats_.active, was.active, now.active);
@@ -388,23 +441,26 @@ void PlannedAllocator::sync_fallback() {
   stats_.num_sync_all_streams += now.num_sync_all_streams - was.num_sync_all_streams;
   stats_.num_device_alloc += now.num_device_alloc - was.num_device_alloc;
   stats_.num_device_free += now.num_device_free - was.num_device_free;
-  fallback_seen_ = now;
-  if (!fallback_->trace().enabled()) return;
-  const std::vector<TraceEvent> events = fallback_->trace().events();
-  fallback_->trace().clear();
+  seen = now;
+  if (!sub.trace().enabled()) return;
+  const std::vector<TraceEvent> events = sub.trace().events();
+  sub.trace().clear();
   if (!trace_.enabled()) return;
-  const auto arena_reserved = static_cast<int64_t>(arena_ != nullptr ? arena_nbytes_ : 0);
+  const int64_t other_allocated =
+      stats_.allocated_bytes.all().current - now.allocated_bytes.all().current;
+  const int64_t other_reserved =
+      stats_.reserved_bytes.all().current - now.reserved_bytes.all().current;
   for (const TraceEvent& e : events) {
     if (e.action == TraceAction::Oom) continue;  // this policy records the OOM it throws
     trace_.record(e.action, e.address, e.nbytes, e.requested, e.stream,
-                  e.allocated + static_cast<int64_t>(arena_live_bytes_), e.reserved + arena_reserved);
+                  e.allocated + other_allocated, e.reserved + other_reserved);
   }
 }
 
-// The fallback may reserve what the fraction leaves beside the arena.
+// The fallback may reserve what the fraction leaves beside the arena and the exact segments.
 void PlannedAllocator::sync_fraction() {
   if (!fraction_set()) return;
-  const size_t arena = arena_ != nullptr ? arena_nbytes_ : 0;
+  const size_t arena = (arena_ != nullptr ? arena_nbytes_ : 0) + exact_->memory_reserved();
   const size_t allowed = allowed_bytes();
   const size_t left = allowed > arena ? allowed - arena : 0;
   if (fallback_limit_ == left) return;
@@ -455,6 +511,10 @@ void PlannedAllocator::finish_warmup() {
 std::vector<SegmentSnapshot> PlannedAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<SegmentSnapshot> out = fallback_->snapshot();
+  std::vector<SegmentSnapshot> exact = exact_->snapshot();
+  out.insert(out.end(), std::make_move_iterator(exact.begin()), std::make_move_iterator(exact.end()));
+  std::sort(out.begin(), out.end(),
+            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
   if (arena_ == nullptr) return out;
   SegmentSnapshot arena;
   arena.address = trace_address(arena_);
@@ -490,6 +550,12 @@ PlannedCounts PlannedAllocator::planned_counts() const {
 std::optional<MemoryPlan> PlannedAllocator::plan() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return plan_;
+}
+
+bool PlannedAllocator::is_exact(uint64_t address) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto* ptr = reinterpret_cast<const void*>(source_.address_base() + address);
+  return exact_live_.count(ptr) > 0;
 }
 
 bool PlannedAllocator::is_arena(uint64_t address) const {

@@ -27,11 +27,20 @@
 // after one in another phase (memgrad's training programs run their forward in
 // TracePhaseScope("forward")); a program without phases stays in the warm-up, on the fallback.
 //
+// Until a plan exists, requests are served exactly: each gets a segment of its own size (as the
+// passthrough policy serves it), returned to the source at its free. The blocks made before the
+// plan that outlive it (parameters, optimizer state made in the first step, prefetched batches)
+// so hold no more than their own bytes, where a cache would keep whole segments around each of
+// them for the rest of the run (caching gives a 1.6 MB parameter a 20 MiB segment). Requests on
+// other streams, and those of a program that makes 65,536 requests before its first step (no
+// phases), go to the caching fallback instead, as do the requests that deviate from the plan.
+//
 // Statistics: the arena is one segment (obtained at the first planned request, returned by
 // empty_cache() and before an OutOfMemoryError when no planned block lives in it); its free
 // stretches count as inactive_split while a planned block lives in it. The fallback's segments
-// and blocks are counted as its own, added to this policy's stats after each fallback call, and
-// its trace events are recorded in this policy's trace with the combined totals.
+// and blocks (and the warm-up's exact segments) are counted as its own, added to this policy's
+// stats after each call, and their trace events are recorded in this policy's trace with the
+// combined totals.
 #pragma once
 
 #include <cstdint>
@@ -39,10 +48,12 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator/caching_allocator.h"
 #include "allocator/config.h"
+#include "allocator/passthrough_allocator.h"
 #include "allocator/policies/memory_plan.h"
 #include "allocator/policy_allocator.h"
 
@@ -51,7 +62,7 @@ namespace memgrad {
 // Why requests fell back to the caching fallback, and how many were served from the plan.
 struct PlannedCounts {
   int64_t planned = 0;        // requests served from the arena
-  int64_t unplanned = 0;      // served by the fallback before a plan existed (warm-up, or none)
+  int64_t unplanned = 0;      // served before a plan existed (warm-up, or none)
   int64_t mismatch = 0;       // no planned request of this size at or shortly after the cursor
   int64_t late_free = 0;      // a block the plan frees by this point was still live
   int64_t copies_busy = 0;    // every copy of an outliving request was still live
@@ -102,8 +113,10 @@ class PlannedAllocator final : public PolicyAllocator {
   std::optional<MemoryPlan> plan() const;
   // The fallback, for its options (the randomized test reads its rounding).
   const CachingAllocator& fallback() const { return *fallback_; }
-  // Whether `address` (relative to the source's base, as in snapshots) is the arena's start.
+  // Whether `address` (relative to the source's base, as in snapshots) is the arena's start, or
+  // a segment of its own served before the plan.
   bool is_arena(uint64_t address) const;
+  bool is_exact(uint64_t address) const;
 
  private:
   // A region of the arena: one per request freed within the step, one per copy otherwise.
@@ -139,7 +152,10 @@ class PlannedAllocator final : public PolicyAllocator {
   void release_arena();
   SplitTally arena_tally() const;
   Block fall_back(size_t nbytes, StreamId stream, Reason reason);
-  void sync_fallback();
+  Block serve_exactly(size_t nbytes, StreamId stream);
+  void sync_from(PolicyAllocator& sub, MemoryStats& seen);
+  void sync_fallback() { sync_from(*fallback_, fallback_seen_); }
+  void sync_exact() { sync_from(*exact_, exact_seen_); }
   void sync_fraction();
   void record_warmup_alloc(const Block& block, size_t nbytes);
   void record_warmup_free(const Block& block);
@@ -150,6 +166,9 @@ class PlannedAllocator final : public PolicyAllocator {
 
   std::unique_ptr<CachingAllocator> fallback_;
   MemoryStats fallback_seen_;  // the fallback's stats as last added to stats_
+  std::unique_ptr<PassthroughAllocator> exact_;  // the warm-up steps' requests
+  MemoryStats exact_seen_;
+  std::unordered_set<const void*> exact_live_;  // blocks of exact_ not yet freed
   size_t fallback_limit_ = SIZE_MAX;  // bytes the fallback may reserve, when a fraction is set
 
   // The plan, flattened (empty until one is installed).
@@ -184,6 +203,7 @@ class PlannedAllocator final : public PolicyAllocator {
   bool warmup_started_ = false;
   bool previous_forward_ = false;
   bool warmup_abandoned_ = false;
+  size_t exact_before_step_ = 0;  // requests before the first step (exact within a budget)
   size_t warmup_events_ = 0;
   uint64_t next_id_ = 0;
   std::vector<RecordedStep> warmup_;

@@ -456,7 +456,7 @@ TEST_CASE("bad plan files are typed errors naming the field") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("without a plan the policy records its warm-up steps and then serves from the plan") {
+TEST_CASE("without a plan the policy records its warm-up steps exactly, then serves the plan") {
   BoundedMemory memory(64 * kMiB, "sim:0");
   PlannedAllocator alloc(memory, AllocatorConfig::parse("policy:planned,planned_warmup_steps:2"));
   std::map<uint64_t, Block> live;
@@ -479,6 +479,10 @@ TEST_CASE("without a plan the policy records its warm-up steps and then serves f
   CHECK_EQ(alloc.plan()->source, "warm-up");
   CHECK_EQ(alloc.plan()->arena_nbytes, 8704);
   CHECK_MESSAGE(check_allocator(alloc).empty(), check_allocator(alloc));
+  // The requests before the plan had segments of their own, each returned at its free (the batch
+  // of the last warm-up step too, freed in the first planned step): what stays is the arena and
+  // the segment of the first block, its own 4096 bytes (caching would hold 2 MiB for it).
+  CHECK_EQ(alloc.memory_reserved(), 8704 + 4096);
   alloc.free(before);
   for (auto& [id, b] : live) alloc.free(b);
   alloc.empty_cache();

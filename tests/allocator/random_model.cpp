@@ -292,9 +292,16 @@ class RandomRun {
   // above 1 MiB (first_fit obtains the same sizes but places blocks in any segment).
   // Passthrough: one allocated block per segment. Buddy: power-of-two arenas and blocks, each at
   // an offset that is a multiple of its size. size_class: one class per slab. Expandable: whole
-  // pages of its pool. Planned: its arena has the plan's size, its other segments are caching's.
+  // pages of its pool. Planned: its arena has the plan's size, a request served before the plan
+  // has a segment of its own, its other segments are caching's.
   std::string check_segment_rules(const SegmentSnapshot& seg) const {
     if (planned_ != nullptr && planned_->is_arena(seg.address)) return {};
+    if (planned_ != nullptr && planned_->is_exact(seg.address)) {
+      if (seg.blocks.size() != 1 || !seg.blocks[0].allocated) {
+        return fmt::format("planned's exact segment at {} is not one allocated block", seg.address);
+      }
+      return {};
+    }
     if (policy_ == "passthrough") {
       if (seg.blocks.size() != 1 || !seg.blocks[0].allocated) {
         return fmt::format("passthrough segment at {} is not one allocated block", seg.address);
