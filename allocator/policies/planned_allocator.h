@@ -89,6 +89,11 @@ class PlannedAllocator final : public PolicyAllocator {
   ~PlannedAllocator() override;
 
  protected:
+  // The fallback's segment size: the arena is obtained once, and a request the plan does not
+  // serve goes to the fallback (or, before the plan, to a segment of its own size, no larger).
+  size_t source_bytes_for(size_t nbytes) const override {
+    return CachingAllocator::allocation_size(fallback_->round_size(nbytes));
+  }
   // Allocates: the planned block (the request rounded to 512 bytes, at its offset in the arena;
   // the arena itself at the first planned request), or what the caching fallback allocates.
   // Throws OutOfMemoryError when the fallback cannot serve the request even after the arena
