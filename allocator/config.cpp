@@ -337,7 +337,9 @@ std::string AllocatorConfig::to_string() const {
   }
   if (memory_fraction != 1.0) out += fmt::format(",per_process_memory_fraction:{}", memory_fraction);
   if (!planned_plan.empty()) out += fmt::format(",planned_plan:{}", planned_plan);
-  if (planned_warmup_steps != 0) out += fmt::format(",planned_warmup_steps:{}", planned_warmup_steps);
+  if (planned_warmup_steps != 0) {
+    out += fmt::format(",planned_warmup_steps:{}", planned_warmup_steps);
+  }
   return out;
 }
 

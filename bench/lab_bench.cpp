@@ -98,9 +98,11 @@ Versus planned_versus_caching(const std::string& path, int passes) {
     v.caching_ns = pass == 0 ? c.ns_per_op : std::min(v.caching_ns, c.ns_per_op);
     v.planned_ns = pass == 0 ? p.ns_per_op : std::min(v.planned_ns, p.ns_per_op);
   }
-  fmt::print("lab_planned_{0}_peak_over_ideal: {1:.3f} x\nlab_caching_{0}_peak_over_ideal: {2:.3f} x\n",
+  fmt::print("lab_planned_{0}_peak_over_ideal: {1:.3f} x\n"
+             "lab_caching_{0}_peak_over_ideal: {2:.3f} x\n",
              v.name, v.planned_ratio, v.caching_ratio);
-  fmt::print("lab_planned_{0}_ns_per_request: {1:.1f} ns\nlab_caching_{0}_ns_per_request: {2:.1f} ns\n",
+  fmt::print("lab_planned_{0}_ns_per_request: {1:.1f} ns\n"
+             "lab_caching_{0}_ns_per_request: {2:.1f} ns\n",
              v.name, v.planned_ns, v.caching_ns);
   fmt::print("lab_planned_{}_fallbacks: {} requests\n", v.name,
              v.counts.deviations() + v.counts.unplanned);

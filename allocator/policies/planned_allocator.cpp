@@ -120,7 +120,9 @@ void PlannedAllocator::install_plan(MemoryPlan plan) {
   due_items_.assign(due_start_[n + 1], 0);
   std::vector<uint32_t> fill(due_start_.begin(), due_start_.end() - 1);
   for (const Entry& e : entries_) {
-    if (e.free_before != PlannedRequest::kOutlives) due_items_[fill[e.free_before]++] = e.first_slot;
+    if (e.free_before != PlannedRequest::kOutlives) {
+      due_items_[fill[e.free_before]++] = e.first_slot;
+    }
   }
   // Block edges, so that a slot's neighbours are found in O(1) for the free-stretch count.
   std::sort(edges.begin(), edges.end());
@@ -512,9 +514,12 @@ std::vector<SegmentSnapshot> PlannedAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<SegmentSnapshot> out = fallback_->snapshot();
   std::vector<SegmentSnapshot> exact = exact_->snapshot();
-  out.insert(out.end(), std::make_move_iterator(exact.begin()), std::make_move_iterator(exact.end()));
-  std::sort(out.begin(), out.end(),
-            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
+  const auto by_address = [](const SegmentSnapshot& a, const SegmentSnapshot& b) {
+    return a.address < b.address;
+  };
+  out.insert(out.end(), std::make_move_iterator(exact.begin()),
+             std::make_move_iterator(exact.end()));
+  std::sort(out.begin(), out.end(), by_address);
   if (arena_ == nullptr) return out;
   SegmentSnapshot arena;
   arena.address = trace_address(arena_);
@@ -528,7 +533,9 @@ std::vector<SegmentSnapshot> PlannedAllocator::snapshot() const {
             [](const Slot* a, const Slot* b) { return a->offset < b->offset; });
   size_t at = 0;
   for (const Slot* s : live) {
-    if (s->offset > at) arena.blocks.push_back({arena.address + at, s->offset - at, 0, false, false});
+    if (s->offset > at) {
+      arena.blocks.push_back({arena.address + at, s->offset - at, 0, false, false});
+    }
     const size_t nbytes = entries_[s->request].nbytes;
     arena.blocks.push_back({arena.address + s->offset, nbytes, s->requested, true, false});
     at = s->offset + nbytes;
@@ -536,8 +543,7 @@ std::vector<SegmentSnapshot> PlannedAllocator::snapshot() const {
   if (at < arena_nbytes_) {
     arena.blocks.push_back({arena.address + at, arena_nbytes_ - at, 0, false, false});
   }
-  const auto pos = std::upper_bound(out.begin(), out.end(), arena.address,
-                                    [](uint64_t a, const SegmentSnapshot& s) { return a < s.address; });
+  const auto pos = std::lower_bound(out.begin(), out.end(), arena, by_address);
   out.insert(pos, std::move(arena));
   return out;
 }

@@ -7,11 +7,11 @@
 // no split, no merge, and the arena is the only segment the plan needs. The plan comes from a
 // file (`planned_plan:PATH`: a plan written by `lab_replay plan`, or a memgrad trace or memory
 // snapshot, planned from its first step) or from the program itself (`planned_warmup_steps:N`:
-// the first N steps are served by the fallback and recorded, then the last one is planned).
+// the first N steps are recorded, then the last one is planned).
 //
 // Deviations fall back to `caching`: a CachingAllocator over the same source, inside this policy,
 // with the same options. A request falls back, and is counted by reason in planned_counts(),
-// when no plan exists yet (warm-up), when it is on another stream than the default, when no
+// when it is on another stream than the default, when no
 // planned request of its size is at or shortly after the cursor (kPlanLookahead), when a block
 // the plan frees by this point is still live (a late free: its bytes may be the ones this request
 // would get), when every copy of an outliving request is still live, or when the arena cannot be
@@ -25,15 +25,16 @@
 // middle of a step keeps matching the current step first. During a warm-up (no plan yet), steps
 // are delimited by the trace phase: a step begins at the first allocation in phase "forward"
 // after one in another phase (memgrad's training programs run their forward in
-// TracePhaseScope("forward")); a program without phases stays in the warm-up, on the fallback.
+// TracePhaseScope("forward")); a program without phases stays in the warm-up.
 //
-// Until a plan exists, requests are served exactly: each gets a segment of its own size (as the
-// passthrough policy serves it), returned to the source at its free. The blocks made before the
-// plan that outlive it (parameters, optimizer state made in the first step, prefetched batches)
-// so hold no more than their own bytes, where a cache would keep whole segments around each of
-// them for the rest of the run (caching gives a 1.6 MB parameter a 20 MiB segment). Requests on
-// other streams, and those of a program that makes 65,536 requests before its first step (no
-// phases), go to the caching fallback instead, as do the requests that deviate from the plan.
+// Until a plan exists, requests (counted as `unplanned`) are served exactly: each gets a segment
+// of its own size (as the passthrough policy serves it), returned to the source at its free. The
+// blocks made before the plan that outlive it (parameters, optimizer state made in the first
+// step, prefetched batches) so hold no more than their own bytes, where a cache would keep whole
+// segments around each of them for the rest of the run (caching gives a 1.6 MB parameter a
+// 20 MiB segment). Requests on other streams, and those of a program that makes 65,536 requests
+// before its first step (no phases), go to the caching fallback instead, as do the requests that
+// deviate from the plan.
 //
 // Statistics: the arena is one segment (obtained at the first planned request, returned by
 // empty_cache() and before an OutOfMemoryError when no planned block lives in it); its free

@@ -71,8 +71,8 @@ void SteadyStateReport::finish(int64_t steps) {
   AllocatorConfig config;  // caching with the defaults
   const ReplayResult r = replay(plan, config, capacity);
   if (r.oom) {
-    replay_note_ = fmt::format("caching ran out of the replay's {} device", human_bytes(
-                                                                               static_cast<int64_t>(capacity)));
+    replay_note_ = fmt::format("caching ran out of the replay's {} device",
+                               human_bytes(static_cast<int64_t>(capacity)));
     return;
   }
   caching_reserved_ = static_cast<size_t>(r.stats.reserved_bytes.all().current);

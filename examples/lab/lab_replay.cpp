@@ -22,7 +22,8 @@
 //   lab_replay plan TRACE [--out FILE]
 //       the planned policy's plan of the trace's first step: its requests, the arena against the
 //       ideal (the most bytes live at once), the same ratio for greedy by size on every step of
-//       the trace; --out writes the plan file (MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:FILE).
+//       the trace; --out writes the plan file
+//       (MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:FILE).
 //
 // In `replay`, the planned policy plans from the replayed trace itself (its first step) and a
 // line after the table says how many requests it served from the plan and why the others fell
@@ -166,7 +167,8 @@ void print_planned(const PlannedReport& report, const ReplayPlan& requests) {
   fmt::print("planned: plan of step {} of {} ({} requests, arena {}, {:.3f}x its ideal); {} of {} "
              "allocations from the plan in {} step{}",
              p.planned_step + 1, p.steps_recorded, p.requests.size(), mib(p.arena_nbytes),
-             static_cast<double>(p.arena_nbytes) / static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1)),
+             static_cast<double>(p.arena_nbytes) /
+                 static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1)),
              c.planned, requests.allocs, c.steps, c.steps == 1 ? "" : "s");
   if (c.deviations() == 0 && c.unplanned == 0) {
     fmt::print(", none fell back\n");
@@ -449,7 +451,8 @@ int cmd_plan(const std::string& path, const std::string& out) {
   const std::vector<RecordedStep> steps = steps_of_trace(trace);
   std::string counts;
   for (const RecordedStep& s : steps) {
-    const auto allocs = std::count_if(s.begin(), s.end(), [](const StepEvent& e) { return e.alloc; });
+    const auto allocs =
+        std::count_if(s.begin(), s.end(), [](const StepEvent& e) { return e.alloc; });
     counts += fmt::format("{}{}", counts.empty() ? "" : ", ", allocs);
   }
   fmt::print("trace {}: {} step{} ({} allocations)\n", path, steps.size(),
@@ -462,7 +465,8 @@ int cmd_plan(const std::string& path, const std::string& out) {
     copied += r.offsets.size() > 1;
   }
   const auto ratio = [](const MemoryPlan& p) {
-    return static_cast<double>(p.arena_nbytes) / static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1));
+    return static_cast<double>(p.arena_nbytes) /
+           static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1));
   };
   fmt::print("plan of step 1 (what policy:planned serves): {} requests, {} outlive the step ({} "
              "made by the first step only, {} with several copies); arena {}, ideal {} ({:.4f}x)\n",
@@ -479,7 +483,8 @@ int cmd_plan(const std::string& path, const std::string& out) {
   fmt::print("greedy by size, arena / ideal, planning each step: {}\n", each);
   if (!out.empty()) {
     write_file_atomically(out, plan_to_json(plan));
-    fmt::print("plan written to {} (MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:{})\n", out, out);
+    fmt::print("plan written to {} (MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:{})\n", out,
+               out);
   }
   return 0;
 }
@@ -550,7 +555,8 @@ int main(int argc, char** argv) {
   plot_cmd->add_option("--policy", policy, "Plot the trace replayed with this policy");
   plot_cmd->add_option("--capacity", capacity, "Capacity for --policy (default: 4x the ideal peak)");
   std::string plan_out;
-  CLI::App* plan_cmd = app.add_subcommand("plan", "The planned policy's plan of a trace's first step");
+  CLI::App* plan_cmd =
+      app.add_subcommand("plan", "The planned policy's plan of a trace's first step");
   plan_cmd->add_option("trace", trace, "A trace JSON or a memory snapshot")->required();
   plan_cmd->add_option("--out", plan_out, "Write the plan file here");
   CLI::App* layout_cmd = app.add_subcommand("layout", "Draw each policy's layout after a fixed sequence");

@@ -149,7 +149,7 @@ TEST_CASE("a plan of a known step gives exact offsets, the ideal arena and no li
   }
 }
 
-TEST_CASE("an outliving request gets a copy per instance live at once, a first-step one is one_time") {
+TEST_CASE("an outliving request gets a copy per instance live at once; first-step ones: one_time") {
   // Step 0 makes a 512 B block it never frees (optimizer state) and a batch that the step after
   // next frees; steps 1 and 2 make only the batch.
   std::vector<RecordedStep> steps(3);
@@ -371,7 +371,8 @@ TEST_CASE("the randomized model run holds with a plan of its own first steps") {
   std::unique_ptr<PolicyAllocator> recorder =
       make_allocator(AllocatorConfig::parse("policy:caching"), recording_memory);
   recorder->trace().enable();
-  const testing::RandomModelResult prefix = testing::run_random_model(*recorder, recording_memory, 400);
+  const testing::RandomModelResult prefix =
+      testing::run_random_model(*recorder, recording_memory, 400);
   REQUIRE(prefix.problem.empty());
   RecordedTrace trace;
   trace.events = recorder->trace().events();
