@@ -91,7 +91,8 @@ struct ImportedSnapshot {
 ImportedSnapshot import_snapshot(const PyValue& snapshot, std::optional<int> device = {});
 
 // The first difference between the segment decisions a replay made and the recorded ones
-// (action and size, in order), or nullopt when they are the same. `context` gets the events
+// (action and size, in order; within a run of consecutive segment frees or unmaps, whose order
+// follows addresses, in order of action and size), or nullopt when they are the same. `context` gets the events
 // around the divergence, one line each.
 struct SegmentDivergence {
   size_t index = 0;                  // position in the segment event sequences

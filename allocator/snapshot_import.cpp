@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -325,14 +326,15 @@ size_t peak_reserved(const std::vector<TraceEvent>& events, size_t start) {
 
 // Whether the run of segment frees (or unmaps) starting at `first` is an empty_cache() call rather than
 // the allocator's own release: under a policy that gives a segment back when its block is freed
-// (passthrough, and the lab's; never the caching policy), the segment_free follows that block's
+// (passthrough only: the caching policy and the lab's others keep free segments until
+// empty_cache() or a failed segment allocation), the segment_free follows that block's
 // free_completed; a retry after a failed segment
 // allocation frees cached segments and then obtains one that would not have fitted
 // (`reserved` + its size above `limit`); garbage collection frees and then serves a request
 // from the cache (only with a threshold set). Anything else freed cached segments on request.
 bool is_empty_cache(const std::vector<TraceEvent>& events, size_t first, size_t reserved,
-                    size_t limit, bool garbage_collection, bool caching) {
-  if (!caching && first > 0 && events[first - 1].action == TraceAction::FreeCompleted &&
+                    size_t limit, bool garbage_collection, bool releases_on_free) {
+  if (releases_on_free && first > 0 && events[first - 1].action == TraceAction::FreeCompleted &&
       events[first - 1].address == events[first].address) {
     return false;
   }
@@ -433,7 +435,7 @@ ImportedSnapshot import_snapshot(const PyValue& snapshot, std::optional<int> dev
     if (releases(e.action) && (i == 0 || !releases(recorded[i - 1].action)) &&
         is_empty_cache(recorded, i, static_cast<size_t>(std::max<int64_t>(reserved, 0)), limit,
                        out.config.garbage_collection_threshold > 0.0,
-                       out.config.policy == "caching")) {
+                       out.config.policy == "passthrough")) {
       out.events.push_back({TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0,
                             e.context});
     }
@@ -479,6 +481,25 @@ std::optional<SegmentDivergence> compare_segments(const std::vector<TraceEvent>&
   }
   for (const TraceEvent& e : replayed) {
     if (is_segment_action(e.action)) b.push_back(&e);
+  }
+  // Within a run of consecutive releases (one empty_cache() or one retry's release), the order
+  // follows the segments' addresses, which differ between a device and the replay's simulated
+  // one: each run is compared in order of action and size.
+  const auto releases = [](const TraceEvent* e) {
+    return e->action == TraceAction::SegmentFree || e->action == TraceAction::SegmentUnmap;
+  };
+  for (std::vector<const TraceEvent*>* v : {&a, &b}) {
+    for (auto first = v->begin(); first != v->end();) {
+      if (!releases(*first)) {
+        ++first;
+        continue;
+      }
+      auto last = std::find_if_not(first, v->end(), releases);
+      std::stable_sort(first, last, [](const TraceEvent* x, const TraceEvent* y) {
+        return std::pair(x->action, x->nbytes) < std::pair(y->action, y->nbytes);
+      });
+      first = last;
+    }
   }
   auto text = [](const std::vector<const TraceEvent*>& v, size_t i) -> std::string {
     if (i >= v.size()) return "(none)";
