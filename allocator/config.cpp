@@ -22,7 +22,10 @@ namespace {
 constexpr std::string_view kVar = "MEMGRAD_ALLOC_CONF";
 constexpr std::string_view kKnownKeys =
     "policy, expandable_segments, max_split_size_mb, max_non_split_rounding_mb, "
-    "roundup_power2_divisions, garbage_collection_threshold, per_process_memory_fraction";
+    "roundup_power2_divisions, garbage_collection_threshold, per_process_memory_fraction, "
+    "planned_plan, planned_warmup_steps";
+// What the text form cannot carry inside a value: the lexer splits at these and drops spaces.
+constexpr std::string_view kValueBreakers = ",:[] \t";
 
 std::vector<std::string> tokenize(std::string_view text) {
   std::vector<std::string> tokens;
@@ -152,6 +155,15 @@ class Parser {
       if (!(t > 0.0 && t < 1.0)) fail(key, v, "must be in (0, 1)");
     } else if (key == "per_process_memory_fraction") {
       config.memory_fraction = parse_double(key, value(key));
+    } else if (key == "planned_plan") {
+      config.planned_plan = value(key);
+    } else if (key == "planned_warmup_steps") {
+      const std::string v = value(key);
+      config.planned_warmup_steps = parse_size(key, v);
+      if (config.planned_warmup_steps == 0 ||
+          config.planned_warmup_steps > kMaxPlannedWarmupSteps) {
+        fail(key, v, fmt::format("must be in [1, {}]", kMaxPlannedWarmupSteps));
+      }
     } else {
       throw ConfigError(fmt::format("Unrecognized key '{}' in {} (known keys: {})", key, kVar,
                                     kKnownKeys),
@@ -235,7 +247,7 @@ class Parser {
 }  // namespace
 
 std::string_view known_policies() {
-  return "caching, passthrough, first_fit, buddy, size_class, arena, expandable";
+  return "caching, passthrough, first_fit, buddy, size_class, arena, expandable, planned";
 }
 
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {
@@ -275,6 +287,28 @@ void AllocatorConfig::validate() const {
       fail("roundup_power2_divisions", fmt::format("{}", d), "divisions must be a power of 2");
     }
   }
+  validate_planned();
+}
+
+void AllocatorConfig::validate_planned() const {
+  const bool any = !planned_plan.empty() || planned_warmup_steps != 0;
+  if (any && policy != "planned") {
+    const std::string key = planned_plan.empty() ? "planned_warmup_steps" : "planned_plan";
+    fail(key, planned_plan.empty() ? fmt::format("{}", planned_warmup_steps) : planned_plan,
+         fmt::format("applies to policy:planned only (the policy is {})", policy));
+  }
+  if (!planned_plan.empty() && planned_warmup_steps != 0) {
+    fail("planned_warmup_steps", fmt::format("{}", planned_warmup_steps),
+         "give planned_plan or planned_warmup_steps, not both");
+  }
+  if (planned_plan.find_first_of(kValueBreakers) != std::string::npos) {
+    fail("planned_plan", planned_plan,
+         "a path in MEMGRAD_ALLOC_CONF cannot hold ',', ':', '[', ']' or spaces");
+  }
+  if (planned_warmup_steps > kMaxPlannedWarmupSteps) {
+    fail("planned_warmup_steps", fmt::format("{}", planned_warmup_steps),
+         fmt::format("must be in [1, {}]", kMaxPlannedWarmupSteps));
+  }
 }
 
 size_t AllocatorConfig::divisions_for(size_t nbytes) const {
@@ -302,6 +336,10 @@ std::string AllocatorConfig::to_string() const {
     out += fmt::format(",garbage_collection_threshold:{}", garbage_collection_threshold);
   }
   if (memory_fraction != 1.0) out += fmt::format(",per_process_memory_fraction:{}", memory_fraction);
+  if (!planned_plan.empty()) out += fmt::format(",planned_plan:{}", planned_plan);
+  if (planned_warmup_steps != 0) {
+    out += fmt::format(",planned_warmup_steps:{}", planned_warmup_steps);
+  }
   return out;
 }
 

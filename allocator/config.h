@@ -5,7 +5,9 @@
 // Parsing is strict: an unknown key, a malformed value or a value out of range throws a
 // ConfigError naming the key and the value, so a typo fails at start instead of being ignored.
 // PyTorch's `expandable_segments:True` is accepted as another spelling of `policy:expandable`
-// (`False` keeps the default); written together with a different policy it is an error.
+// (`False` keeps the default); written together with a different policy it is an error. The
+// planned policy's keys (planned_plan, planned_warmup_steps) are memgrad's own and are accepted
+// only with policy:planned.
 #pragma once
 
 #include <array>
@@ -39,6 +41,13 @@ struct AllocatorConfig {
   double garbage_collection_threshold = 0.0;
   // In (0, 1]: the policy may reserve at most this fraction of the source's capacity.
   double memory_fraction = 1.0;
+  // policy:planned only. A plan file (lab_replay plan) or a memgrad trace to plan from (its first
+  // step); empty: none. The text form cannot hold ',', ':', '[', ']' or spaces, so neither can
+  // the path (validate() says so).
+  std::string planned_plan;
+  // policy:planned only. Steps recorded live before planning from the last of them (at least 1);
+  // 0: not set (without a plan the policy then records kDefaultPlannedWarmupSteps).
+  size_t planned_warmup_steps = 0;
 
   // Parses the "key:value,..." text. Throws ConfigError.
   static AllocatorConfig parse(std::string_view text);
@@ -53,7 +62,16 @@ struct AllocatorConfig {
 
   // The settings in MEMGRAD_ALLOC_CONF form; parse(to_string()) gives the same config.
   std::string to_string() const;
+
+ private:
+  void validate_planned() const;  // the planned keys: their policy, together, the path's text
 };
+
+// The warm-up of policy:planned when neither planned_plan nor planned_warmup_steps is given: the
+// first step of a training loop creates the optimizer's state, the second is the steady one.
+inline constexpr size_t kDefaultPlannedWarmupSteps = 2;
+// The most warm-up steps planned_warmup_steps accepts.
+inline constexpr size_t kMaxPlannedWarmupSteps = 1000;
 
 // The policies this build knows, in the order `./memgrad lab` lists them.
 std::string_view known_policies();

@@ -53,6 +53,17 @@ class TraceError : public Error {
   using Error::Error;
 };
 
+// A memory plan (policy:planned) that cannot be read or used: malformed JSON, a missing or
+// out-of-range field, or offsets that would hand out overlapping blocks. `path` names the file
+// (empty for a plan built in memory) and `field` the offending field ("requests[3].offsets").
+class PlanError : public Error {
+ public:
+  PlanError(std::string message, std::string path = {}, std::string field = {})
+      : Error(std::move(message)), path(std::move(path)), field(std::move(field)) {}
+  std::string path;
+  std::string field;
+};
+
 // The numbers behind an out-of-memory failure, all in bytes.
 struct OutOfMemoryInfo {
   std::string device;         // e.g. "cpu", "sim:0", "cuda:0"

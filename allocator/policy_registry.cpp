@@ -11,6 +11,7 @@
 #include "allocator/policies/buddy_allocator.h"
 #include "allocator/policies/expandable_allocator.h"
 #include "allocator/policies/first_fit_allocator.h"
+#include "allocator/policies/planned_allocator.h"
 #include "allocator/policies/size_class_allocator.h"
 
 namespace memgrad {
@@ -34,6 +35,8 @@ std::unique_ptr<PolicyAllocator> make_allocator(const AllocatorConfig& config,
     allocator = std::make_unique<ArenaAllocator>(source, config);
   } else if (p == "expandable") {
     allocator = std::make_unique<ExpandableAllocator>(source, config);
+  } else if (p == "planned") {
+    allocator = std::make_unique<PlannedAllocator>(source, config);
   } else {
     throw ConfigError(fmt::format("unknown allocator policy '{}' (known policies: {})", p,
                                   known_policies()),

@@ -491,8 +491,8 @@ size_t peak_reserved(const RecordedEvents& events, size_t start) {
 
 // Whether the run of segment frees (or unmaps) starting at `first` is an empty_cache() call rather than
 // the allocator's own release: under a policy that gives a segment back when its block is freed
-// (passthrough only: the caching policy and the lab's others keep free segments until
-// empty_cache() or a failed segment allocation), the segment_free follows that block's
+// (passthrough, and planned before its plan; the caching policy and the lab's others keep free
+// segments until empty_cache() or a failed segment allocation), the segment_free follows that block's
 // free_completed; a retry after a failed segment
 // allocation frees cached segments and then obtains one that would not have fitted
 // (`reserved` + its size above `limit`); garbage collection frees and then serves a request
@@ -615,7 +615,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     if (releases(e.action) && (i == 0 || !releases(recorded[i - 1].action)) &&
         is_empty_cache(recorded, i, static_cast<size_t>(std::max<int64_t>(reserved, 0)), limit,
                        out.config.garbage_collection_threshold > 0.0,
-                       out.config.policy == "passthrough")) {
+                       out.config.policy == "passthrough" || out.config.policy == "planned")) {
       out.events.push_back({TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0,
                             e.context});
     }

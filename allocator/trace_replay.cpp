@@ -184,6 +184,7 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
     r.events = alloc->trace().events();
     r.event_contexts = alloc->trace().contexts();
   }
+  if (options.inspect) options.inspect(*alloc);
   for (const Block& b : blocks) alloc->free(b);
   for (int pass = 0; pass < options.timed_passes; ++pass) {
     const double ns = timed_pass(plan, config, capacity, end);

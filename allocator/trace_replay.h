@@ -13,12 +13,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "allocator/config.h"
 #include "allocator/fragmentation.h"
+#include "allocator/policy_allocator.h"
 #include "allocator/stats.h"
 #include "allocator/trace.h"
 
@@ -99,6 +101,9 @@ struct ReplayOptions {
   int timed_passes = 0;        // extra passes, each on a fresh device, timed without stats reads
   bool record_trace = false;   // fill ReplayResult::events (contexts: those of `contexts`)
   const std::vector<TraceContextRecord>* contexts = nullptr;  // the recording's, for the trace
+  // Called with the allocator at the end of the serving pass, before its live blocks are freed
+  // (to read what a policy counts beyond the stats, e.g. the planned policy's fallbacks).
+  std::function<void(const PolicyAllocator&)> inspect = nullptr;
 };
 
 // Serves `plan` with a fresh allocator of `config.policy` over a fresh BoundedMemory of

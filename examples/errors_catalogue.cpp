@@ -19,6 +19,7 @@
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/pickle.h"
+#include "allocator/policies/memory_plan.h"
 #include "allocator/py_value.h"
 #include "allocator/trace_replay.h"
 #include "autograd/autograd.h"
@@ -66,6 +67,9 @@ std::string fields_of(const Error& e) {
   }
   if (const auto* io = dynamic_cast<const IoError*>(&e)) {
     return fmt::format("path \"{}\"", io->path);
+  }
+  if (const auto* plan = dynamic_cast<const PlanError*>(&e)) {
+    return fmt::format("path \"{}\", field \"{}\"", plan->path, plan->field);
   }
   if (const auto* p = dynamic_cast<const PickleError*>(&e)) {
     const std::string_view name =
@@ -153,6 +157,12 @@ int main(int argc, char** argv) {
                                   "memgrad_events": [{"action": "alloc", "t_ns": 0, "addr": 0,
                                   "size": 512, "requested": -1, "stream": 0, "allocated": 512,
                                   "reserved": 2097152, "ctx": 0}]})"); });
+  show("PlanError", "a plan that would hand out overlapping blocks",
+       [] { (void)plan_from_json(R"({"memgrad_plan": 1, "steps_recorded": 1, "planned_step": 0,
+                                     "arena_nbytes": 1024, "ideal_nbytes": 1024, "requests": [
+                                     {"nbytes": 1024, "free_before": 2, "offsets": [0]},
+                                     {"nbytes": 512, "free_before": 2, "offsets": [512]}]})",
+                                 "step.plan.json"); });
   show("PickleError", "a pickle that imports a class (what a snapshot never needs)", [] {
     // pickle.dumps(collections.OrderedDict(), protocol=2): GLOBAL, then REDUCE.
     (void)read_pickle(std::string_view("\x80\x02" "ccollections\nOrderedDict\nq\x00)Rq\x01.", 34));

@@ -35,6 +35,7 @@
 #include "examples/charlm/forward_memory.h"
 #include "examples/common/progress.h"
 #include "examples/common/report.h"
+#include "examples/common/steady_state.h"
 #include "examples/common/train_options.h"
 
 using namespace memgrad;
@@ -259,6 +260,7 @@ int main(int argc, char** argv) {
     const int64_t split = n * 9 / 10;
     fmt::print("text: {} characters from {}, vocabulary of {}\n", n, text_path, corpus.vocab.size());
     const Device device = examples::configure_device(opt);
+    examples::SteadyStateReport steady(device);  // the requests up to the validation
     const Tensor tokens = corpus.tokens.to(device);
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > layers) {
@@ -341,6 +343,7 @@ int main(int argc, char** argv) {
       bar.update(step + 1, loss_avg, accuracy_avg);
     }
     bar.finish();
+    steady.finish(steps);
     const double val_loss = evaluate(model, val, device, opt.batch_size);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -350,6 +353,8 @@ int main(int argc, char** argv) {
     fmt::print("sample (temperature 0.8):\n{}\n\n",
                sample(model, corpus, "The ", sample_length, 0.8, device));
     report.print();
+    fmt::print("\n");
+    steady.print();
     return report.all_match() ? 0 : 2;
   } catch (const memgrad::Error& e) {
     std::fprintf(stderr, "train_charlm: error: %s\n", e.what());

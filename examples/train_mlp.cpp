@@ -27,6 +27,7 @@
 #include "engine/optim/optimizer.h"
 #include "examples/common/progress.h"
 #include "examples/common/report.h"
+#include "examples/common/steady_state.h"
 #include "examples/common/train_options.h"
 
 using namespace memgrad;
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
     fmt::print("{} training and {} test images of 28x28, 10 classes\n", mnist.train.size(),
                mnist.test.size());
     const Device device = examples::configure_device(opt);
+    examples::SteadyStateReport steady(device);  // the requests up to the first evaluation
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > 5) {
       throw ValueError(fmt::format("--checkpoint-segments {}: the MLP has 5 modules",
@@ -237,6 +239,7 @@ int main(int argc, char** argv) {
         bar.update(seen, loss_sum / static_cast<double>(seen), acc_sum / static_cast<double>(seen));
         if (max_steps > 0 && state.step >= max_steps) break;
       }
+      steady.finish(state.step);
       const double test_acc = evaluate(model, mnist.test, device);
       bar.finish(fmt::format(" | test acc {:.2f}%", 100.0 * test_acc));
       state.epoch = epoch + 1;
@@ -251,6 +254,8 @@ int main(int argc, char** argv) {
     fmt::print("\nfinal test accuracy: {:.2f}% ({} epochs, {:.1f} s)\n\n", 100.0 * test_acc,
                opt.epochs, seconds);
     if (first.params > 0 && state.step > 0 && opt.resume.empty()) first.report.print();
+    fmt::print("\n");
+    steady.print();
     fmt::print("\n{}", memory_summary(device, /*abbreviated=*/true));
     return first.report.all_match() ? 0 : 2;
   } catch (const memgrad::Error& e) {

@@ -19,11 +19,14 @@
   plot TRACE [--out-dir DIR] [--policy P] [--capacity SIZE]
                                           write an SVG timeline and a Perfetto JSON of the trace
                                           (or of its replay under P); prints the file names
+  plan TRACE [--out FILE]                 the planned policy's plan of a trace's first step
+                                          (arena against the ideal); --out writes the plan file
+                                          for MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:FILE
   layout [--out-dir DIR] [--summary-only] draw each policy's blocks after a fixed sequence
                                           (docs/images/allocator-lab-<policy>.svg)
   policies                                list the policies (MEMGRAD_ALLOC_CONF=policy:NAME)
 
-replay, plot and layout run <build>/examples/lab_replay.
+replay, plot, plan and layout run <build>/examples/lab_replay.
 """
 import argparse
 import glob
@@ -133,6 +136,9 @@ def main():
     plot.add_argument("--out-dir")
     plot.add_argument("--policy")
     plot.add_argument("--capacity")
+    plan = sub.add_parser("plan", help="the planned policy's plan of a trace's first step")
+    plan.add_argument("trace")
+    plan.add_argument("--out", help="write the plan file here")
     lay = sub.add_parser("layout", help="draw each policy's layout after a fixed sequence")
     lay.add_argument("--out-dir")
     lay.add_argument("--summary-only", action="store_true")
@@ -142,11 +148,11 @@ def main():
         return cmd_record(opts)
     if opts.cmd == "snapshot":
         return cmd_record(opts, "MEMGRAD_SNAPSHOT", "memgrad-snapshots", ".pickle", "snapshot")
-    if opts.cmd in ("replay", "plot", "layout"):
+    if opts.cmd in ("replay", "plot", "plan", "layout"):
         args = [lab_tool(opts.build_dir), opts.cmd]
         if opts.cmd != "layout":
             args.append(opts.trace)
-        for flag in ("policy", "capacity", "timed_passes", "out_dir", "device"):
+        for flag in ("policy", "capacity", "timed_passes", "out_dir", "device", "out"):
             value = getattr(opts, flag, None)
             if value:
                 args += ["--" + flag.replace("_", "-"), value]

@@ -67,7 +67,9 @@ BENCHMARKS = [
               ("--quick",)),
     Benchmark("lab", "bench/lab_bench",
               "allocate or free, ns per request, for every allocator policy on the replayed "
-              "MLP training-step trace (traces/mlp_step.json)",
+              "MLP training-step trace (traces/mlp_step.json); the planned policy against "
+              "caching on the three shipped traces (peak reserved / ideal, ns per request, "
+              "fallbacks) with its targets",
               ("--quick",)),
     Benchmark("lab_scale", "bench/lab_scale_bench",
               "the policy lab at scale: replay of a 10^6-event trace (events/s), its SVG "

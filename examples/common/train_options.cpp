@@ -28,6 +28,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
   app.add_option("--device", o.device, "cpu, sim:N (a simulated bounded device) or cuda[:N]")->capture_default_str();
   app.add_option("--memory-limit", o.memory_limit, "Capacity of the device, e.g. 256MiB (cpu and sim)");
   app.add_option("--alloc-conf", o.alloc_conf, "Allocator options, MEMGRAD_ALLOC_CONF syntax (e.g. policy:passthrough)");
+  app.add_option("--alloc-policy", o.alloc_policy, fmt::format("Allocator policy: {} (policy:NAME in --alloc-conf)", known_policies()));
   app.add_option("--save", o.save, "Write a training checkpoint here after every epoch");
   app.add_option("--resume", o.resume, "Resume from a training checkpoint");
   app.add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")->capture_default_str();
@@ -70,7 +71,11 @@ Device configure_device(const TrainOptions& o) {
                        "--alloc-conf per_process_memory_fraction:F");
     }
   }
-  if (!o.alloc_conf.empty()) set_allocator_config(device, AllocatorConfig::parse(o.alloc_conf));
+  std::string conf = o.alloc_conf;
+  if (!o.alloc_policy.empty()) {
+    conf = fmt::format("policy:{}{}{}", o.alloc_policy, conf.empty() ? "" : ",", conf);
+  }
+  if (!conf.empty()) set_allocator_config(device, AllocatorConfig::parse(conf));
   allocator_for(device);  // fail now, not mid-training, for a device that is not there
   if (!o.save.empty()) check_writable_folder(o.save);
   return device;

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string device = "cpu";
   std::string memory_limit;     // e.g. "256MiB": the device becomes bounded
   std::string alloc_conf;       // MEMGRAD_ALLOC_CONF syntax
+  std::string alloc_policy;     // the allocator policy (known_policies()); empty: alloc_conf's
   std::string save, resume;     // training checkpoint paths
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   uint64_t seed = 0;
@@ -32,11 +33,12 @@ struct TrainOptions {
 };
 
 // Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,
-// --accumulate, --device, --memory-limit, --alloc-conf, --save, --resume, --seed.
+// --accumulate, --device, --memory-limit, --alloc-conf, --alloc-policy, --save, --resume, --seed.
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 
-// Applies --alloc-conf and --memory-limit to the chosen device and returns it, and checks that
+// Applies --alloc-conf, --alloc-policy (policy:NAME added to --alloc-conf; both naming a policy
+// is a ConfigError) and --memory-limit to the chosen device and returns it, and checks that
 // --save names a writable folder (before any training, not after the first epoch). Throws
 // ConfigError / DeviceError / ValueError / IoError with the flag's name for bad values.
 Device configure_device(const TrainOptions& options);

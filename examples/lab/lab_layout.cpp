@@ -75,6 +75,20 @@ std::vector<SegmentSnapshot> run_layout_sequence(PolicyAllocator& allocator) {
   return snapshot;
 }
 
+RecordedStep layout_sequence_step() {
+  RecordedStep step;
+  uint64_t index = 0;
+  for (const Step& s : kSequence) {
+    if (s.nbytes > 0) {
+      step.push_back({true, index, s.nbytes});
+    } else {
+      step.push_back({false, static_cast<uint64_t>(s.free_index), 0});
+    }
+    ++index;
+  }
+  return step;
+}
+
 std::string layout_sequence_text() {
   std::string out;
   int index = 0;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "allocator/policies/memory_plan.h"
 #include "allocator/policy_allocator.h"
 
 namespace memgrad::lab {
@@ -18,6 +19,9 @@ namespace memgrad::lab {
 // Serves the fixed sequence with `allocator` and returns its snapshot (blocks still live are
 // freed afterwards). Throws OutOfMemoryError when the source is too small (64 MiB is enough).
 std::vector<SegmentSnapshot> run_layout_sequence(PolicyAllocator& allocator);
+
+// The sequence as one recorded step (ids: the step's index), for the planned policy's plan of it.
+RecordedStep layout_sequence_step();
 
 // The sequence in words, as the docs describe it.
 std::string layout_sequence_text();

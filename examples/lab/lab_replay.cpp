@@ -19,6 +19,15 @@
 //   lab_replay layout [--out-dir DIR] [--summary-only]
 //       serves a fixed request sequence with each policy and draws its segments and blocks
 //       (docs/images/allocator-lab-<policy>.svg).
+//   lab_replay plan TRACE [--out FILE]
+//       the planned policy's plan of the trace's first step: its requests, the arena against the
+//       ideal (the most bytes live at once), the same ratio for greedy by size on every step of
+//       the trace; --out writes the plan file
+//       (MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:FILE).
+//
+// In `replay`, the planned policy plans from the replayed trace itself (its first step) and a
+// line after the table says how many requests it served from the plan and why the others fell
+// back.
 //
 // Everything but the times is deterministic: the simulated device's addresses are relative to
 // its base, so the same trace gives the same table on every machine.
@@ -27,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +48,8 @@
 #include "allocator/config.h"
 #include "allocator/error.h"
 #include "allocator/memory_snapshot.h"
+#include "allocator/policies/memory_plan.h"
+#include "allocator/policies/planned_allocator.h"
 #include "allocator/policy_registry.h"
 #include "allocator/trace_replay.h"
 #include "examples/lab/lab_layout.h"
@@ -114,6 +126,66 @@ void make_directory(const std::string& dir) {
 }
 
 // ---- replay ----
+
+// The configuration a replay of `path` uses for `policy`: planned plans from the trace itself
+// (when the path can be written in MEMGRAD_ALLOC_CONF; otherwise it stays in its warm-up).
+AllocatorConfig config_for(const std::string& policy, const std::string& path) {
+  AllocatorConfig config = AllocatorConfig::parse("policy:" + policy);
+  if (policy == "planned" && path.find_first_of(",:[] \t") == std::string::npos) {
+    config.planned_plan = path;
+  }
+  return config;
+}
+
+// What the planned policy did in a replay, read from it before its blocks were freed.
+struct PlannedReport {
+  PlannedCounts counts;
+  std::optional<MemoryPlan> plan;
+};
+
+ReplayOptions options_for(const std::string& policy, int timed_passes, PlannedReport& report) {
+  ReplayOptions options{.timed_passes = timed_passes};
+  if (policy == "planned") {
+    options.inspect = [&report](const PolicyAllocator& a) {
+      const auto& planned = dynamic_cast<const PlannedAllocator&>(a);
+      report.counts = planned.planned_counts();
+      report.plan = planned.plan();
+    };
+  }
+  return options;
+}
+
+// "planned: ..." after the table: the plan, and what came from it.
+void print_planned(const PlannedReport& report, const ReplayPlan& requests) {
+  const PlannedCounts& c = report.counts;
+  if (!report.plan) {
+    fmt::print("planned: no plan (a trace path MEMGRAD_ALLOC_CONF cannot hold, or no allocation "
+               "to plan); all {} allocations went to the caching fallback\n", requests.allocs);
+    return;
+  }
+  const MemoryPlan& p = *report.plan;
+  fmt::print("planned: plan of step {} of {} ({} requests, arena {}, {:.3f}x its ideal); {} of {} "
+             "allocations from the plan in {} step{}",
+             p.planned_step + 1, p.steps_recorded, p.requests.size(), mib(p.arena_nbytes),
+             static_cast<double>(p.arena_nbytes) /
+                 static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1)),
+             c.planned, requests.allocs, c.steps, c.steps == 1 ? "" : "s");
+  if (c.deviations() == 0 && c.unplanned == 0) {
+    fmt::print(", none fell back\n");
+    return;
+  }
+  std::string why;
+  const auto add = [&](int64_t n, const char* what) {
+    if (n > 0) why += fmt::format("{}{} {}", why.empty() ? "" : ", ", n, what);
+  };
+  add(c.mismatch, "not in the plan's sequence");
+  add(c.late_free, "behind a late free");
+  add(c.copies_busy, "with every copy live");
+  add(c.other_stream, "on another stream");
+  add(c.no_arena, "without an arena");
+  add(c.unplanned, "before a plan");
+  fmt::print("; {} fell back to caching ({})\n", c.deviations() + c.unplanned, why);
+}
 
 // "37.5% (25.0+12.5)": the share of reserved not allocated, and its hard and soft parts.
 std::string share(double total, double hard, double soft) {
@@ -312,12 +384,16 @@ int cmd_replay(const std::string& path, const std::string& policy_flag,
              "peak reserved", "peak allocated", "frag@peak (hard+soft)", "frag mean (hard+soft)",
              "source calls", "result", "time per request");
   std::vector<ReplayResult> rows;
+  std::optional<PlannedReport> planned;
   for (const std::string& policy : policies_or_all(policy_flag)) {
-    AllocatorConfig config = AllocatorConfig::parse("policy:" + policy);
-    rows.push_back(replay(plan, config, capacity, {.timed_passes = timed_passes}));
+    PlannedReport report;
+    rows.push_back(replay(plan, config_for(policy, path), capacity,
+                          options_for(policy, timed_passes, report)));
     print_row(rows.back());
+    if (policy == "planned") planned = report;
   }
   fmt::print("\n");
+  if (planned) print_planned(*planned, plan);
   print_conclusion(rows, plan);
   if (!validate_flag) return 0;
   // The recording's device when its size is known (its OOM retries depend on it), else the
@@ -346,7 +422,7 @@ int cmd_plot(const std::string& path, const std::string& out_dir, const std::str
   if (!policy.empty()) {
     const ReplayPlan plan = plan_replay(trace.events);
     capacity = choose_capacity(capacity_flag, plan);
-    replayed = replay(plan, AllocatorConfig::parse("policy:" + policy), capacity,
+    replayed = replay(plan, config_for(policy, path), capacity,
                       {.record_trace = true, .contexts = &trace.contexts});
     const ReplayResult& r = replayed;
     events = &r.events;
@@ -367,6 +443,52 @@ int cmd_plot(const std::string& path, const std::string& out_dir, const std::str
   return 0;
 }
 
+// ---- plan ----
+
+int cmd_plan(const std::string& path, const std::string& out) {
+  ImportedSnapshot imported;
+  const RecordedTrace trace = read_requests(path, std::nullopt, imported);
+  const std::vector<RecordedStep> steps = steps_of_trace(trace);
+  std::string counts;
+  for (const RecordedStep& s : steps) {
+    const auto allocs =
+        std::count_if(s.begin(), s.end(), [](const StepEvent& e) { return e.alloc; });
+    counts += fmt::format("{}{}", counts.empty() ? "" : ", ", allocs);
+  }
+  fmt::print("trace {}: {} step{} ({} allocations)\n", path, steps.size(),
+             steps.size() == 1 ? "" : "s", counts);
+  const MemoryPlan plan = plan_trace(trace, path);
+  size_t outliving = 0, one_time = 0, copied = 0;
+  for (const PlannedRequest& r : plan.requests) {
+    outliving += r.outlives();
+    one_time += r.one_time;
+    copied += r.offsets.size() > 1;
+  }
+  const auto ratio = [](const MemoryPlan& p) {
+    return static_cast<double>(p.arena_nbytes) /
+           static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1));
+  };
+  fmt::print("plan of step 1 (what policy:planned serves): {} requests, {} outlive the step ({} "
+             "made by the first step only, {} with several copies); arena {}, ideal {} ({:.4f}x)\n",
+             plan.requests.size(), outliving, one_time, copied, mib(plan.arena_nbytes),
+             mib(plan.ideal_nbytes), ratio(plan));
+  std::string each;
+  for (size_t t = 0; t < steps.size(); ++t) {
+    const bool any = std::any_of(steps[t].begin(), steps[t].end(),
+                                 [](const StepEvent& e) { return e.alloc; });
+    if (!any) continue;
+    each += fmt::format("{}step {} {:.4f}x", each.empty() ? "" : ", ", t + 1,
+                        ratio(plan_recording(steps, t)));
+  }
+  fmt::print("greedy by size, arena / ideal, planning each step: {}\n", each);
+  if (!out.empty()) {
+    write_file_atomically(out, plan_to_json(plan));
+    fmt::print("plan written to {} (MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:{})\n", out,
+               out);
+  }
+  return 0;
+}
+
 // ---- layout ----
 
 int cmd_layout(const std::string& out_dir, bool summary_only) {
@@ -375,8 +497,12 @@ int cmd_layout(const std::string& out_dir, bool summary_only) {
              "allocated", "requested");
   for (const std::string& policy : policies_or_all("")) {
     BoundedMemory memory(kLayoutCapacity, "sim:0");
+    // The planned policy serves the sequence from the sequence's own plan.
     std::unique_ptr<PolicyAllocator> alloc =
-        make_allocator(AllocatorConfig::parse("policy:" + policy), memory);
+        policy == "planned"
+            ? std::make_unique<PlannedAllocator>(memory,
+                                                 plan_recording({lab::layout_sequence_step()}, 0))
+            : make_allocator(AllocatorConfig::parse("policy:" + policy), memory);
     const std::vector<SegmentSnapshot> snap = lab::run_layout_sequence(*alloc);
     size_t reserved = 0, allocated = 0, requested = 0;
     for (const SegmentSnapshot& seg : snap) {
@@ -428,6 +554,11 @@ int main(int argc, char** argv) {
   plot_cmd->add_option("--out-dir", out_dir, "Where to write the files (default: next to the trace)");
   plot_cmd->add_option("--policy", policy, "Plot the trace replayed with this policy");
   plot_cmd->add_option("--capacity", capacity, "Capacity for --policy (default: 4x the ideal peak)");
+  std::string plan_out;
+  CLI::App* plan_cmd =
+      app.add_subcommand("plan", "The planned policy's plan of a trace's first step");
+  plan_cmd->add_option("trace", trace, "A trace JSON or a memory snapshot")->required();
+  plan_cmd->add_option("--out", plan_out, "Write the plan file here");
   CLI::App* layout_cmd = app.add_subcommand("layout", "Draw each policy's layout after a fixed sequence");
   out_dir = "docs/images";
   layout_cmd->add_option("--out-dir", out_dir, "Where to write the pictures")->capture_default_str();
@@ -449,6 +580,7 @@ int main(int argc, char** argv) {
       return cmd_plot(trace, dir.empty() ? "." : dir, policy, capacity);
     }
     if (*layout_cmd) return cmd_layout(out_dir, summary_only);
+    if (*plan_cmd) return cmd_plan(trace, plan_out);
     fmt::print("{}", app.help());
     return 2;
   } catch (const std::exception& e) {  // memgrad's errors, and std's (bad_alloc) all the same

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/config.h"
@@ -284,6 +286,56 @@ TEST_CASE("validate rejects out-of-range fields set through the C++ API") {
   c.policy = "nope";
   CHECK_THROWS_AS(c.validate(), ConfigError);
   CHECK_NOTHROW(AllocatorConfig{}.validate());
+}
+
+TEST_CASE("the planned keys set the plan path and the warm-up, and round-trip through to_string") {
+  const AllocatorConfig a = AllocatorConfig::parse("policy:planned,planned_plan:traces/mlp_step.json");
+  CHECK_EQ(a.policy, "planned");
+  CHECK_EQ(a.planned_plan, "traces/mlp_step.json");
+  CHECK_EQ(a.planned_warmup_steps, 0);
+  CHECK_EQ(a.to_string(), "policy:planned,planned_plan:traces/mlp_step.json");
+  CHECK_EQ(AllocatorConfig::parse(a.to_string()).planned_plan, a.planned_plan);
+  const AllocatorConfig b = AllocatorConfig::parse("planned_warmup_steps:3,policy:planned,"
+                                                   "per_process_memory_fraction:0.5");
+  CHECK_EQ(b.planned_warmup_steps, 3);
+  const AllocatorConfig back = AllocatorConfig::parse(b.to_string());
+  CHECK_EQ(back.planned_warmup_steps, 3);
+  CHECK_EQ(back.memory_fraction, 0.5);
+  CHECK_EQ(back.to_string(), b.to_string());
+  CHECK_EQ(AllocatorConfig::parse("policy:planned").to_string(), "policy:planned");
+  CHECK_EQ(AllocatorConfig::parse(fmt::format("policy:planned,planned_warmup_steps:{}",
+                                              kMaxPlannedWarmupSteps))
+               .planned_warmup_steps,
+           kMaxPlannedWarmupSteps);
+}
+
+TEST_CASE("bad planned keys are ConfigErrors naming the key") {
+  for (const char* bad : {"0", "-1", "abc", "2.5", "1001", "99999999999999999999999"}) {
+    CAPTURE(bad);
+    const ConfigError e = parse_error(std::string("policy:planned,planned_warmup_steps:") + bad);
+    CHECK_EQ(e.key, "planned_warmup_steps");
+  }
+  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:planned,planned_warmup_steps:0"),
+                       doctest::Contains("must be in [1, 1000]"), ConfigError);
+  // The keys belong to policy:planned, whatever the order they are written in.
+  const ConfigError other = parse_error("planned_plan:plan.json,policy:arena");
+  CHECK_EQ(other.key, "planned_plan");
+  CHECK(std::string(other.what()).find("policy:planned only") != std::string::npos);
+  CHECK_EQ(parse_error("planned_warmup_steps:2").key, "planned_warmup_steps");  // caching
+  CHECK_THROWS_WITH_AS(
+      AllocatorConfig::parse("policy:planned,planned_plan:p.json,planned_warmup_steps:2"),
+      doctest::Contains("not both"), ConfigError);
+  CHECK_EQ(parse_error("policy:planned,planned_plan:").key, "planned_plan");
+  // The C++ API cannot set a path the text form could not carry back.
+  AllocatorConfig c;
+  c.policy = "planned";
+  c.planned_plan = "my plans/step.json";
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("cannot hold"), ConfigError);
+  c.planned_plan = "C:step.json";
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.planned_plan.clear();
+  c.planned_warmup_steps = kMaxPlannedWarmupSteps + 1;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
 }
 
 TEST_CASE("from_env reads MEMGRAD_ALLOC_CONF, and unset or empty means the defaults") {

@@ -18,6 +18,7 @@
 #include "allocator/error.h"
 #include "allocator/policies/buddy_allocator.h"
 #include "allocator/policies/expandable_allocator.h"
+#include "allocator/policies/planned_allocator.h"
 #include "allocator/policies/size_class_allocator.h"
 #include "tests/allocator/allocator_invariants.h"
 
@@ -47,7 +48,9 @@ class RandomRun {
       : alloc_(allocator),
         memory_(memory),
         policy_(allocator.policy_name()),
-        caching_(dynamic_cast<const CachingAllocator*>(&allocator)),
+        planned_(dynamic_cast<const PlannedAllocator*>(&allocator)),
+        caching_(planned_ != nullptr ? &planned_->fallback()
+                                     : dynamic_cast<const CachingAllocator*>(&allocator)),
         rng_(kSeed) {}
 
   // Runs `steps` random steps, then frees the live blocks one by one, checking after each.
@@ -148,7 +151,8 @@ class RandomRun {
   // a small-pool block is never larger (a rest of >= 512 bytes is always split off), a large one
   // at most 1 MiB larger (the split threshold), or for requests of max_split_size and up, less
   // than max_non_split_rounding_size larger (an oversize block reused whole). Buddy: the next
-  // power of two; size_class: the class; every other policy: 512-byte rounding, exactly.
+  // power of two; size_class: the class; every other policy: 512-byte rounding, exactly. Planned:
+  // its arena's blocks are 512-byte rounded, its fallback's follow the caching rule.
   std::pair<size_t, size_t> expected_block(size_t nbytes) const {
     if (caching_ != nullptr) {
       const size_t rounded = caching_->round_size(nbytes);
@@ -163,6 +167,7 @@ class RandomRun {
   }
 
   std::string check_block_size(size_t nbytes_block, size_t nbytes) const {
+    if (planned_ != nullptr && nbytes_block == (nbytes + 511) / 512 * 512) return {};
     const auto [rounded, slack] = expected_block(nbytes);
     if (nbytes_block < rounded || nbytes_block - rounded > slack) {
       return fmt::format("a request of {} B (rounded {}) got a block of {} B (allowed slack {})",
@@ -314,8 +319,16 @@ class RandomRun {
   // above 1 MiB (first_fit obtains the same sizes but places blocks in any segment).
   // Passthrough: one allocated block per segment. Buddy: power-of-two arenas and blocks, each at
   // an offset that is a multiple of its size. size_class: one class per slab. Expandable: whole
-  // pages of its pool.
+  // pages of its pool. Planned: its arena has the plan's size, a request served before the plan
+  // has a segment of its own, its other segments are caching's.
   std::string check_segment_rules(const SegmentSnapshot& seg) const {
+    if (planned_ != nullptr && planned_->is_arena(seg.address)) return {};
+    if (planned_ != nullptr && planned_->is_exact(seg.address)) {
+      if (seg.blocks.size() != 1 || !seg.blocks[0].allocated) {
+        return fmt::format("planned's exact segment at {} is not one allocated block", seg.address);
+      }
+      return {};
+    }
     if (policy_ == "passthrough") {
       if (seg.blocks.size() != 1 || !seg.blocks[0].allocated) {
         return fmt::format("passthrough segment at {} is not one allocated block", seg.address);
@@ -379,7 +392,8 @@ class RandomRun {
   PolicyAllocator& alloc_;
   const BoundedMemory& memory_;
   std::string policy_;
-  const CachingAllocator* caching_;  // null for every other policy
+  const PlannedAllocator* planned_;  // null for every other policy
+  const CachingAllocator* caching_;  // caching, or planned's fallback; null for the others
   std::mt19937_64 rng_;
   std::vector<Block> live_;
   std::map<uint64_t, size_t> by_address_;  // live blocks: address -> nbytes

@@ -5,7 +5,8 @@
 // overlapping memory. While they run, one thread empties the cache now and then and another
 // checks snapshot invariants (a snapshot is taken under the allocator's lock, so it must be
 // consistent at any moment). After the join the totals must balance exactly. Each policy of
-// known_policies() runs as its own SUBCASE.
+// known_policies() runs as its own SUBCASE, and planned once more with a plan (without one it stays
+// in its warm-up, on its caching fallback).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -21,7 +22,10 @@
 
 #include "allocator/bounded_memory.h"
 #include "allocator/error.h"
+#include "allocator/policies/memory_plan.h"
+#include "allocator/policies/planned_allocator.h"
 #include "allocator/policy_registry.h"
+#include "allocator/trace_replay.h"
 #include "tests/allocator/allocator_invariants.h"
 
 using namespace memgrad;
@@ -36,6 +40,7 @@ constexpr int kThreads = 4;
 constexpr int kStepsPerThread = 50'000;
 constexpr size_t kCapacity = 512 * kMiB;
 constexpr size_t kMaxLivePerThread = 48;
+constexpr int kPlannedSteps = 4000;  // thread 0's steps recorded for the planned policy's plan
 
 // 60% tiny (1..4096 B), 35% medium (up to 1 MiB), 5% large (1..12 MiB).
 size_t draw_size(std::mt19937_64& rng) {
@@ -77,7 +82,7 @@ struct Live {
   uint64_t tag;
 };
 
-void worker(PolicyAllocator& alloc, int id, ThreadResult& result) {
+void worker(PolicyAllocator& alloc, int id, ThreadResult& result, int steps = kStepsPerThread) {
   const testing::LayoutRules rules = layout_rules_for(alloc.policy_name());
   std::mt19937_64 rng(1000 + static_cast<uint64_t>(id));
   std::vector<Live> live;
@@ -92,7 +97,7 @@ void worker(PolicyAllocator& alloc, int id, ThreadResult& result) {
     live.pop_back();
     ++result.frees;
   };
-  for (int step = 0; step < kStepsPerThread; ++step) {
+  for (int step = 0; step < steps; ++step) {
     const bool allocate = live.empty() || (live.size() < kMaxLivePerThread && rng() % 2 == 0);
     if (allocate) {
       const size_t nbytes = draw_size(rng);
@@ -125,19 +130,41 @@ TEST_SUITE("allocator") {
 
 TEST_CASE("four threads sharing one allocator never overlap and leave exact totals") {
   std::string policy;
+  bool with_plan = false;
   for (const std::string& name : known_policy_names()) {
     SUBCASE(name.c_str()) { policy = name; }
   }
+  SUBCASE("planned, on a plan of thread 0's first requests") {
+    policy = "planned";
+    with_plan = true;
+  }
   CAPTURE(policy);
+  CAPTURE(with_plan);
   BoundedMemory memory(kCapacity, "sim:0");
   AllocatorConfig config;
   config.policy = policy;
-  std::unique_ptr<PolicyAllocator> owner = make_allocator(config, memory);
+  std::unique_ptr<PolicyAllocator> owner;
+  if (with_plan) {
+    // Thread 0's first requests, alone under caching, are the plan's one step; with four threads
+    // the sequence is interleaved, so requests go to the arena and to the fallback at once.
+    BoundedMemory recording_memory(kCapacity, "sim:0");
+    std::unique_ptr<PolicyAllocator> recorder = make_allocator(AllocatorConfig{}, recording_memory);
+    recorder->trace().enable();
+    ThreadResult ignored;
+    worker(*recorder, 0, ignored, kPlannedSteps);
+    RecordedTrace trace;
+    trace.events = recorder->trace().events();
+    trace.contexts = recorder->trace().contexts();
+    owner = std::make_unique<PlannedAllocator>(memory, plan_trace(trace, "thread 0"));
+  } else {
+    owner = make_allocator(config, memory);
+  }
   PolicyAllocator& alloc = *owner;
   std::vector<ThreadResult> results(kThreads);
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
-    threads.emplace_back(worker, std::ref(alloc), id, std::ref(results[static_cast<size_t>(id)]));
+    ThreadResult& result = results[static_cast<size_t>(id)];
+    threads.emplace_back([&alloc, id, &result] { worker(alloc, id, result); });
   }
   for (std::thread& t : threads) t.join();
 
@@ -150,6 +177,7 @@ TEST_CASE("four threads sharing one allocator never overlap and leave exact tota
     requested += r.requested;
   }
   CHECK_GT(allocs, kThreads * kStepsPerThread / 3);
+  if (with_plan) CHECK_GT(dynamic_cast<PlannedAllocator&>(alloc).planned_counts().planned, 1000);
 
   const MemoryStats s = alloc.stats();
   CHECK_EQ(s.allocation.all().current, 0);

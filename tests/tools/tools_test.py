@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end tests of the programs' bad-input paths: a trace that cannot be written, lab
 commands with bad flags or traces, training flags checked before training. Each must end with a
-one-line error and a non-zero status, never a traceback, an abort or a silent success.
+one-line error and a non-zero status, never a traceback, an abort or a silent success. And one
+good path the flags open: a training run on the planned policy reports its steady state.
 
 usage: tools_test.py BUILD_DIR
 """
@@ -119,6 +120,26 @@ class TrainingFlagsTest(unittest.TestCase):
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("does not exist", proc.stderr)
         self.assertNotIn("epoch 1/", proc.stdout)
+
+    def test_an_unknown_alloc_policy_fails_before_training(self):
+        proc = run([TRAIN_MLP, "--alloc-policy", "nope", "--epochs", "1"])
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("unknown policy 'nope'", proc.stderr)
+        self.assertNotIn("epoch 1/", proc.stdout)
+
+    def test_alloc_policy_and_a_policy_in_alloc_conf_are_an_error(self):
+        proc = run([TRAIN_MLP, "--alloc-policy", "planned", "--alloc-conf", "policy:arena"])
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("key 'policy' is given twice", proc.stderr)
+
+    def test_planned_reports_its_steady_state_against_caching(self):
+        proc = run([TRAIN_MLP, "--alloc-policy", "planned", "--epochs", "1", "--max-steps", "6"],
+                   timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("steady state after 6 training steps", proc.stdout)
+        self.assertIn("reserved under planned:", proc.stdout)
+        self.assertIn("requests from the plan in 4 steps", proc.stdout)
+        self.assertIn("reserved under caching:", proc.stdout)
 
 
 if __name__ == "__main__":
