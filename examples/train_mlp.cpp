@@ -54,7 +54,7 @@ class Mlp : public nn::UnaryModule {
       return autograd::checkpoint_sequential(layers_, segments_, x);
     }
     Tensor h = x;
-    for (const auto& layer : layers_) h = layer->forward(h);
+    for (const auto& layer : layers_) h = (*layer)(h);
     return h;
   }
   std::string name() const override { return "Mlp"; }
