@@ -208,7 +208,19 @@ int wire_bytes_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
-const bool kRegistered = memgrad::testing::register_worker("collectives", collectives_worker) &&
+// Under ./memgrad launch (tests/tools/launch_test.py): rank 1 throws after the first barrier
+// while the others wait in an all_reduce; the launcher must name rank 1 and stop the rest.
+int throws_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  pg->barrier();
+  if (pg->rank() == 1) throw ValueError("rank 1 fails on purpose");
+  Tensor t = ones({4});
+  pg->all_reduce(t);
+  return 0;
+}
+
+const bool kRegistered = memgrad::testing::register_worker("throws", throws_worker) &&
+                         memgrad::testing::register_worker("collectives", collectives_worker) &&
                          memgrad::testing::register_worker("mismatch", mismatch_worker) &&
                          memgrad::testing::register_worker("dead_rank", dead_rank_worker) &&
                          memgrad::testing::register_worker("stuck_rank", stuck_rank_worker) &&
