@@ -30,7 +30,6 @@ struct DistributedDataParallel::State {
   std::vector<Bucket> buckets;
   size_t next_bucket = 0;    // the next bucket to reduce, in order
   bool sync_enabled = true;  // false inside no_sync()
-  bool sync_this_backward = true;
   uint64_t reduced = 0;
 
   void prepare_backward() {
@@ -43,7 +42,7 @@ struct DistributedDataParallel::State {
 
   void on_gradient(size_t index) {
     Param& p = params[index];
-    if (!sync_this_backward) return;  // no_sync: the gradient stays where autograd put it
+    if (!sync_enabled) return;  // no_sync: the gradient stays where autograd put it
     if (p.ready) {
       throw DistributedError(
           fmt::format("[DistributedDataParallel] parameter '{}' received a gradient twice in one "
@@ -68,6 +67,7 @@ struct DistributedDataParallel::State {
       reduce(buckets[next_bucket]);
       ++next_bucket;
     }
+    if (next_bucket == buckets.size()) prepare_backward();  // ready for the next backward
   }
 
   void reduce(Bucket& b) {
@@ -167,7 +167,7 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   State& s = *state_;
-  if (s.sync_this_backward) {
+  if (s.sync_enabled) {
     const std::vector<std::string> missing = s.unreduced();
     if (!missing.empty()) {
       throw DistributedError(
@@ -178,8 +178,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
           "DistributedDataParallel", pg_->rank());
     }
   }
-  s.sync_this_backward = s.sync_enabled;
-  if (s.sync_this_backward) s.prepare_backward();
+  if (s.sync_enabled) s.prepare_backward();
   return (*module_)(x);
 }
 

@@ -25,9 +25,11 @@
 //                           less. zero_grad() then fills the buckets with zeros rather than
 //                           freeing them (a set_to_none would cost a copy per gradient at the
 //                           next backward, as in PyTorch).
-//   no_sync()               forward and backward inside it skip the communication: gradients
+//   no_sync()               backward passes inside it skip the communication: gradients
 //                           accumulate locally (in .grad, or in the buckets with views) until a
-//                           backward outside it reduces the sum.
+//                           backward outside it reduces the sum. (PyTorch decides at forward
+//                           time; memgrad when the gradients arrive, so a forward that bypasses
+//                           the wrapper still behaves.)
 #pragma once
 
 #include <cstdint>

@@ -105,6 +105,8 @@ struct ZeroDataParallel::State {
     // Stage 1 keeps the gradient as a view of the flat one; stages 2-3 free it now.
     param.set_grad(stage == 1 ? view : Tensor());
     if (--u.pending > 0) return;
+    u.pending = u.params.size();  // ready for the next backward
+    std::fill(u.ready.begin(), u.ready.end(), false);
     if (stage == 1) {
       pg->all_reduce(u.flat_grad, ReduceOp::Avg);
       return;
@@ -210,6 +212,9 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
     u.shard_param.requires_grad_(true);
     s.shards.push_back(u.shard_param);
   }
+  // Ready for the first backward, also when the forward bypasses this wrapper (the units' own
+  // hooks still run): each unit resets itself once all its gradients are in.
+  s.prepare_backward();
 
   std::weak_ptr<State> weak = state_;
   for (size_t k = 0; k < s.units.size(); ++k) {

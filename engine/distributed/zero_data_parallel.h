@@ -25,7 +25,9 @@
 //
 // Use: build the optimizer over shard_parameters(), then per step forward, backward, step(opt),
 // zero_grad(). The units must be called through operator() (Sequential and memgrad's modules
-// do), so that stage 3's forward hooks run. Each parameter may be used once per forward.
+// do), so that stage 3's forward hooks run; the wrapped module itself may be called directly
+// (the work is done by the units' hooks and the gradient hooks). Each parameter may be used once
+// per forward.
 #pragma once
 
 #include <cstdint>

@@ -33,6 +33,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
   app.add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")->capture_default_str();
   app.add_option("--checkpoint-segments", o.checkpoint_segments, "Activation checkpointing: number of segments (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--amp", o.amp, "Mixed precision: float16 autocast with a GradScaler");
+  app.add_flag("--ddp", o.ddp, "DistributedDataParallel on the ranks of ./memgrad launch");
+  app.add_option("--zero", o.zero, "ZeRO stage 1, 2 or 3 on the ranks of ./memgrad launch")->check(CLI::Range(1, 3));
   app.add_flag("--describe", o.describe, "Print a one-line description and exit");
 }
 

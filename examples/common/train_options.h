@@ -28,11 +28,14 @@ struct TrainOptions {
   uint64_t seed = 0;
   int64_t checkpoint_segments = 0;  // activation checkpointing (0: off)
   bool amp = false;                 // float16 autocast + GradScaler
+  bool ddp = false;                 // DistributedDataParallel (under ./memgrad launch)
+  int zero = 0;                     // ZeRO stage 1, 2 or 3 (0: off; under ./memgrad launch)
   bool describe = false;            // print a one-line description and exit
 };
 
 // Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,
-// --accumulate, --device, --memory-limit, --alloc-conf, --save, --resume, --seed.
+// --accumulate, --device, --memory-limit, --alloc-conf, --save, --resume, --seed,
+// --checkpoint-segments, --amp, --ddp, --zero.
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 

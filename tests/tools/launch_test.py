@@ -2,7 +2,7 @@
 """Tests of `./memgrad launch` (tools/launch.py): the ranks' environment, the rank prefix on every
 line, the exit status of the first rank that fails, and a C++ rank that throws in the middle of
 collectives (the distributed suite's "throws" worker) stopping the launch fast, with the rank
-named.
+named; train_mlp's --ddp and --zero on 2 ranks.
 
 usage: launch_test.py BUILD_DIR
 """
@@ -16,6 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 LAUNCH = os.path.join(ROOT, "tools", "launch.py")
 DIST_TESTS = os.path.join(BUILD, "tests", "distributed", "dist_tests")
+TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
+MNIST = "/usr/share/datasets/fashion-mnist"
 
 
 def built_with_gloo():
@@ -86,6 +88,22 @@ class LaunchTest(unittest.TestCase):
             self.assertEqual(proc.returncode, 1, proc.stdout)
             self.assertIn("[rank 1] uncaught: rank 1 fails on purpose", proc.stdout)
             self.assertIn("[launch] rank 1 exited with status 1", proc.stdout)
+
+    @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo() and os.path.isdir(MNIST),
+                         f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
+    def test_train_mlp_ddp_and_zero_train_alike_on_two_ranks(self):
+        # The same global batches, so DDP and every ZeRO stage reach the same test accuracy
+        # (to the printed digits); each rank's first-step report must match, or it exits with 2.
+        accuracies = {}
+        for mode in (["--ddp"], ["--zero", "1"], ["--zero", "2"], ["--zero", "3"]):
+            proc = launch(["-n", "2", "--", TRAIN_MLP] + mode +
+                          ["--epochs", "1", "--max-steps", "8"], timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertNotIn("[rank 1] epoch", proc.stdout)  # rank 0 alone prints progress
+            final = [line for line in proc.stdout.splitlines() if "final test accuracy" in line]
+            self.assertEqual(len(final), 1, proc.stdout)
+            accuracies[mode[-1]] = final[0].split()[5]
+        self.assertEqual(len(set(accuracies.values())), 1, accuracies)
 
 
 if __name__ == "__main__":
