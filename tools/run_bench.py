@@ -5,8 +5,8 @@ Each benchmark is a program in the build directory that prints `name: value unit
 (bench/bench_util.h). A benchmark with a peer (a libtorch program printing the same names) is run
 `--repeats` times in alternating order (memgrad, peer, peer, memgrad, ...), each run in its own
 process; the runner reports, per figure, the median over runs of each side, the ratio
-memgrad/libtorch and one PASS/FAIL line per target. A benchmark without a peer (alloc, lab, dist) is run
-once and its output streamed.
+memgrad/libtorch and one PASS/FAIL line per target. A benchmark without a peer (alloc, lab, dist)
+is run once and its output streamed.
 
 The peer runs in its best configuration on the development machines (docs/performance.md):
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp   OpenMP OpenBLAS, sharing libgomp
