@@ -57,9 +57,7 @@ class Mlp : public nn::UnaryModule {
       : fc1_(register_module("fc1", std::make_shared<nn::Linear>(kInputs, kHidden))),
         fc2_(register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden))),
         fc3_(register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses))) {}
-  Tensor forward(const Tensor& x) override {
-    return (*fc3_)((*fc2_)((*fc1_)(x).relu()).relu());
-  }
+  Tensor forward(const Tensor& x) override { return (*fc3_)((*fc2_)((*fc1_)(x).relu()).relu()); }
   std::string name() const override { return "Mlp"; }
 
  private:
@@ -133,9 +131,10 @@ int step_rank() {
     final_loss = l.item<double>();
   }
   if (rank != 0) return 0;
-  const std::string prefix =
-      world > 1 ? fmt::format("mlp_step_{}rank_ddp", world)
-                : threads == bench::kThreads ? "mlp_step_1rank" : fmt::format("mlp_step_1rank_{}thread", threads);
+  const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_ddp", world)
+                             : threads == bench::kThreads
+                                 ? "mlp_step_1rank"
+                                 : fmt::format("mlp_step_1rank_{}thread", threads);
   bench::report((prefix + "_median").c_str(), bench::median(step_ms), "ms");
   bench::report((prefix + "_p90").c_str(), bench::quantile(step_ms, 0.9), "ms");
   bench::report((prefix + "_final_loss").c_str(), final_loss, "nats");
@@ -154,9 +153,9 @@ std::vector<std::string> run_part(const char* part, int world, int threads, bool
     std::string all;
     for (const distributed::RankOutcome& r : result.ranks)
       all += fmt::format("\n[rank {}] {}", r.rank, r.output);
-    throw distributed::DistributedError(
-        fmt::format("dist_bench: {} on {} ranks: {}{}", part, world, result.describe_failure(), all),
-        part, result.first_failed_rank);
+    throw distributed::DistributedError(fmt::format("dist_bench: {} on {} ranks: {}{}", part, world,
+                                                    result.describe_failure(), all),
+                                        part, result.first_failed_rank);
   }
   std::vector<std::string> lines;
   std::istringstream output(result.ranks[0].output);
@@ -169,7 +168,8 @@ std::vector<std::string> run_part(const char* part, int world, int threads, bool
 
 double value_of(const std::vector<std::string>& lines, const std::string& name) {
   for (const std::string& line : lines) {
-    if (line.rfind(name + ": ", 0) == 0) return std::strtod(line.c_str() + name.size() + 2, nullptr);
+    if (line.rfind(name + ": ", 0) == 0)
+      return std::strtod(line.c_str() + name.size() + 2, nullptr);
   }
   return 0.0;
 }
@@ -180,13 +180,14 @@ int run(const bench::Flags& flags) {
               bench::kThreads, bench::kThreads / 2);
   std::fflush(stdout);
   if (flags.config_only) return 0;
-  const char* names[] = {"allreduce_64mib_median", "allreduce_64mib_algbw",
-                         "allreduce_64mib_busbw", "mlp_step_1rank_median",
+  const char* names[] = {"allreduce_64mib_median",    "allreduce_64mib_algbw",
+                         "allreduce_64mib_busbw",     "mlp_step_1rank_median",
                          "mlp_step_2rank_ddp_median", "ddp_2rank_speedup"};
   const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "x"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
-    for (size_t i = 0; i < std::size(names); ++i) bench::report_missing(names[i], units[i]);
+    for (size_t i = 0; i < std::size(names); ++i)
+      bench::report_missing(names[i], units[i]);
     return 0;
   }
   for (const std::string& line : run_part("allreduce", 2, 1, flags.quick))
@@ -195,7 +196,8 @@ int run(const bench::Flags& flags) {
   const std::vector<std::string> one_thread = run_part("step", 1, 1, flags.quick);
   const std::vector<std::string> two = run_part("step", 2, bench::kThreads / 2, flags.quick);
   for (const auto* lines : {&one, &one_thread, &two}) {
-    for (const std::string& line : *lines) std::printf("%s\n", line.c_str());
+    for (const std::string& line : *lines)
+      std::printf("%s\n", line.c_str());
   }
   const double t1 = value_of(one, "mlp_step_1rank_median");
   const double t2 = value_of(two, "mlp_step_2rank_ddp_median");

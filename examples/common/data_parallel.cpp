@@ -14,33 +14,37 @@ DataParallel::DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOp
   if (!o.ddp && o.zero == 0) return;
   if (o.ddp && o.zero != 0) throw ValueError("--ddp and --zero exclude each other");
   if (o.zero != 0 && (!o.save.empty() || !o.resume.empty())) {
-    throw ValueError(fmt::format("--zero {} shards the parameters and the optimizer state: "
-                                 "--save and --resume work with one process or --ddp",
-                                 o.zero));
+    throw ValueError(
+        fmt::format("--zero {} shards the parameters and the optimizer state: "
+                    "--save and --resume work with one process or --ddp",
+                    o.zero));
   }
   if (o.zero != 0 && o.amp) {
-    throw ValueError(fmt::format("--zero {} with --amp: each rank would check only its shard for "
-                                 "inf/NaN and the ranks could disagree on skipping a step",
-                                 o.zero));
+    throw ValueError(
+        fmt::format("--zero {} with --amp: each rank would check only its shard for "
+                    "inf/NaN and the ranks could disagree on skipping a step",
+                    o.zero));
   }
   if (o.zero == 3 && o.checkpoint_segments > 0) {
-    throw ValueError("--zero 3 gathers each layer around its forward; with "
-                     "--checkpoint-segments the recomputation would gather again: not supported");
+    throw ValueError(
+        "--zero 3 gathers each layer around its forward; with "
+        "--checkpoint-segments the recomputation would gather again: not supported");
   }
   const distributed::Backend backend =
       device.is_cuda() ? distributed::Backend::Nccl : distributed::Backend::Gloo;
   pg_ = distributed::init_process_group(backend);
   if (o.batch_size % (o.accumulate * pg_->size()) != 0) {
-    throw ValueError(fmt::format("--batch-size {} must split into {} ranks x --accumulate {} "
-                                 "equal parts",
-                                 o.batch_size, pg_->size(), o.accumulate));
+    throw ValueError(
+        fmt::format("--batch-size {} must split into {} ranks x --accumulate {} "
+                    "equal parts",
+                    o.batch_size, pg_->size(), o.accumulate));
   }
   if (o.ddp) {
     ddp_ = std::make_shared<distributed::DistributedDataParallel>(model_, pg_);
     runner_ = ddp_.get();
   } else {
     zero_ = std::make_shared<distributed::ZeroDataParallel>(model_, pg_,
-                                                           distributed::ZeroOptions{o.zero});
+                                                            distributed::ZeroOptions{o.zero});
     runner_ = zero_.get();
   }
 }
