@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -56,7 +57,11 @@ void check_writable_folder(const std::string& path) {
 }  // namespace
 
 Device configure_device(const TrainOptions& o) {
-  const Device device(o.device);
+  // With --ddp or --zero, a plain "cuda" is this rank's GPU: cuda:LOCAL_RANK, where the NCCL
+  // group of the rank lives (distributed/process_group.h).
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  const bool per_rank_gpu = (o.ddp || o.zero != 0) && o.device == "cuda" && local_rank != nullptr;
+  const Device device(per_rank_gpu ? fmt::format("cuda:{}", local_rank) : o.device);
   if (o.batch_size % o.accumulate != 0) {
     throw ValueError(fmt::format("--accumulate {} must divide --batch-size {}", o.accumulate,
                                  o.batch_size));

@@ -39,7 +39,8 @@ struct TrainOptions {
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 
-// Applies --alloc-conf and --memory-limit to the chosen device and returns it, and checks that
+// Applies --alloc-conf and --memory-limit to the chosen device and returns it (with --ddp or
+// --zero, --device cuda means cuda:LOCAL_RANK, each rank its own GPU), and checks that
 // --save names a writable folder (before any training, not after the first epoch). Throws
 // ConfigError / DeviceError / ValueError / IoError with the flag's name for bad values.
 Device configure_device(const TrainOptions& options);
