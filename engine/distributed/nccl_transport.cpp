@@ -1,5 +1,5 @@
-// NcclTransport: NCCL's collectives for the process group; in a build without CUDA, only the
-// error that says so.
+// NcclTransport: NCCL's collectives for the process group; in a build without NCCL (no CUDA, or
+// no nccl.h), only the error that says so.
 #include "engine/distributed/nccl_transport.h"
 
 #include <cstring>
@@ -11,14 +11,14 @@
 #include "engine/tensor.h"
 #include "memgrad_build_config.h"
 
-#if MEMGRAD_WITH_CUDA
+#if MEMGRAD_WITH_NCCL
 #include "kernels/cuda/nccl.h"
 #endif
 
 namespace memgrad::distributed::detail {
 namespace {
 
-#if MEMGRAD_WITH_CUDA
+#if MEMGRAD_WITH_NCCL
 
 using kernels::cuda::NcclDType;
 
@@ -144,7 +144,7 @@ std::unique_ptr<Transport> make_nccl_transport(int rank, int size, int local_ran
                                                const std::string& prefix,
                                                std::vector<PeerInfo> peers,
                                                std::chrono::milliseconds timeout) {
-#if MEMGRAD_WITH_CUDA
+#if MEMGRAD_WITH_NCCL
   if (size > 1 && store == nullptr) {
     throw DistributedError(
         "[init_process_group] NCCL ranks need a store to share their "
@@ -160,10 +160,13 @@ std::unique_ptr<Transport> make_nccl_transport(int rank, int size, int local_ran
   (void)prefix;
   (void)peers;
   (void)timeout;
-  throw DistributedError(
-      "[init_process_group] the nccl backend needs the CUDA build "
-      "(-Dcuda=enabled, ./memgrad test --cuda)",
-      "init_process_group", rank);
+  throw DistributedError(MEMGRAD_WITH_CUDA
+                             ? "[init_process_group] the nccl backend needs NCCL's header, which "
+                               "this CUDA build did not find (nccl.h in the CUDA toolkit's "
+                               "include/ or from libnccl-dev; configure again once it is there)"
+                             : "[init_process_group] the nccl backend needs the CUDA build "
+                               "(-Dcuda=enabled, ./memgrad test --cuda)",
+                         "init_process_group", rank);
 #endif
 }
 

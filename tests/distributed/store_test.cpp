@@ -180,6 +180,9 @@ TEST_SUITE("distributed") {
 #if !MEMGRAD_WITH_CUDA
     CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt),
                          doctest::Contains("needs the CUDA build"), DistributedError);
+#elif !MEMGRAD_WITH_NCCL
+    CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt),
+                         doctest::Contains("nccl.h"), DistributedError);
 #endif
   }
 
