@@ -34,6 +34,7 @@ struct BlockSnapshot {
   size_t nbytes = 0;
   size_t requested = 0;
   bool allocated = false;
+  bool pending_free = false;  // freed by its owner, waiting on stream events before reuse
 };
 
 // A segment obtained from the source and the blocks that tile it, sorted by address.
@@ -42,6 +43,7 @@ struct SegmentSnapshot {
   size_t nbytes = 0;
   StreamId stream = kDefaultStream;
   bool small_pool = false;
+  bool expandable = false;  // pages mapped into a reserved range (grows and shrinks in place)
   std::vector<BlockSnapshot> blocks;
 };
 

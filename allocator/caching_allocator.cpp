@@ -385,7 +385,7 @@ std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
     s.small_pool = seg->small_pool;
     for (const BlockRecord* b = seg->head; b != nullptr; b = b->next) {
       s.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr) - base, b->size, b->requested_size,
-                          b->allocated});
+                          b->allocated, !b->allocated && b->event_count > 0});
     }
     out.push_back(std::move(s));
   }

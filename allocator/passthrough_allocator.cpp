@@ -55,7 +55,7 @@ std::vector<SegmentSnapshot> PassthroughAllocator::snapshot() const {
     s.nbytes = b.nbytes;
     s.stream = b.stream;
     s.small_pool = b.nbytes <= kSmallSize;
-    s.blocks.push_back({address, b.nbytes, b.requested, true});
+    s.blocks.push_back({address, b.nbytes, b.requested, true, false});
     out.push_back(std::move(s));
   }
   std::sort(out.begin(), out.end(),

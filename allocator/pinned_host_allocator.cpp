@@ -154,7 +154,8 @@ std::vector<SegmentSnapshot> PinnedHostAllocator::snapshot() const {
     SegmentSnapshot s;
     s.address = address;
     s.nbytes = r.size;
-    s.blocks.push_back({address, r.size, r.requested, r.allocated});
+    const bool pending = !r.allocated && r.event_count > 0;  // freed, waiting on an event
+    s.blocks.push_back({address, r.size, r.requested, r.allocated, pending});
     out.push_back(std::move(s));
   }
   std::sort(out.begin(), out.end(),

@@ -176,6 +176,13 @@ void PolicyAllocator::throw_oom(size_t requested, size_t alloc_size, StreamId st
   throw OutOfMemoryError(std::move(info));
 }
 
+void PolicyAllocator::mark_in_trace(TraceAction action) {
+  if (!trace_.enabled()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  trace_.record(action, 0, 0, 0, kDefaultStream, stats_.allocated_bytes.all().current,
+                stats_.reserved_bytes.all().current);
+}
+
 void PolicyAllocator::record_trace(TraceAction action, const void* ptr, size_t nbytes,
                                    size_t requested, StreamId stream) {
   trace_.record(action, trace_address(ptr), nbytes, requested, stream,

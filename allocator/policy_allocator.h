@@ -60,6 +60,10 @@ class PolicyAllocator : public Allocator {
 
   // The source the policy obtains its segments from (not owned).
   MemorySource& source() const { return source_; }
+  // Records a marker event (TraceAction::EmptyCache when the program calls empty_cache()) with
+  // the totals of the moment, when the trace is on, so a replay repeats the call there.
+  void mark_in_trace(TraceAction action);
+
   // The policy's trace recorder (off until enabled).
   TraceRecorder& trace() { return trace_; }
   const TraceRecorder& trace() const { return trace_; }

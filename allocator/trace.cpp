@@ -47,6 +47,7 @@ std::string_view trace_action_name(TraceAction action) {
     case TraceAction::SegmentMap: return "segment_map";
     case TraceAction::SegmentUnmap: return "segment_unmap";
     case TraceAction::Oom: return "oom";
+    case TraceAction::EmptyCache: return "empty_cache";
   }
   return "unknown";
 }
@@ -73,6 +74,7 @@ void TraceRecorder::enable(size_t max_entries) {
   events_.clear();
   contexts_.clear();
   next_ = 0;
+  overflowed_ = false;
   max_entries_ = max_entries == 0 ? 1 : max_entries;
   start_ns_ = now_ns();
   enabled_.store(true, std::memory_order_relaxed);
@@ -85,6 +87,17 @@ void TraceRecorder::clear() {
   events_.clear();
   contexts_.clear();
   next_ = 0;
+  overflowed_ = false;
+}
+
+bool TraceRecorder::overflowed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return overflowed_;
+}
+
+size_t TraceRecorder::max_entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return max_entries_;
 }
 
 uint32_t TraceRecorder::intern_context() {
@@ -118,6 +131,7 @@ void TraceRecorder::record(TraceAction action, uint64_t address, uint64_t nbytes
   } else {
     events_[next_] = e;
     next_ = (next_ + 1) % max_entries_;
+    overflowed_ = true;
   }
 }
 

@@ -31,6 +31,7 @@ enum class TraceAction : uint8_t {
   SegmentMap,     // pages mapped into an expandable segment
   SegmentUnmap,   // pages unmapped from an expandable segment
   Oom,            // an OutOfMemoryError was thrown
+  EmptyCache,     // the program called empty_cache() (memgrad's own; PyTorch records none)
 };
 
 // The action's name as PyTorch's snapshots spell it ("alloc", "segment_free", ...).
@@ -113,6 +114,10 @@ class TraceRecorder {
   void disable();
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   void clear();
+  // Whether the ring has overwritten events since enable() or clear() (PyTorch's
+  // trace_alloc_overflowed), and the ring's size.
+  bool overflowed() const;
+  size_t max_entries() const;
 
   // Records one event with the calling thread's context. Call only when enabled().
   void record(TraceAction action, uint64_t address, uint64_t nbytes, uint64_t requested,
@@ -136,6 +141,7 @@ class TraceRecorder {
   int64_t start_ns_ = 0;
   size_t max_entries_ = SIZE_MAX;
   size_t next_ = 0;  // ring position once the buffer is full
+  bool overflowed_ = false;
   std::vector<TraceEvent> events_;
   std::vector<TraceContextRecord> contexts_;
 };

@@ -22,7 +22,8 @@ namespace {
 TraceAction action_from_name(const std::string& name) {
   for (TraceAction a : {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
                         TraceAction::SegmentAlloc, TraceAction::SegmentFree,
-                        TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom}) {
+                        TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom,
+                        TraceAction::EmptyCache}) {
     if (trace_action_name(a) == name) return a;
   }
   throw TraceError(fmt::format("trace: unknown action '{}'", name));
@@ -88,6 +89,8 @@ double timed_pass(const ReplayPlan& plan, const AllocatorConfig& config, size_t 
     const ReplayOp& op = plan.ops[i];
     if (op.alloc) {
       blocks[op.slot] = alloc->allocate(op.nbytes, op.stream);
+    } else if (op.empty_cache) {
+      alloc->empty_cache();
     } else {
       alloc->free(blocks[op.slot]);
     }
@@ -166,7 +169,7 @@ ReplayPlan plan_replay(const std::vector<TraceEvent>& events) {
         throw TraceError(fmt::format("trace: at event {} more than 2^64 bytes are live", i));
       }
       plan.ideal_peak = std::max(plan.ideal_peak, live_bytes);
-      plan.ops.push_back({true, slot, e.requested, e.stream, i});
+      plan.ops.push_back({true, false, slot, e.requested, e.stream, i});
       plan.contexts.push_back(e.context);
       ++plan.allocs;
     } else if (e.action == TraceAction::FreeRequested) {
@@ -179,9 +182,12 @@ ReplayPlan plan_replay(const std::vector<TraceEvent>& events) {
       live.erase(it);
       live_bytes -= slot_bytes[slot];
       spare.push_back(slot);
-      plan.ops.push_back({false, slot, 0, e.stream, i});
+      plan.ops.push_back({false, false, slot, 0, e.stream, i});
       plan.contexts.push_back(e.context);
       ++plan.frees;
+    } else if (e.action == TraceAction::EmptyCache) {
+      plan.ops.push_back({false, true, 0, 0, e.stream, i});
+      plan.contexts.push_back(e.context);
     }
   }
   plan.slots = slot_bytes.size();
@@ -213,6 +219,8 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
       if (op.alloc) {
         blocks[op.slot] = alloc->allocate(op.nbytes, op.stream);
         ++r.allocs;
+      } else if (op.empty_cache) {
+        alloc->empty_cache();
       } else {
         alloc->free(blocks[op.slot]);
         blocks[op.slot] = Block{};

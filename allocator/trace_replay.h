@@ -40,9 +40,11 @@ RecordedTrace parse_trace(std::string_view json);
 // path when it is malformed.
 RecordedTrace read_trace_file(const std::string& path);
 
-// One request: allocate `nbytes` into `slot`, or free the block in `slot`.
+// One request: allocate `nbytes` into `slot`, free the block in `slot`, or (empty_cache) call
+// empty_cache().
 struct ReplayOp {
   bool alloc = true;
+  bool empty_cache = false;
   uint32_t slot = 0;
   size_t nbytes = 0;      // the caller's bytes (alloc only)
   StreamId stream = kDefaultStream;

@@ -24,6 +24,7 @@
 #include "allocator/bounded_memory.h"
 #include "allocator/error.h"
 #include "allocator/host_memory.h"
+#include "allocator/memory_snapshot.h"
 #include "allocator/atomic_file.h"
 #include "allocator/policy_registry.h"
 #include "allocator/summary.h"
@@ -48,6 +49,7 @@ struct Registry {
   bool cpu_limit_read = false;
   std::array<size_t, kMaxDeviceIndex> sim_capacity{};
   std::optional<std::string> trace_path;  // MEMGRAD_TRACE, read once
+  std::optional<std::string> snapshot_path;  // MEMGRAD_SNAPSHOT, read with it
   bool trace_path_read = false;
   bool trace_writer_registered = false;
 };
@@ -112,9 +114,49 @@ std::string trace_file_for(const std::string& path, const std::string& device) {
 // the process exits with kTraceWriteFailed, so no caller takes a missing trace for success.
 constexpr int kTraceWriteFailed = 3;
 
+// The snapshot device index of a registry slot: cpu 0, sim:N and cuda:N N.
+int snapshot_index(int slot) {
+  if (slot == 0) return 0;
+  return slot <= kMaxDeviceIndex ? slot - 1 : slot - 1 - kMaxDeviceIndex;
+}
+
+// At exit (MEMGRAD_SNAPSHOT): each recording device's snapshot, pickle or JSON by extension.
+// Returns false when one could not be written (reported on stderr).
+bool write_snapshots(Registry& r) {
+  bool ok = true;
+  std::vector<int> slots;
+  for (size_t s = 0; s < r.slots.size(); ++s) {
+    const PolicyAllocator* a = r.slots[s].load(std::memory_order_acquire);
+    if (a != nullptr && a->trace().enabled()) slots.push_back(static_cast<int>(s));
+  }
+  for (int s : slots) {
+    const PolicyAllocator& a = *r.slots[static_cast<size_t>(s)].load(std::memory_order_acquire);
+    const std::string name = a.source().name();
+    const std::string path =
+        slots.size() == 1 ? *r.snapshot_path : trace_file_for(*r.snapshot_path, name);
+    try {
+      write_snapshot_file(path, memory_snapshot(a, r.configs[static_cast<size_t>(s)],
+                                                snapshot_index(s)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[memgrad] error: MEMGRAD_SNAPSHOT: %s\n", e.what());
+      ok = false;
+      continue;
+    }
+    std::fprintf(stderr, "[memgrad] memory snapshot of %s (%zu events) written to %s\n",
+                 name.c_str(), a.trace().events().size(), path.c_str());
+  }
+  return ok;
+}
+
 void write_traces() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  bool snapshots_ok = true;
+  if (r.snapshot_path) snapshots_ok = write_snapshots(r);
+  if (!r.trace_path) {
+    if (!snapshots_ok) std::_Exit(kTraceWriteFailed);
+    return;
+  }
   std::vector<PolicyAllocator*> traced;
   for (const std::atomic<PolicyAllocator*>& slot : r.slots) {
     PolicyAllocator* a = slot.load(std::memory_order_acquire);
@@ -136,7 +178,7 @@ void write_traces() {
     std::fprintf(stderr, "[memgrad] allocator trace of %s (%zu events) written to %s\n",
                  source.name().c_str(), a->trace().events().size(), path.c_str());
   }
-  if (failed) std::_Exit(kTraceWriteFailed);
+  if (failed || !snapshots_ok) std::_Exit(kTraceWriteFailed);
 }
 
 // Requires r.mutex. Switches tracing on for a new allocator when MEMGRAD_TRACE asks for it.
@@ -144,9 +186,11 @@ void maybe_trace(Registry& r, PolicyAllocator& allocator) {
   if (!r.trace_path_read) {
     const char* path = std::getenv("MEMGRAD_TRACE");
     if (path != nullptr && *path != '\0') r.trace_path = path;
+    const char* snapshot = std::getenv("MEMGRAD_SNAPSHOT");
+    if (snapshot != nullptr && *snapshot != '\0') r.snapshot_path = snapshot;
     r.trace_path_read = true;
   }
-  if (!r.trace_path) return;
+  if (!r.trace_path && !r.snapshot_path) return;
   allocator.trace().enable();
   if (!r.trace_writer_registered) {
     std::atexit(write_traces);
@@ -196,7 +240,11 @@ void reset_peak_memory_stats(Device device) { allocator_for(device).reset_peak_s
 void reset_accumulated_memory_stats(Device device) {
   allocator_for(device).reset_accumulated_stats();
 }
-void empty_cache(Device device) { allocator_for(device).empty_cache(); }
+void empty_cache(Device device) {
+  PolicyAllocator& a = allocator_for(device);
+  a.mark_in_trace(TraceAction::EmptyCache);  // a replay of the trace calls it at the same point
+  a.empty_cache();
+}
 
 std::string memory_summary(Device device, bool abbreviated) {
   PolicyAllocator& a = allocator_for(device);
@@ -265,6 +313,27 @@ void set_sim_capacity(int index, size_t nbytes) {
     capacity = previous;
     throw;
   }
+}
+
+void record_memory_history(Device device, size_t max_entries, bool enabled) {
+  PolicyAllocator& a = allocator_for(device);
+  if (enabled) {
+    a.trace().enable(max_entries);
+  } else {
+    a.trace().disable();
+  }
+}
+
+PyValue memory_snapshot(Device device) {
+  PolicyAllocator& a = allocator_for(device);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const int slot = slot_of(device);
+  return memory_snapshot(a, r.configs[static_cast<size_t>(slot)], snapshot_index(slot));
+}
+
+void dump_snapshot(const std::string& path, Device device) {
+  write_snapshot_file(path, memory_snapshot(device));
 }
 
 }  // namespace memgrad

@@ -18,15 +18,21 @@
 //                             the path with the device before the extension ("t.json" ->
 //                             "t.cpu.json", "t.sim0.json"). Recording costs host memory per
 //                             event; a replaced allocator's trace is not written.
+//   MEMGRAD_SNAPSHOT          a file path: every allocator records from its creation, and at
+//                             exit each device's memory snapshot (PyTorch's format, see
+//                             memory_snapshot below) is written there: pickle, or JSON for a
+//                             ".json" path; several devices as for MEMGRAD_TRACE.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "allocator/config.h"
+#include "allocator/memory_snapshot.h"
 #include "allocator/policy_allocator.h"
 #include "engine/device.h"
 
@@ -66,6 +72,22 @@ void set_cpu_memory_limit(size_t nbytes);
 
 // Sets the capacity of the simulated device sim:index, with a fresh allocator. Throws ConfigError.
 void set_sim_capacity(int index, size_t nbytes);
+
+// ---- memory snapshots, named as PyTorch's torch.cuda.memory functions ----
+
+// Starts recording every allocator event of `device` (clearing earlier ones), keeping the last
+// `max_entries` (a ring, as PyTorch's _record_memory_history(max_entries=...)); with `enabled`
+// false, stops. Recording costs host memory per event (about 56 bytes), nothing on the device.
+void record_memory_history(Device device = kCPU, size_t max_entries = SIZE_MAX,
+                           bool enabled = true);
+// PyTorch's torch.cuda.memory._snapshot() of `device`: its segments and blocks now, the events
+// recorded so far, and its allocator settings (allocator/memory_snapshot.h says what each key
+// holds). Allocates: host memory for the value.
+PyValue memory_snapshot(Device device = kCPU);
+// Writes memory_snapshot(device) to `path` (_dump_snapshot): pickle, which pytorch.org/memory_viz
+// and `python -m torch.cuda._memory_viz` open, or JSON for a path ending in ".json". The file is
+// replaced all or nothing. Throws IoError.
+void dump_snapshot(const std::string& path, Device device = kCPU);
 
 // Number of CUDA devices present (0 without the backend or a GPU).
 int cuda_device_count();

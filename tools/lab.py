@@ -6,9 +6,16 @@
                                           every device allocator records its trace and writes it
                                           at exit; prints the trace file(s). Default PATH:
                                           memgrad-traces/PROGRAM.json
-  replay TRACE [--policy A,B,C] [--capacity SIZE] [--timed-passes N]
-                                          serve the trace's requests with each policy on a fresh
-                                          simulated device and print the comparison table
+  snapshot [--out PATH] -- PROGRAM [ARGS] the same with MEMGRAD_SNAPSHOT=PATH: each device's
+                                          memory snapshot in PyTorch's format (pickle; JSON for
+                                          a .json PATH), which pytorch.org/memory_viz opens.
+                                          Default PATH: memgrad-snapshots/PROGRAM.pickle
+  replay TRACE [--policy A,B,C] [--capacity SIZE] [--timed-passes N] [--device N] [--validate]
+                                          serve the requests of a trace or a snapshot (memgrad's
+                                          or PyTorch's) with each policy on a fresh simulated
+                                          device and print the comparison table; --validate
+                                          compares the caching policy's segment decisions with
+                                          the recorded ones
   plot TRACE [--out-dir DIR] [--policy P] [--capacity SIZE]
                                           write an SVG timeline and a Perfetto JSON of the trace
                                           (or of its replay under P); prints the file names
@@ -59,39 +66,46 @@ def written_traces(path, since):
     return [p for p in candidates if os.path.isfile(p) and os.path.getmtime(p) >= since]
 
 
-def cmd_record(opts):
+def cmd_record(opts, variable="MEMGRAD_TRACE", folder="memgrad-traces", ext=".json",
+               what="trace"):
     command = opts.command
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        sys.exit("lab record: nothing to run (usage: ./memgrad lab record -- PROGRAM [ARGS])")
+        sys.exit(f"lab {opts.cmd}: nothing to run (usage: ./memgrad lab {opts.cmd} -- PROGRAM "
+                 f"[ARGS])")
     program = resolve_program(opts.build_dir, command[0])
-    out = opts.out or os.path.join("memgrad-traces", os.path.basename(program) + ".json")
+    out = opts.out or os.path.join(folder, os.path.basename(program) + ext)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     except OSError as e:
-        print(f"lab record: cannot create the folder of '{out}': {e.strerror}", file=sys.stderr)
+        print(f"lab {opts.cmd}: cannot create the folder of '{out}': {e.strerror}",
+              file=sys.stderr)
         return 1
-    env = dict(os.environ, MEMGRAD_TRACE=os.path.abspath(out))
+    env = dict(os.environ, **{variable: os.path.abspath(out)})
     start = time.time() - 1
     status = subprocess.run([program] + command[1:], env=env).returncode
     files = written_traces(os.path.abspath(out), start)
     name = os.path.basename(program)
     if status == TRACE_WRITE_FAILED:
-        print(f"lab record: {name} could not write its trace (see the error above)",
+        print(f"lab {opts.cmd}: {name} could not write its {what} (see the error above)",
               file=sys.stderr)
         return status
     if not files:
-        print(f"lab record: {name} wrote no trace (status {status}; no allocation on any "
+        print(f"lab {opts.cmd}: {name} wrote no {what} (status {status}; no allocation on any "
               f"device?)", file=sys.stderr)
         return status or 1
     for f in files:
-        print(f"trace: {os.path.relpath(f)} ({os.path.getsize(f)} bytes)")
+        print(f"{what}: {os.path.relpath(f)} ({os.path.getsize(f)} bytes)")
     if status != 0:
-        print(f"lab record: {name} exited with status {status}; the trace covers the run up to "
-              f"that point", file=sys.stderr)
+        print(f"lab {opts.cmd}: {name} exited with status {status}; the {what} covers the run "
+              f"up to that point", file=sys.stderr)
         return status
-    print("next: ./memgrad lab replay TRACE   and   ./memgrad lab plot TRACE")
+    if what == "trace":
+        print("next: ./memgrad lab replay TRACE   and   ./memgrad lab plot TRACE")
+    else:
+        print("next: open it in https://pytorch.org/memory_viz, or ./memgrad lab replay "
+              "SNAPSHOT --validate")
     return 0
 
 
@@ -103,8 +117,14 @@ def main():
     rec = sub.add_parser("record", help="run a program with allocator tracing on")
     rec.add_argument("--out", help="trace file (default memgrad-traces/PROGRAM.json)")
     rec.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
-    rep = sub.add_parser("replay", help="compare the policies on a trace")
+    snap = sub.add_parser("snapshot", help="run a program and write its memory snapshot")
+    snap.add_argument("--out", help="snapshot file (default memgrad-snapshots/PROGRAM.pickle)")
+    snap.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
+    rep = sub.add_parser("replay", help="compare the policies on a trace or a snapshot")
     rep.add_argument("trace")
+    rep.add_argument("--device", help="the snapshot's device to replay")
+    rep.add_argument("--validate", action="store_true",
+                     help="compare the segment decisions with the recorded ones")
     rep.add_argument("--policy", help="comma-separated policies (default: all)")
     rep.add_argument("--capacity", help="simulated device capacity, e.g. 512MiB")
     rep.add_argument("--timed-passes", help="timed passes per policy (default 3)")
@@ -120,16 +140,20 @@ def main():
     opts = parser.parse_args()
     if opts.cmd == "record":
         return cmd_record(opts)
+    if opts.cmd == "snapshot":
+        return cmd_record(opts, "MEMGRAD_SNAPSHOT", "memgrad-snapshots", ".pickle", "snapshot")
     if opts.cmd in ("replay", "plot", "layout"):
         args = [lab_tool(opts.build_dir), opts.cmd]
         if opts.cmd != "layout":
             args.append(opts.trace)
-        for flag in ("policy", "capacity", "timed_passes", "out_dir"):
+        for flag in ("policy", "capacity", "timed_passes", "out_dir", "device"):
             value = getattr(opts, flag, None)
             if value:
                 args += ["--" + flag.replace("_", "-"), value]
         if getattr(opts, "summary_only", False):
             args.append("--summary-only")
+        if getattr(opts, "validate", False):
+            args.append("--validate")
         return subprocess.run(args).returncode
     if opts.cmd == "policies":
         return subprocess.run([lab_tool(opts.build_dir), "layout", "--summary-only"]).returncode

@@ -155,10 +155,10 @@ std::vector<SegmentSnapshot> ArenaAllocator::snapshot() const {
     s.nbytes = chunk->nbytes;
     s.small_pool = chunk->pool == StatPool::SmallPool;
     for (const auto& [offset, piece] : chunk->pieces) {
-      s.blocks.push_back({s.address + offset, piece.nbytes, piece.requested, piece.live});
+      s.blocks.push_back({s.address + offset, piece.nbytes, piece.requested, piece.live, false});
     }
     if (chunk->bump < chunk->nbytes) {
-      s.blocks.push_back({s.address + chunk->bump, chunk->nbytes - chunk->bump, 0, false});
+      s.blocks.push_back({s.address + chunk->bump, chunk->nbytes - chunk->bump, 0, false, false});
     }
     out.push_back(std::move(s));
   }

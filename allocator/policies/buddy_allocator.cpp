@@ -164,7 +164,7 @@ std::vector<SegmentSnapshot> BuddyAllocator::snapshot() const {
     s.nbytes = arena->nbytes;
     s.small_pool = arena->pool == StatPool::SmallPool;
     for (const auto& [offset, node] : arena->blocks) {
-      s.blocks.push_back({s.address + offset, node.nbytes, node.requested, node.allocated});
+      s.blocks.push_back({s.address + offset, node.nbytes, node.requested, node.allocated, false});
     }
     out.push_back(std::move(s));
   }

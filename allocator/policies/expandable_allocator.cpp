@@ -287,12 +287,13 @@ void ExpandableAllocator::snapshot_region(const Region& r, std::vector<SegmentSn
       SegmentSnapshot s;
       s.address = base + offset;
       s.small_pool = r.pool == StatPool::SmallPool;
+      s.expandable = true;
       out.push_back(std::move(s));
       open = true;
     }
     out.back().nbytes += piece.nbytes;
     out.back().blocks.push_back(
-        {base + offset, piece.nbytes, piece.requested, piece.state == State::Allocated});
+        {base + offset, piece.nbytes, piece.requested, piece.state == State::Allocated, false});
   }
 }
 

@@ -165,7 +165,7 @@ std::vector<SegmentSnapshot> FirstFitAllocator::snapshot() const {
     s.small_pool = seg->pool == StatPool::SmallPool;
     for (const Rec* r = seg->head; r != nullptr; r = r->next) {
       s.blocks.push_back({reinterpret_cast<uintptr_t>(r->ptr) - base, r->nbytes, r->requested,
-                          r->allocated});
+                          r->allocated, false});
     }
     out.push_back(std::move(s));
   }

@@ -147,7 +147,7 @@ std::vector<SegmentSnapshot> SizeClassAllocator::snapshot() const {
     for (size_t i = 0; i < slab->slots(); ++i) {
       const size_t requested = slab->requested[i];
       s.blocks.push_back({s.address + i * slab->class_nbytes, slab->class_nbytes, requested,
-                          requested != 0});
+                          requested != 0, false});
     }
     out.push_back(std::move(s));
   }

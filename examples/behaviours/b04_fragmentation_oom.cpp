@@ -65,9 +65,11 @@ struct Setting {
   int64_t expected_reserved = 0;
 };
 
-FragmentationRun run_sequence(const Setting& s, int64_t size, Device device, int64_t capacity) {
+FragmentationRun run_sequence(const Setting& s, int64_t size, Device device, int64_t capacity,
+                              const std::string& snapshot_path) {
   set_allocator_config(device, s.config);
   set_sim_capacity(device.index(), static_cast<size_t>(capacity));  // a fresh device
+  if (!snapshot_path.empty()) record_memory_history(device);
   const TensorOptions options = TensorOptions(kFloat32).with_device(device);
   FragmentationRun run;
   run.name = s.name;
@@ -86,6 +88,7 @@ FragmentationRun run_sequence(const Setting& s, int64_t size, Device device, int
     run.oom = true;
     run.oom_message = e.what();
     run.oom_info = e.info();
+    if (!snapshot_path.empty()) dump_snapshot(snapshot_path, device);
   }
   const MemoryStats stats = memory_stats(device);
   run.allocated = stats.allocated_bytes.all().current;
@@ -143,14 +146,17 @@ class SimRestore {
 
 }  // namespace
 
-FragmentationResult measure_fragmentation(int64_t size, int sim_index) {
+FragmentationResult measure_fragmentation(int64_t size, int sim_index,
+                                          const std::string& snapshot_path) {
   const Device device(DeviceType::Sim, sim_index);
   const SimRestore restore(device);
   FragmentationResult result;
   result.capacity = 100 * kOneMiB * size;
   result.expandable_known = expandable_known();
   for (const Setting& s : settings_for(size, result.expandable_known)) {
-    result.runs.push_back(run_sequence(s, size, device, result.capacity));
+    const bool first = result.runs.empty();  // the default caching run
+    result.runs.push_back(
+        run_sequence(s, size, device, result.capacity, first ? snapshot_path : std::string()));
   }
   return result;
 }
@@ -187,10 +193,12 @@ void print_oom(const FragmentationRun& run, int64_t size) {
              run.ooms);
 }
 
+std::string g_snapshot_path;  // --snapshot
+
 int body(const BehaviourFlags& flags) {
   const Device requested(flags.device);
   const int index = requested.type() == DeviceType::Sim ? requested.index() : 0;
-  const FragmentationResult r = measure_fragmentation(flags.size, index);
+  const FragmentationResult r = measure_fragmentation(flags.size, index, g_snapshot_path);
   const int64_t s = flags.size;
   fmt::print("device sim:{}, capacity {}; x1 = {}, freed; y = {}; z = {}\n", index,
              human_bytes(r.capacity), human_bytes(60 * kOneMiB * s), human_bytes(20 * kOneMiB * s),
@@ -215,6 +223,11 @@ int body(const BehaviourFlags& flags) {
   const FragmentationRun& base = r.runs[0];
   int fixed = 0;
   for (size_t i = 1; i < r.runs.size(); ++i) fixed += r.runs[i].oom ? 0 : 1;
+  if (!g_snapshot_path.empty() && base.oom) {
+    fmt::print("\nmemory snapshot of the default run at the OOM: {} (open it in "
+               "https://pytorch.org/memory_viz)\n",
+               g_snapshot_path);
+  }
   print_conclusion(fmt::format(
       "the default run {} for a {} request with {} free in total ({} cached in a split segment + "
       "{} never reserved); {} of {} fixes let z fit.",
@@ -226,6 +239,12 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+int main(int argc, char** argv) {
+  CLI::App app{fmt::format("{}: {}", kInfo.id, kInfo.title)};
+  app.add_option("--snapshot", g_snapshot_path,
+                 "Write the default run's memory snapshot (PyTorch's format) here when z fails: "
+                 "open it in pytorch.org/memory_viz or replay it with ./memgrad lab replay");
+  return run_behaviour(argc, argv, kInfo, body, &app);
+}
 
 #endif

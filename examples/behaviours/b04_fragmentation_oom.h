@@ -36,6 +36,9 @@ struct FragmentationResult {
 // Runs the sequence on sim:`sim_index` once per setting: the default caching policy (z fails),
 // max_split_size_mb:40, empty_cache() before y, and the expandable policy when this build has
 // it. The device is re-created before each run; its capacity and allocator are restored after.
-FragmentationResult measure_fragmentation(int64_t size, int sim_index);
+// With `snapshot_path`, the default run records its allocator's history and writes its memory
+// snapshot (PyTorch's format: pickle, or JSON for ".json") at the moment z fails.
+FragmentationResult measure_fragmentation(int64_t size, int sim_index,
+                                          const std::string& snapshot_path = "");
 
 }  // namespace memgrad::examples

@@ -1,10 +1,17 @@
 // lab_replay: the allocator policy lab's tool (run by `./memgrad lab`, tools/lab.py).
 //
 //   lab_replay replay TRACE [--policy A,B,...] [--capacity SIZE] [--timed-passes N]
+//                           [--device N] [--validate]
 //       serves the trace's requests with each policy on a fresh simulated device and prints
 //       one row per policy: peak reserved and allocated, fragmentation (1 - allocated/reserved
 //       at the peak of reserved, and averaged over requests), source calls, the first OOM (with
 //       its trace event) and the time per request, then a conclusion computed from the rows.
+//       TRACE is memgrad's trace JSON or a memory snapshot in PyTorch's format (pickle or
+//       JSON, PyTorch's or memgrad's); what a snapshot's replay cannot model is printed as
+//       notes. --validate replays it once more with the policy and settings it was recorded
+//       with and compares every segment decision (segment_alloc, segment_free, segment_map,
+//       segment_unmap: action and size, in order) and the peak reserved with the recorded ones:
+//       "identical", or the first divergence with the events around it (exit status 4).
 //   lab_replay plot TRACE [--out-dir DIR] [--policy P --capacity SIZE]
 //       writes an SVG timeline (trace_to_svg) and a Chrome-trace JSON for Perfetto, of the
 //       recorded trace or of its replay under policy P; prints the file names.
@@ -29,6 +36,7 @@
 #include "allocator/bounded_memory.h"
 #include "allocator/config.h"
 #include "allocator/error.h"
+#include "allocator/memory_snapshot.h"
 #include "allocator/policy_registry.h"
 #include "allocator/trace_replay.h"
 #include "examples/lab/lab_layout.h"
@@ -163,11 +171,123 @@ void print_conclusion(const std::vector<ReplayResult>& rows, const ReplayPlan& p
   fmt::print("conclusion: {}.\n", text);
 }
 
+// A trace or a snapshot, read as requests. For a snapshot, `imported` gets what the import found.
+RecordedTrace read_requests(const std::string& path, std::optional<int> device,
+                            ImportedSnapshot& imported) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw IoError(fmt::format("cannot read '{}'", path), path);
+  std::string head(4096, '\0');
+  file.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(file.gcount()));
+  if (!is_snapshot_bytes(head)) {
+    RecordedTrace trace = read_trace_file(path);
+    imported.config = AllocatorConfig::parse("policy:" + trace.policy);
+    imported.capacity = trace.capacity;
+    for (const TraceEvent& e : trace.events) {
+      const bool segment = e.action == TraceAction::SegmentAlloc ||
+                           e.action == TraceAction::SegmentFree ||
+                           e.action == TraceAction::SegmentMap ||
+                           e.action == TraceAction::SegmentUnmap;
+      if (segment) imported.recorded_segments.push_back(e);
+      if (e.action == TraceAction::Oom && !imported.recorded_oom) {
+        imported.recorded_oom = true;
+        imported.segments_before_oom = imported.recorded_segments.size();
+      }
+      imported.recorded_peak_reserved =
+          std::max(imported.recorded_peak_reserved, static_cast<size_t>(e.reserved));
+    }
+    return trace;
+  }
+  imported = import_snapshot(read_snapshot_file(path), device);
+  RecordedTrace trace;
+  trace.device = imported.device_name;
+  trace.policy = imported.config.policy;
+  trace.capacity = imported.capacity;
+  trace.events = std::move(imported.events);
+  trace.contexts = imported.contexts;
+  for (const std::string& note : imported.notes) fmt::print("note: {}\n", note);
+  if (imported.failed_requests > 0) {
+    fmt::print("note: {} request{} ran out of memory in the recording: replayed as requests, "
+               "never freed\n",
+               imported.failed_requests, imported.failed_requests == 1 ? "" : "s");
+  }
+  if (imported.live_before_history > 0) {
+    fmt::print("note: {} blocks were live before the history began: allocated first, at time "
+               "zero\n",
+               imported.live_before_history);
+  }
+  return trace;
+}
+
+// Replays `plan` with the recording's own policy and settings and compares its segment
+// decisions with the recorded ones. Returns 0 when identical, 4 otherwise.
+int validate(const ReplayPlan& plan, const RecordedTrace& trace, const ImportedSnapshot& imported,
+             size_t capacity) {
+  const ReplayResult r = replay(plan, imported.config, capacity, {.record_trace = true});
+  // Segments of blocks from before the history are not in the recording: skip the replay's
+  // events up to its last allocation of such a block.
+  std::vector<TraceEvent> replayed;
+  size_t allocs = 0;
+  for (const TraceEvent& e : r.events) {
+    if (allocs >= imported.live_before_history) replayed.push_back(e);
+    if (e.action == TraceAction::Alloc) ++allocs;
+  }
+  size_t segment_events = 0;
+  for (const TraceEvent& e : replayed) {
+    segment_events += e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentFree ||
+                      e.action == TraceAction::SegmentMap || e.action == TraceAction::SegmentUnmap;
+  }
+  const bool on_recorded = capacity == imported.capacity;
+  fmt::print("\nvalidate: replayed with {} ({}) on {}\n", imported.config.policy,
+             imported.config.to_string(),
+             on_recorded ? fmt::format("{}'s recorded capacity", trace.device)
+                      : fmt::format("a simulated {}", mib(capacity)));
+  // A recording that ran out of memory: the replay must run out at the same request, with the
+  // same segment decisions up to there (it stops at its OOM; the recording went on).
+  std::vector<TraceEvent> recorded = imported.recorded_segments;
+  if (imported.recorded_oom && r.oom) {
+    recorded.resize(imported.segments_before_oom);
+    fmt::print("validate: the replay ran out of memory at event {}, as the recording did\n",
+               r.oom_event);
+  } else if (r.oom != imported.recorded_oom) {
+    fmt::print("validate: the replay {} out of memory{}; the recording {}\n",
+               r.oom ? "ran" : "did not run", r.oom ? fmt::format(" at event {}", r.oom_event) : "",
+               imported.recorded_oom ? "did" : "did not");
+  }
+  const std::optional<SegmentDivergence> d = compare_segments(recorded, replayed);
+  const bool same_peak = imported.live_before_history > 0 ||
+                         r.peak_reserved == imported.recorded_peak_reserved;
+  if (!d && same_peak && r.oom == imported.recorded_oom) {
+    fmt::print("validate: identical: {} segment events (action and size, in order), peak reserved "
+               "{} as recorded\n",
+               segment_events, mib(r.peak_reserved));
+    return 0;
+  }
+  if (d) {
+    fmt::print("validate: diverges at segment event #{}: recorded {}, replayed {}\n", d->index,
+               d->expected, d->got);
+    for (const std::string& line : d->context) fmt::print("{}\n", line);
+  }
+  if (!same_peak) {
+    fmt::print("validate: peak reserved {} replayed, {} recorded\n", mib(r.peak_reserved),
+               mib(imported.recorded_peak_reserved));
+  }
+  return 4;
+}
+
 int cmd_replay(const std::string& path, const std::string& policy_flag,
-               const std::string& capacity_flag, int timed_passes) {
-  const RecordedTrace trace = read_trace_file(path);
+               const std::string& capacity_flag, int timed_passes, std::optional<int> device,
+               bool validate_flag) {
+  ImportedSnapshot imported;
+  const RecordedTrace trace = read_requests(path, device, imported);
   const ReplayPlan plan = plan_replay(trace.events);
-  const size_t capacity = choose_capacity(capacity_flag, plan);
+  // A recording that ran out of memory is replayed on its own device's size when known: that
+  // size decided the OOM. Otherwise on 4x the ideal peak, the same on every machine.
+  const bool recorded_fits = imported.capacity > 0 &&
+                             imported.capacity <= BoundedMemory::kMaxCapacity;
+  const size_t capacity = capacity_flag.empty() && imported.recorded_oom && recorded_fits
+                              ? imported.capacity
+                              : choose_capacity(capacity_flag, plan);
   fmt::print("trace {} (device {}, recorded with {}): {} events, {} allocs, {} frees", path,
              trace.device, trace.policy, trace.events.size(), plan.allocs, plan.frees);
   if (plan.live_at_end > 0) fmt::print(" ({} blocks live at the end)", plan.live_at_end);
@@ -188,7 +308,11 @@ int cmd_replay(const std::string& path, const std::string& policy_flag,
   }
   fmt::print("\n");
   print_conclusion(rows, plan);
-  return 0;
+  if (!validate_flag) return 0;
+  // The recording's device when its size is known (its OOM retries depend on it), else the
+  // table's.
+  return validate(plan, trace, imported,
+                  capacity_flag.empty() && recorded_fits ? imported.capacity : capacity);
 }
 
 // ---- plot ----
@@ -279,6 +403,13 @@ int main(int argc, char** argv) {
   replay_cmd->add_option("--timed-passes", timed_passes, "Timed passes per policy (best is shown)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  std::optional<int> device;
+  bool validate_flag = false;
+  replay_cmd->add_option("--device", device, "A snapshot's device to replay (default: the one "
+                                             "with the most events)");
+  replay_cmd->add_flag("--validate", validate_flag,
+                       "Replay with the recording's policy and settings and compare its segment "
+                       "decisions with the recorded ones");
   CLI::App* plot_cmd = app.add_subcommand("plot", "Write an SVG timeline and a Perfetto JSON");
   plot_cmd->add_option("trace", trace, "A trace JSON")->required();
   plot_cmd->add_option("--out-dir", out_dir, "Where to write the files (default: next to the trace)");
@@ -295,7 +426,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    if (*replay_cmd) return cmd_replay(trace, policy, capacity, timed_passes);
+    if (*replay_cmd) {
+      return cmd_replay(trace, policy, capacity, timed_passes, device, validate_flag);
+    }
     if (*plot_cmd) {
       const std::string dir = plot_cmd->count("--out-dir") > 0
                                   ? out_dir

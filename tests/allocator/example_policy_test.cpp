@@ -60,8 +60,8 @@ class ExactFitAllocator final : public PolicyAllocator {
     for (const auto& [ptr, seg] : segments_) {
       const uint64_t address = trace_address(ptr);
       SegmentSnapshot s{address, seg.nbytes, kDefaultStream,
-                        pool_of_segment(seg.nbytes) == StatPool::SmallPool, {}};
-      s.blocks.push_back({address, seg.nbytes, seg.requested, seg.requested > 0});
+                        pool_of_segment(seg.nbytes) == StatPool::SmallPool, false, {}};
+      s.blocks.push_back({address, seg.nbytes, seg.requested, seg.requested > 0, false});
       out.push_back(std::move(s));
     }
     return out;

@@ -1,0 +1,105 @@
+// PyTorch's memory snapshot, both ways: memgrad's allocators written in the structure of
+// torch.cuda.memory._snapshot(), and snapshots (PyTorch's or memgrad's) read back as a request
+// stream the lab can replay.
+//
+// Written (memory_snapshot): a dict with
+//   segments        one per region a policy obtained from its source: device, address,
+//                   total_size, allocated_size, active_size, requested_size, stream,
+//                   segment_type ("small"/"large"), segment_pool_id (0, 0), is_expandable,
+//                   frames, and blocks tiling it in address order (address, size,
+//                   requested_size, state, frames);
+//   device_traces   one list per device index: the policy's trace events as PyTorch's
+//                   TraceEntry dicts (alloc, free_requested, free_completed, segment_alloc,
+//                   segment_free, segment_map, segment_unmap, oom with device_free), sizes as
+//                   PyTorch records them (requested bytes for alloc and frees);
+//   allocator_settings  the active AllocatorConfig under PyTorch's keys;
+//   memgrad         the device's name, the policy and the source's capacity (ignored by
+//                   PyTorch's tools).
+// Each event's phase, op and label go into user_metadata and one synthetic frame (filename: the
+// op, name: the phase and label), so hovering a block in pytorch.org/memory_viz says which op
+// allocated it. Live blocks carry the frame of the alloc event that made them when it is still
+// in the trace. Addresses are relative to the source's base, as memgrad's traces show them.
+//
+// Read (import_snapshot): the requests of one device, as the TraceEvents plan_replay()
+// consumes, with the recorded segment decisions kept apart for validation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator/config.h"
+#include "allocator/policy_allocator.h"
+#include "allocator/py_value.h"
+#include "allocator/trace.h"
+
+namespace memgrad {
+
+// The snapshot of `allocator` as device `device_index` (cuda:N and sim:N: N; cpu: 0), its trace
+// as recorded so far (empty when recording is off), and `config` as allocator_settings.
+// Allocates: host memory for the value only.
+PyValue memory_snapshot(const PolicyAllocator& allocator, const AllocatorConfig& config,
+                        int device_index);
+
+// The settings dict PyTorch writes, from `config` (max_split_size -1 for no limit, as PyTorch).
+PyValue allocator_settings_of(const AllocatorConfig& config);
+
+// Writes `snapshot` to `path`, replacing it all or nothing: JSON when the path ends in ".json",
+// else pickle protocol 2 (the opcodes pytorch.org/memory_viz reads). Throws IoError.
+void write_snapshot_file(const std::string& path, const PyValue& snapshot);
+
+// Reads a snapshot file, pickle or JSON (told apart by the first byte). Throws IoError when it
+// cannot be read, PickleError or TraceError (naming the path) when it is malformed.
+PyValue read_snapshot_file(const std::string& path);
+
+// Whether the bytes of a file look like a snapshot (a pickle, or JSON with "segments") rather
+// than memgrad's own trace JSON.
+bool is_snapshot_bytes(std::string_view bytes);
+
+// A snapshot read back as one device's request stream.
+struct ImportedSnapshot {
+  int device = 0;                     // the device index whose trace it is
+  std::string device_name;            // memgrad's name when memgrad wrote it, else "cuda:N"
+  size_t capacity = 0;                // the device's bytes when known (memgrad), else 0
+  // Requests for plan_replay(): Alloc (requested bytes), FreeRequested at each free_completed,
+  // and the recorded segment events; blocks live before the history began come first, as
+  // allocs at time zero. EmptyCache marks where a burst of segment frees shows an empty_cache().
+  // Each oom is followed by an Alloc of its size: the request that failed.
+  std::vector<TraceEvent> events;
+  std::vector<TraceContextRecord> contexts;
+  std::vector<TraceEvent> recorded_segments;  // segment_alloc/free/map/unmap, in order
+  bool recorded_oom = false;          // whether the trace holds an oom event
+  size_t segments_before_oom = 0;     // recorded segment events before the first oom
+  size_t recorded_peak_reserved = 0;  // peak of the reserved bytes the segment events imply
+  size_t live_before_history = 0;     // blocks allocated before the trace begins
+  size_t frees_before_history = 0;    // frees of such blocks within the trace
+  size_t failed_requests = 0;         // oom events, replayed as allocations never freed
+  AllocatorConfig config;             // the caching policy with the snapshot's settings
+  // What the replay cannot model, one line each with the choice made (several streams,
+  // private pools, an overflowed ring buffer, settings memgrad lacks, several devices).
+  std::vector<std::string> notes;
+};
+
+// The requests of device `device` (default: the device with the most events). Throws TraceError
+// naming the field and its place (e.g. "device_traces[0][17]: \"size\" is -1, expected an int
+// in [0, 2^62]") for a snapshot that is not one, wrong types, negative or oversized sizes and
+// addresses, unknown actions, and blocks that do not tile their segment. A free of a block the
+// trace never allocated is no error (the ring buffer makes it legitimate): such blocks are
+// allocated at time zero and counted in frees_before_history. Allocates: host memory only.
+ImportedSnapshot import_snapshot(const PyValue& snapshot, std::optional<int> device = {});
+
+// The first difference between the segment decisions a replay made and the recorded ones
+// (action and size, in order), or nullopt when they are the same. `context` gets the events
+// around the divergence, one line each.
+struct SegmentDivergence {
+  size_t index = 0;                  // position in the segment event sequences
+  std::string expected;              // "segment_alloc 2097152", or "(none)" past the end
+  std::string got;
+  std::vector<std::string> context;  // the recorded and replayed events around `index`
+};
+std::optional<SegmentDivergence> compare_segments(const std::vector<TraceEvent>& recorded,
+                                                  const std::vector<TraceEvent>& replayed);
+
+}  // namespace memgrad

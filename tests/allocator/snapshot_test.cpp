@@ -1,0 +1,254 @@
+// Memory snapshots in PyTorch's format: written from every policy, read back as a request
+// stream, replayed, and compared with the segment decisions they recorded; malformed snapshots
+// are typed errors naming the place, never a crash.
+//
+// The run below (allocs of many sizes, frees, an empty_cache()) is done on a simulated device,
+// so the replay's device has the same addresses and even address-ordered policies must decide
+// exactly as they did.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "allocator/bounded_memory.h"
+#include "allocator/error.h"
+#include "allocator/memory_snapshot.h"
+#include "allocator/pickle.h"
+#include "allocator/policy_registry.h"
+#include "allocator/trace_replay.h"
+#include "tests/allocator/allocator_invariants.h"
+
+using namespace memgrad;
+using memgrad::testing::known_policy_names;
+
+namespace {
+
+constexpr size_t kCapacity = 256 * kMiB;
+
+// A fixed mix of small and large requests, frees in another order, and one empty_cache().
+void run_workload(PolicyAllocator& a) {
+  std::mt19937_64 rng(11);
+  std::vector<Block> live;
+  for (int i = 0; i < 300; ++i) {
+    const bool large = rng() % 5 == 0;
+    const size_t n = large ? 1 * kMiB + rng() % (12 * kMiB) : 1 + rng() % (64 * 1024);
+    live.push_back(a.allocate(n));
+    if (live.size() > 20 && rng() % 2 == 0) {
+      const size_t victim = rng() % live.size();
+      a.free(live[victim]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+    }
+    if (i == 150) {
+      for (size_t k = 0; k < live.size() / 2; ++k) a.free(live[k]);
+      live.erase(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(live.size() / 2));
+      a.mark_in_trace(TraceAction::EmptyCache);
+      a.empty_cache();
+    }
+  }
+  for (size_t k = 0; k < live.size(); k += 3) a.free(live[k]);  // some stay live at the end
+}
+
+struct Recorded {
+  PyValue snapshot;
+  std::string pickle;
+};
+
+Recorded record(const std::string& policy) {
+  BoundedMemory memory(kCapacity, "sim:0");
+  AllocatorConfig config;
+  config.policy = policy;
+  std::unique_ptr<PolicyAllocator> a = make_allocator(config, memory);
+  a->trace().enable();
+  run_workload(*a);
+  Recorded r;
+  r.snapshot = memory_snapshot(*a, config, 0);
+  r.pickle = write_pickle(r.snapshot, 2);
+  return r;
+}
+
+}  // namespace
+
+TEST_SUITE("allocator") {
+
+TEST_CASE("a snapshot has PyTorch's keys and its blocks tile each segment") {
+  const PyValue s = record("caching").snapshot;
+  for (const char* key : {"segments", "device_traces", "allocator_settings"}) {
+    CAPTURE(key);
+    CHECK(s.find(key) != nullptr);
+  }
+  const PyValue& settings = s.at("allocator_settings");
+  CHECK_EQ(settings.at("max_split_size").as_int(), -1);  // no limit, as PyTorch writes it
+  CHECK_FALSE(settings.at("expandable_segments").as_bool());
+  int64_t reserved = 0;
+  for (const PyValue& seg : s.at("segments").items()) {
+    int64_t address = seg.at("address").as_int(), allocated = 0, requested = 0;
+    for (const PyValue& b : seg.at("blocks").items()) {
+      CHECK_EQ(b.at("address").as_int(), address);  // contiguous, in address order
+      address += b.at("size").as_int();
+      if (b.at("state").as_str() == "active_allocated") {
+        allocated += b.at("size").as_int();
+        requested += b.at("requested_size").as_int();
+        CHECK(b.find("frames") != nullptr);
+      }
+    }
+    CHECK_EQ(address - seg.at("address").as_int(), seg.at("total_size").as_int());
+    CHECK_EQ(seg.at("allocated_size").as_int(), allocated);
+    CHECK_EQ(seg.at("requested_size").as_int(), requested);
+    reserved += seg.at("total_size").as_int();
+  }
+  // The last event's totals are the allocator's.
+  CHECK(reserved > 0);
+  const PyValue::Items& trace = s.at("device_traces").item(0).items();
+  REQUIRE_FALSE(trace.empty());
+  for (const PyValue& e : trace) {
+    const std::string& action = e.at("action").as_str();
+    CHECK(action != "empty_cache");  // memgrad's marker has no PyTorch entry
+    CHECK(e.find("frames") != nullptr);
+  }
+}
+
+TEST_CASE("every policy's snapshot replays to the same segment decisions and peak") {
+  for (const std::string& policy : known_policy_names()) {
+    CAPTURE(policy);
+    const Recorded r = record(policy);
+    const ImportedSnapshot imported = import_snapshot(read_pickle(r.pickle));
+    CHECK_EQ(imported.config.policy, policy);
+    CHECK_EQ(imported.capacity, kCapacity);
+    CHECK_EQ(imported.live_before_history, 0);
+    const ReplayPlan plan = plan_replay(imported.events);
+    CHECK_EQ(plan.allocs, 300);
+    const ReplayResult replayed =
+        replay(plan, imported.config, imported.capacity, {.record_trace = true});
+    CHECK_FALSE(replayed.oom);
+    const auto divergence = compare_segments(imported.recorded_segments, replayed.events);
+    const std::string where =
+        divergence ? divergence->expected + " recorded, " + divergence->got + " replayed" : "";
+    CHECK_MESSAGE(!divergence.has_value(), where);
+    CHECK_EQ(replayed.peak_reserved, imported.recorded_peak_reserved);
+  }
+}
+
+TEST_CASE("a burst of segment frees outside an allocation is read as empty_cache()") {
+  const ImportedSnapshot imported = import_snapshot(record("caching").snapshot);
+  size_t markers = 0;
+  for (const TraceEvent& e : imported.events) markers += e.action == TraceAction::EmptyCache;
+  CHECK_EQ(markers, 1);
+}
+
+TEST_CASE("blocks allocated before the history began are live at time zero") {
+  BoundedMemory memory(kCapacity, "sim:0");
+  std::unique_ptr<PolicyAllocator> a = make_allocator(AllocatorConfig{}, memory);
+  const Block early = a->allocate(3000);        // before recording
+  const Block kept = a->allocate(5 * kMiB);     // before recording, live at the end
+  a->trace().enable();
+  const Block later = a->allocate(1000);
+  a->free(early);
+  const ImportedSnapshot imported = import_snapshot(memory_snapshot(*a, AllocatorConfig{}, 0));
+  CHECK_EQ(imported.live_before_history, 2);
+  CHECK_EQ(imported.frees_before_history, 1);
+  REQUIRE(imported.events.size() >= 2);
+  CHECK_EQ(imported.events[0].action, TraceAction::Alloc);
+  CHECK_EQ(imported.events[0].requested, 3000);
+  CHECK_EQ(imported.events[1].requested, 5 * kMiB);
+  const ReplayPlan plan = plan_replay(imported.events);
+  CHECK_EQ(plan.allocs, 3);
+  CHECK_EQ(plan.frees, 1);
+  a->free(kept);
+  a->free(later);
+}
+
+TEST_CASE("what a replay cannot model is named in a note") {
+  const PyValue frame = PyValue::dict({{"filename", "train.py"}, {"line", 3}, {"name", "f"}});
+  auto entry = [&](const char* action, int64_t addr, int64_t size, int64_t stream) {
+    return PyValue::dict({{"action", action}, {"addr", addr}, {"size", size},
+                          {"stream", stream}, {"frames", PyValue::list({frame})}});
+  };
+  const PyValue s = PyValue::dict({
+      {"segments", PyValue::list({PyValue::dict(
+                       {{"device", 0}, {"address", 1 << 21}, {"total_size", 2 << 20},
+                        {"stream", 0}, {"segment_pool_id", PyValue::tuple({1, 2})},
+                        {"blocks", PyValue::list({PyValue::dict(
+                                       {{"size", 2 << 20}, {"state", "inactive"}})})}})})},
+      {"device_traces",
+       PyValue::list({PyValue::list({entry("segment_alloc", 1 << 21, 2 << 20, 0),
+                                     entry("alloc", 1 << 21, 512, 0),
+                                     entry("alloc", (1 << 21) + 512, 512, 77),
+                                     entry("snapshot", 0, 0, 0),
+                                     entry("free_completed", 1 << 21, 512, 0),
+                                     entry("free_completed", (1 << 21) + 512, 512, 77)})})},
+      {"allocator_settings",
+       PyValue::dict({{"expandable_segments", true}, {"trace_alloc_overflowed", true}})},
+  });
+  const ImportedSnapshot imported = import_snapshot(s);
+  std::string notes;
+  for (const std::string& n : imported.notes) notes += n + "\n";
+  CAPTURE(notes);
+  CHECK(notes.find("private pools") != std::string::npos);
+  CHECK(notes.find("2 streams allocate") != std::string::npos);
+  CHECK(notes.find("ring buffer overflowed") != std::string::npos);
+  CHECK(notes.find("expandable_segments") != std::string::npos);
+  CHECK(notes.find("snapshot/user_defined markers skipped") != std::string::npos);
+  CHECK_EQ(imported.device_name, "cuda:0");
+  CHECK_EQ(imported.contexts.back().op, "train.py");
+}
+
+TEST_CASE("a malformed snapshot is a TraceError naming the place and the value") {
+  const auto error_of = [](const PyValue& s) -> std::string {
+    try {
+      import_snapshot(s);
+    } catch (const TraceError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  auto with_trace = [](PyValue event) {
+    return PyValue::dict({{"segments", PyValue::list()},
+                          {"device_traces", PyValue::list({PyValue::list({std::move(event)})})}});
+  };
+  CHECK(error_of(PyValue::list()).find("a list, expected a dict") != std::string::npos);
+  CHECK(error_of(PyValue::dict({{"segments", PyValue::list()}}))
+            .find("no \"device_traces\"") != std::string::npos);
+  CHECK(error_of(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", 0}, {"size", -1}})))
+            .find("device_traces[0][0]: \"size\" is -1") != std::string::npos);
+  CHECK(error_of(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", "x"}, {"size", 1}})))
+            .find("\"addr\" is a str, expected an int") != std::string::npos);
+  CHECK(error_of(with_trace(PyValue::dict({{"action", "explode"}, {"addr", 0}, {"size", 1}})))
+            .find("unknown action 'explode'") != std::string::npos);
+  CHECK(error_of(with_trace(PyValue::dict(
+                     {{"action", "alloc"}, {"addr", 0}, {"size", int64_t{1} << 61}})))
+            .find("above 1 EiB") != std::string::npos);
+  const PyValue bad_tiling = PyValue::dict(
+      {{"segments", PyValue::list({PyValue::dict(
+                        {{"device", 0}, {"address", 0}, {"total_size", 4096}, {"stream", 0},
+                         {"blocks", PyValue::list({PyValue::dict(
+                                        {{"size", 512}, {"state", "inactive"}})})}})})},
+       {"device_traces", PyValue::list({PyValue::list()})}});
+  CHECK(error_of(bad_tiling).find("segments[0]: block sizes sum to 512, total_size is 4096") !=
+        std::string::npos);
+}
+
+TEST_CASE("mutated snapshot pickles are read and imported, or refused with a typed error") {
+  const std::string good = record("caching").pickle;
+  std::mt19937_64 rng(5);
+  size_t refused = 0, imported = 0;
+  auto attempt = [&](const std::string& bytes) {
+    try {
+      const ImportedSnapshot s = import_snapshot(read_pickle(bytes));
+      plan_replay(s.events);
+      ++imported;
+    } catch (const Error&) {  // PickleError, PyValueError, TraceError
+      ++refused;
+    }
+  };
+  for (size_t cut = 0; cut < good.size(); cut += 97) attempt(good.substr(0, cut));
+  for (int i = 0; i < 1500; ++i) {
+    std::string bytes = good;
+    for (int k = 0; k < 3; ++k) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    attempt(bytes);
+  }
+  CHECK(refused > 0);
+  CHECK(imported > 0);  // many mutations hit a value, not the structure
+}
+
+}  // TEST_SUITE
