@@ -11,6 +11,8 @@
 //      (bench::kThreads in all); one process on 1 thread is measured too (what each rank would
 //      take without communicating, for twice the rows). A step is zero_grad + forward + backward
 //      (with DDP's bucket all-reduces) + step; rank 0's steps are timed, each on its own.
+//      ddp_2rank_speedup is one process on 2 threads over DDP's step; ddp_2rank_scaling one
+//      process on 1 thread over it (2 would be perfect scaling).
 //
 //   dist_bench [--quick] [--config]
 //
@@ -180,10 +182,15 @@ int run(const bench::Flags& flags) {
               bench::kThreads, bench::kThreads / 2);
   std::fflush(stdout);
   if (flags.config_only) return 0;
-  const char* names[] = {"allreduce_64mib_median",    "allreduce_64mib_algbw",
-                         "allreduce_64mib_busbw",     "mlp_step_1rank_median",
-                         "mlp_step_2rank_ddp_median", "ddp_2rank_speedup"};
-  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "x"};
+  const char* names[] = {"allreduce_64mib_median",
+                         "allreduce_64mib_algbw",
+                         "allreduce_64mib_busbw",
+                         "mlp_step_1rank_median",
+                         "mlp_step_1rank_1thread_median",
+                         "mlp_step_2rank_ddp_median",
+                         "ddp_2rank_speedup",
+                         "ddp_2rank_scaling"};
+  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "x", "x"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
     for (size_t i = 0; i < std::size(names); ++i)
@@ -199,9 +206,13 @@ int run(const bench::Flags& flags) {
     for (const std::string& line : *lines)
       std::printf("%s\n", line.c_str());
   }
+  // speedup: against one process on the same 2 cores; scaling: against one process on 1 core
+  // (2 for perfect scaling: each rank computes half the rows on its own core).
   const double t1 = value_of(one, "mlp_step_1rank_median");
+  const double t1_thread = value_of(one_thread, "mlp_step_1rank_1thread_median");
   const double t2 = value_of(two, "mlp_step_2rank_ddp_median");
   bench::report("ddp_2rank_speedup", t2 > 0 ? t1 / t2 : 0.0, "x");
+  bench::report("ddp_2rank_scaling", t2 > 0 ? t1_thread / t2 : 0.0, "x");
   return 0;
 }
 
