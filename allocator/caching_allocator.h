@@ -73,6 +73,14 @@ class CachingAllocator final : public PolicyAllocator {
   // The segment size obtained from the source for a rounded size.
   static size_t allocation_size(size_t rounded);
 
+ protected:
+  // The segment a request of `nbytes` would obtain: allocation_size(round_size(nbytes)).
+  size_t source_bytes_for(size_t nbytes) const override {
+    return allocation_size(round_size(nbytes));
+  }
+
+ public:
+
   // The options it was built with (set_memory_fraction() changes the limit, not this copy).
   const AllocatorConfig& config() const { return config_; }
 

@@ -22,14 +22,21 @@ std::string oom_message(const OutOfMemoryInfo& info) {
   }
   std::string allowed_part;
   if (info.fraction_set) allowed_part = fmt::format("{} allowed; ", format_size(info.allowed));
+  std::string fragmentation_part;
+  if (info.has_fragmentation && info.reserved > info.allocated) {
+    std::string sentence = fragmentation_sentence(info.fragmentation);
+    sentence[0] = 'O';  // a sentence of its own
+    fragmentation_part = sentence + ". ";
+  }
   return fmt::format(
       "{} out of memory. Tried to allocate {}. Device {} has a total capacity of {} of which {} "
       "is free. {}Of the allocated memory {} is allocated by memgrad, and {} is reserved by "
-      "memgrad but unallocated. If reserved but unallocated memory is large try setting "
+      "memgrad but unallocated. {}If reserved but unallocated memory is large try setting "
       "MEMGRAD_ALLOC_CONF=max_split_size_mb:N (or policy:expandable) to avoid fragmentation, or "
       "call empty_cache() to return cached blocks to the device.",
       info.device, alloc_part, info.device, format_size(info.capacity), format_size(info.free),
-      allowed_part, format_size(info.allocated), format_size(info.reserved - info.allocated));
+      allowed_part, format_size(info.allocated), format_size(info.reserved - info.allocated),
+      fragmentation_part);
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include "allocator/fragmentation.h"
+
 namespace memgrad {
 
 // Base of every memgrad error.
@@ -63,6 +65,10 @@ struct OutOfMemoryInfo {
   size_t allocated = 0;       // bytes in blocks handed out to tensors
   size_t reserved = 0;        // bytes the allocator holds (allocated + cached)
   bool too_large = false;     // refused before the policy saw it: above kMaxAllocationBytes
+  // Where reserved - allocated was when the request failed (hard, soft, stream, the largest
+  // free block and the largest request that would have succeeded), filled by the allocator.
+  bool has_fragmentation = false;
+  FragmentationReport fragmentation;
 };
 
 // The device (real or simulated) could not provide memory even after the allocator returned its

@@ -51,7 +51,32 @@ Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
     info.too_large = true;
     throw OutOfMemoryError(std::move(info));
   }
-  return allocate_block(nbytes, stream);
+  try {
+    return allocate_block(nbytes, stream);
+  } catch (const OutOfMemoryError& e) {
+    // The figures of the failure, with where the reserved but unallocated bytes are (taken
+    // after the policy released what it could, outside its lock).
+    OutOfMemoryInfo info = e.info();
+    info.has_fragmentation = true;
+    info.fragmentation = fragmentation(stream);
+    throw OutOfMemoryError(std::move(info));
+  }
+}
+
+size_t PolicyAllocator::source_bytes_for(size_t nbytes) const {
+  return round_up(nbytes, std::max<size_t>(source_.alignment(), 1));
+}
+
+FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
+  const std::vector<SegmentSnapshot> segments = snapshot();
+  size_t budget = source_.free_bytes();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
+    if (fraction_set_) budget = std::min(budget, allowed_bytes() - std::min(allowed_bytes(), reserved));
+  }
+  return fragmentation_of(segments, stream, budget,
+                          [this](size_t n) { return source_bytes_for(n); });
 }
 
 // ---- the public figures ----

@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "allocator/allocator.h"
+#include "allocator/fragmentation.h"
 #include "allocator/memory_source.h"
 #include "allocator/stats.h"
 #include "allocator/trace.h"
@@ -58,6 +59,11 @@ class PolicyAllocator : public Allocator {
   // lower limit stay reserved; only later requests see it. Throws ConfigError outside (0, 1].
   void set_memory_fraction(double fraction);
 
+  // Where reserved - allocated is now, for requests on `stream` (allocator/fragmentation.h):
+  // hard, soft and stream bytes (they sum to it exactly), rounding, the largest free block and
+  // the largest request that would succeed now. Allocates: host memory only.
+  FragmentationReport fragmentation(StreamId stream = kDefaultStream) const;
+
   // The source the policy obtains its segments from (not owned).
   MemorySource& source() const { return source_; }
   // Records a marker event (TraceAction::EmptyCache when the program calls empty_cache()) with
@@ -69,6 +75,12 @@ class PolicyAllocator : public Allocator {
   const TraceRecorder& trace() const { return trace_; }
 
  protected:
+  // The bytes the policy obtains from its source for a request of `nbytes` (its segment size):
+  // what the largest request that would succeed now is computed with. The default, nbytes
+  // rounded up to the source's alignment, is exact for policies that obtain one segment per
+  // request of the request's size; others override it.
+  virtual size_t source_bytes_for(size_t nbytes) const;
+
   // A policy over `source` (which must outlive it) limited to `memory_fraction` x its capacity;
   // 1.0 counts as no fraction set. Throws ConfigError when `memory_fraction` is outside (0, 1].
   PolicyAllocator(MemorySource& source, double memory_fraction);

@@ -43,16 +43,35 @@ std::string format_count(int64_t value, int64_t reference) {
 
 using Formatter = std::string (*)(int64_t, int64_t);
 
+
 std::string row(std::string_view name, const Stat& s, const Stat& reference, Formatter f) {
   return fmt::format(" {:<21} | {} | {} | {} | {} ", name, f(s.current, reference.current),
                      f(s.peak, reference.peak), f(s.allocated, reference.allocated),
                      f(s.freed, reference.freed));
 }
 
+// The fragmentation rows: where reserved - allocated is now, one current value each.
+void add_fragmentation_rows(std::vector<std::string>& lines, const FragmentationReport& f) {
+  const auto reference = static_cast<int64_t>(f.reserved);
+  const auto value_row = [&](const char* name, size_t value, const char* what) {
+    lines.push_back(pad(fmt::format(" {:<21} | {} | {}", name,
+                                    format_bytes(static_cast<int64_t>(value), reference), what)));
+  };
+  lines.push_back(std::string(kWidth, '='));
+  lines.push_back(pad(" Reserved but unallocated = hard + soft + other streams, now:"));
+  lines.push_back(std::string(kWidth, '-'));
+  value_row("Hard fragmentation", f.hard, "fenced by live blocks");
+  value_row("Soft fragmentation", f.soft, "in wholly free segments");
+  value_row("Other streams", f.stream, "held for other streams");
+  value_row("Rounding", f.rounding, "allocated - requested");
+  value_row("Largest free block", f.largest_free_block, "the largest cached request");
+}
+
 }  // namespace
 
 std::string memory_summary(const MemoryStats& stats, std::string_view device,
-                           std::string_view policy, bool abbreviated) {
+                           std::string_view policy, bool abbreviated,
+                           const FragmentationReport* fragmentation) {
   struct Metric {
     const PooledStat* stat;
     const char* name;
@@ -94,6 +113,7 @@ std::string memory_summary(const MemoryStats& stats, std::string_view device,
   lines.push_back(rule_dash);
   lines.push_back(
       row("Oversize segments", stats.oversize_segments, stats.oversize_segments, format_count));
+  if (fragmentation != nullptr) add_fragmentation_rows(lines, *fragmentation);
   lines.push_back(rule_eq);
   std::string out;
   for (const std::string& line : lines) out += "|" + line + "|\n";

@@ -2,9 +2,11 @@
 #include "allocator/trace.h"
 
 #include <chrono>
+#include <iterator>
 #include <map>
 #include <utility>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace memgrad {
@@ -19,17 +21,24 @@ int64_t now_ns() {
 }
 
 // Chrome trace "X" slices for consecutive events that share a phase.
-void add_phase_slices(nlohmann::json& out, const std::vector<TraceEvent>& events,
-                      const std::vector<TraceContextRecord>& contexts) {
+// A JSON string literal (quotes and escapes), as nlohmann writes it.
+std::string json_string(std::string_view text) { return nlohmann::json(std::string(text)).dump(); }
+
+// One Chrome "X" (complete) event per run of consecutive events in the same non-empty phase.
+void add_phase_slices(fmt::memory_buffer& out, const std::vector<TraceEvent>& events,
+                      const std::vector<TraceContextRecord>& contexts,
+                      const std::vector<std::string>& phases) {
   size_t begin = 0;
   for (size_t i = 1; i <= events.size(); ++i) {
     const std::string& phase = contexts[events[begin].context].phase;
     if (i < events.size() && contexts[events[i].context].phase == phase) continue;
     if (!phase.empty()) {
-      const double ts = events[begin].time_ns / 1e3;
-      const double end = events[i - 1].time_ns / 1e3;
-      out.push_back({{"name", phase}, {"ph", "X"}, {"ts", ts}, {"dur", end - ts},
-                     {"pid", 1}, {"tid", 1}, {"cat", "phase"}});
+      const double ts = static_cast<double>(events[begin].time_ns) / 1e3;
+      const double end = static_cast<double>(events[i - 1].time_ns) / 1e3;
+      fmt::format_to(fmt::appender(out),
+                     ",{{\"cat\":\"phase\",\"dur\":{},\"name\":{},\"ph\":\"X\",\"pid\":1,"
+                     "\"tid\":1,\"ts\":{}}}",
+                     end - ts, phases[events[begin].context], ts);
     }
     begin = i;
   }
@@ -100,6 +109,11 @@ size_t TraceRecorder::max_entries() const {
   return max_entries_;
 }
 
+size_t TraceRecorder::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.size();
+}
+
 uint32_t TraceRecorder::intern_context() {
   const TraceContext& c = t_context;
   // Linear search from the back: a run has a handful of distinct contexts and the latest one is
@@ -158,40 +172,53 @@ std::string TraceRecorder::to_json(std::string_view device, std::string_view pol
 std::string trace_to_json(const std::vector<TraceEvent>& evs,
                           const std::vector<TraceContextRecord>& ctxs, std::string_view device,
                           std::string_view policy, size_t capacity) {
-  nlohmann::json contexts = nlohmann::json::array();
+  // Written directly rather than through a JSON document: a trace of a million events would
+  // otherwise build and copy millions of small objects. Keys are in sorted order, as before.
+  std::vector<std::string> phases, ops;  // the contexts' strings, quoted once
   for (const TraceContextRecord& c : ctxs) {
-    contexts.push_back({{"phase", c.phase}, {"op", c.op}, {"label", c.label}});
+    phases.push_back(json_string(c.phase));
+    ops.push_back(json_string(c.op));
   }
-  nlohmann::json raw = nlohmann::json::array();
-  nlohmann::json chrome = nlohmann::json::array();
-  chrome.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
-                    {"args", {{"name", std::string(device) + " (" + std::string(policy) + " allocator)"}}}});
+  fmt::memory_buffer out;
+  auto to = [&out] { return fmt::appender(out); };
+  fmt::format_to(to(), "{{\"capacity\":{},\"contexts\":[", capacity);
+  for (size_t i = 0; i < ctxs.size(); ++i) {
+    fmt::format_to(to(), "{}{{\"label\":{},\"op\":{},\"phase\":{}}}", i == 0 ? "" : ",",
+                   json_string(ctxs[i].label), ops[i], phases[i]);
+  }
+  fmt::format_to(to(), "],\"device\":{},\"displayTimeUnit\":\"ns\",\"memgrad_events\":[",
+                 json_string(device));
+  for (size_t i = 0; i < evs.size(); ++i) {
+    const TraceEvent& e = evs[i];
+    fmt::format_to(to(),
+                   "{}{{\"action\":\"{}\",\"addr\":{},\"allocated\":{},\"ctx\":{},"
+                   "\"requested\":{},\"reserved\":{},\"size\":{},\"stream\":{},\"t_ns\":{}}}",
+                   i == 0 ? "" : ",", trace_action_name(e.action), e.address, e.allocated,
+                   e.context, e.requested, e.reserved, e.nbytes, e.stream, e.time_ns);
+  }
+  fmt::format_to(to(),
+                 "],\"memgrad_trace_version\":1,\"policy\":{},\"traceEvents\":[{{\"args\":"
+                 "{{\"name\":{}}},\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1}}",
+                 json_string(policy),
+                 json_string(std::string(device) + " (" + std::string(policy) + " allocator)"));
   for (const TraceEvent& e : evs) {
-    raw.push_back({{"action", trace_action_name(e.action)}, {"t_ns", e.time_ns},
-                   {"addr", e.address}, {"size", e.nbytes}, {"requested", e.requested},
-                   {"stream", e.stream}, {"allocated", e.allocated}, {"reserved", e.reserved},
-                   {"ctx", e.context}});
-    const double ts = e.time_ns / 1e3;
-    chrome.push_back({{"name", "memory (bytes)"}, {"ph", "C"}, {"ts", ts}, {"pid", 1},
-                      {"args", {{"allocated", e.allocated}, {"reserved", e.reserved}}}});
+    const double ts = static_cast<double>(e.time_ns) / 1e3;
+    fmt::format_to(to(),
+                   ",{{\"args\":{{\"allocated\":{},\"reserved\":{}}},\"name\":\"memory "
+                   "(bytes)\",\"ph\":\"C\",\"pid\":1,\"ts\":{}}}",
+                   e.allocated, e.reserved, ts);
     if (e.action == TraceAction::Oom || e.action == TraceAction::SegmentAlloc ||
         e.action == TraceAction::SegmentFree) {
-      const TraceContextRecord& c = ctxs[e.context];
-      chrome.push_back({{"name", trace_action_name(e.action)}, {"ph", "i"}, {"s", "p"},
-                        {"ts", ts}, {"pid", 1}, {"tid", 1},
-                        {"args", {{"size", e.nbytes}, {"op", c.op}, {"phase", c.phase}}}});
+      fmt::format_to(to(),
+                     ",{{\"args\":{{\"op\":{},\"phase\":{},\"size\":{}}},\"name\":\"{}\","
+                     "\"ph\":\"i\",\"pid\":1,\"s\":\"p\",\"tid\":1,\"ts\":{}}}",
+                     ops[e.context], phases[e.context], e.nbytes, trace_action_name(e.action),
+                     ts);
     }
   }
-  if (!evs.empty()) add_phase_slices(chrome, evs, ctxs);
-  nlohmann::json doc = {{"memgrad_trace_version", 1},
-                        {"device", device},
-                        {"policy", policy},
-                        {"capacity", capacity},
-                        {"contexts", contexts},
-                        {"memgrad_events", raw},
-                        {"traceEvents", chrome},
-                        {"displayTimeUnit", "ns"}};
-  return doc.dump();
+  if (!evs.empty()) add_phase_slices(out, evs, ctxs, phases);
+  fmt::format_to(to(), "]}}");
+  return fmt::to_string(out);
 }
 
 }  // namespace memgrad

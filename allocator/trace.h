@@ -118,6 +118,8 @@ class TraceRecorder {
   // trace_alloc_overflowed), and the ring's size.
   bool overflowed() const;
   size_t max_entries() const;
+  // The number of events held (at most max_entries()), without copying them.
+  size_t size() const;
 
   // Records one event with the calling thread's context. Call only when enabled().
   void record(TraceAction action, uint64_t address, uint64_t nbytes, uint64_t requested,

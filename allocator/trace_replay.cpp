@@ -1,16 +1,13 @@
-// Trace replay: parse, plan (free matched to alloc by address), serve, measure.
+// Trace replay: plan (free matched to alloc by address), serve, measure. Reading: trace_reader.cpp.
 #include "allocator/trace_replay.h"
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "allocator/bounded_memory.h"
 #include "allocator/error.h"
@@ -18,49 +15,6 @@
 
 namespace memgrad {
 namespace {
-
-TraceAction action_from_name(const std::string& name) {
-  for (TraceAction a : {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
-                        TraceAction::SegmentAlloc, TraceAction::SegmentFree,
-                        TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom,
-                        TraceAction::EmptyCache}) {
-    if (trace_action_name(a) == name) return a;
-  }
-  throw TraceError(fmt::format("trace: unknown action '{}'", name));
-}
-
-// A field of event `index` that must be an integer in [0, max]: negative numbers are not read
-// as huge unsigned ones, and times and byte counts stay far enough below 2^63 that sums and
-// differences of them cannot overflow.
-uint64_t field(const nlohmann::json& j, const char* key, size_t index, uint64_t max) {
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() &&
-                                 v.get<int64_t>() < 0) ||
-      v.get<uint64_t>() > max) {
-    throw TraceError(fmt::format("trace: event {}: \"{}\" is {}, expected an integer in [0, {}]",
-                                 index, key, v.dump(), max));
-  }
-  return v.get<uint64_t>();
-}
-
-TraceEvent event_from_json(const nlohmann::json& j, size_t index, size_t num_contexts) {
-  constexpr uint64_t kMaxValue = uint64_t{1} << 62;  // times in ns (146 years) and bytes
-  TraceEvent e;
-  e.action = action_from_name(j.at("action").get<std::string>());
-  e.time_ns = static_cast<int64_t>(field(j, "t_ns", index, kMaxValue));
-  e.address = field(j, "addr", index, UINT64_MAX);
-  e.nbytes = field(j, "size", index, kMaxValue);
-  e.requested = field(j, "requested", index, Allocator::kMaxAllocationBytes);
-  e.stream = static_cast<StreamId>(field(j, "stream", index, UINT32_MAX));
-  e.allocated = static_cast<int64_t>(field(j, "allocated", index, kMaxValue));
-  e.reserved = static_cast<int64_t>(field(j, "reserved", index, kMaxValue));
-  e.context = static_cast<uint32_t>(field(j, "ctx", index, UINT32_MAX));
-  if (e.context >= num_contexts) {
-    throw TraceError(fmt::format("trace: event {} refers to context {} of {}", index, e.context,
-                                 num_contexts));
-  }
-  return e;
-}
 
 // Sets the phase, op and label of a recorded context on this thread for one request.
 class ContextScope {
@@ -100,50 +54,6 @@ double timed_pass(const ReplayPlan& plan, const AllocatorConfig& config, size_t 
 }
 
 }  // namespace
-
-RecordedTrace parse_trace(std::string_view json) {
-  const nlohmann::json doc = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) throw TraceError("trace: not a JSON object");
-  if (!doc.contains("memgrad_events") || !doc.contains("contexts") ||
-      !doc["memgrad_events"].is_array() || !doc["contexts"].is_array()) {
-    throw TraceError("trace: no \"memgrad_events\" or \"contexts\" array (not a memgrad trace?)");
-  }
-  RecordedTrace t;
-  try {
-    t.device = doc.value("device", "");
-    t.policy = doc.value("policy", "");
-    if (doc.contains("capacity")) {
-      t.capacity = field(doc, "capacity", 0, uint64_t{1} << 62);
-    }
-    for (const nlohmann::json& c : doc.at("contexts")) {
-      t.contexts.push_back({c.at("phase").get<std::string>(), c.at("op").get<std::string>(),
-                            c.at("label").get<std::string>()});
-    }
-    const nlohmann::json& events = doc.at("memgrad_events");
-    for (size_t i = 0; i < events.size(); ++i) {
-      t.events.push_back(event_from_json(events[i], i, t.contexts.size()));
-      if (i > 0 && t.events[i].time_ns < t.events[i - 1].time_ns) {
-        throw TraceError(fmt::format("trace: event {} at t_ns {} comes before event {} at {}", i,
-                                     t.events[i].time_ns, i - 1, t.events[i - 1].time_ns));
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw TraceError(fmt::format("trace: malformed event or context: {}", e.what()));
-  }
-  return t;
-}
-
-RecordedTrace read_trace_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("trace: cannot open '{}'", path), path);
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return parse_trace(text.str());
-  } catch (const TraceError& e) {
-    throw TraceError(fmt::format("{} (in '{}')", e.what(), path));
-  }
-}
 
 ReplayPlan plan_replay(const std::vector<TraceEvent>& events) {
   ReplayPlan plan;
@@ -207,6 +117,9 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
   double fragmentation_sum = 0.0;
   size_t fragmentation_count = 0;
   size_t tracked_peak = 0;  // reserved after a request, at most
+  const size_t sample_every = std::max<size_t>(1, plan.ops.size() / 1000);
+  double hard_sum = 0.0, soft_sum = 0.0;
+  size_t sample_count = 0;
   size_t allocated_at_peak = 0;
   size_t end = plan.ops.size();
   for (size_t i = 0; i < plan.ops.size(); ++i) {
@@ -236,15 +149,20 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
     }
     const size_t allocated = alloc->memory_allocated();
     const size_t reserved = alloc->memory_reserved();
-    if (reserved > tracked_peak) {
+    if (reserved > tracked_peak || (reserved == tracked_peak && allocated > allocated_at_peak)) {
       tracked_peak = reserved;
       allocated_at_peak = allocated;
-    } else if (reserved == tracked_peak) {
-      allocated_at_peak = std::max(allocated_at_peak, allocated);
+      r.fragmentation_report_at_peak = alloc->fragmentation();
     }
     if (reserved > 0) {
       fragmentation_sum += 1.0 - static_cast<double>(allocated) / static_cast<double>(reserved);
       ++fragmentation_count;
+      if (i % sample_every == 0) {
+        const FragmentationReport f = alloc->fragmentation();
+        hard_sum += static_cast<double>(f.hard) / static_cast<double>(reserved);
+        soft_sum += static_cast<double>(f.soft) / static_cast<double>(reserved);
+        ++sample_count;
+      }
     }
   }
   r.stats = alloc->stats();
@@ -257,6 +175,10 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
   }
   if (fragmentation_count > 0) {
     r.fragmentation_mean = fragmentation_sum / static_cast<double>(fragmentation_count);
+  }
+  if (sample_count > 0) {
+    r.hard_mean = hard_sum / static_cast<double>(sample_count);
+    r.soft_mean = soft_sum / static_cast<double>(sample_count);
   }
   if (options.record_trace) {
     r.events = alloc->trace().events();

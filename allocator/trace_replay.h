@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "allocator/config.h"
+#include "allocator/fragmentation.h"
 #include "allocator/stats.h"
 #include "allocator/trace.h"
 
@@ -78,6 +79,11 @@ struct ReplayResult {
   // its peak), and averaged over the requests (those with reserved > 0).
   double fragmentation_at_peak = 0.0;
   double fragmentation_mean = 0.0;
+  // Where reserved - allocated was at that peak (hard, soft, stream: allocator/fragmentation.h),
+  // and the hard and soft shares of reserved averaged over about 1000 evenly spaced requests.
+  FragmentationReport fragmentation_report_at_peak;
+  double hard_mean = 0.0;
+  double soft_mean = 0.0;
   int64_t source_calls = 0;    // num_device_alloc + num_device_free (page maps for expandable)
   bool oom = false;
   size_t oom_event = 0;        // trace event index of the request that failed

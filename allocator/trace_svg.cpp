@@ -199,12 +199,8 @@ std::vector<LiveBlock> live_at(const std::vector<TraceEvent>& events, size_t pea
   return out;
 }
 
-void draw_bands(std::string& svg, const std::vector<Band>& bands,
-                const std::vector<std::pair<std::string, const char*>>& colours,
-                const Scale& scale) {
-  for (const Band& b : bands) {
-    const double x0 = scale.x(b.begin_ns);
-    const double w = std::max(1.0, scale.x(b.end_ns) - x0);
+void draw_band(std::string& svg, const Band& b, double x0, double w,
+               const std::vector<std::pair<std::string, const char*>>& colours) {
     svg += fmt::format(
         "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
         "<title>{}</title></rect>\n",
@@ -214,6 +210,31 @@ void draw_bands(std::string& svg, const std::vector<Band>& bands,
           "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" class=\"phase\">{}</text>\n",
           x0 + w / 2, kPlotTop - 5.0, xml_escape(b.phase));
     }
+}
+
+// Bands narrower than a pixel are merged into the band drawn before them (which keeps its
+// phase), so a trace of a million short phases draws at most one band per pixel column.
+void draw_bands(std::string& svg, const std::vector<Band>& bands,
+                const std::vector<std::pair<std::string, const char*>>& colours,
+                const Scale& scale) {
+  const Band* pending = nullptr;
+  double pending_x0 = 0.0, pending_x1 = 0.0;
+  for (const Band& b : bands) {
+    const double x0 = scale.x(b.begin_ns), x1 = scale.x(b.end_ns);
+    if (pending != nullptr && (x1 - x0 < 1.0 || pending->phase == b.phase) &&
+        x0 <= pending_x1 + 1.0) {
+      pending_x1 = std::max(pending_x1, x1);
+      continue;
+    }
+    if (pending != nullptr) {
+      draw_band(svg, *pending, pending_x0, std::max(1.0, pending_x1 - pending_x0), colours);
+    }
+    pending = &b;
+    pending_x0 = x0;
+    pending_x1 = x1;
+  }
+  if (pending != nullptr) {
+    draw_band(svg, *pending, pending_x0, std::max(1.0, pending_x1 - pending_x0), colours);
   }
 }
 
@@ -244,13 +265,32 @@ void draw_axes(std::string& svg, const Scale& scale) {
       (kPlotLeft + kPlotRight) / 2, kPlotBottom + 36.0);
 }
 
-// The step line of allocated (or reserved) bytes: each value holds until the next event.
+// The step line of allocated (or reserved) bytes: each value holds until the next event. Events
+// that fall in the same pixel column are drawn as one vertical stroke from the column's highest
+// to its lowest value, ending at its last: the picture keeps every peak and stays a few kilobytes
+// per pixel column however many events the trace has.
 std::string step_path(const std::vector<TraceEvent>& events, const Scale& scale, bool reserved) {
   auto value = [&](const TraceEvent& e) { return reserved ? e.reserved : e.allocated; };
   std::string d =
       fmt::format("M{:.2f},{:.2f}", scale.x(events[0].time_ns), scale.y(value(events[0])));
-  for (size_t i = 1; i < events.size(); ++i) {
-    d += fmt::format(" H{:.2f} V{:.2f}", scale.x(events[i].time_ns), scale.y(value(events[i])));
+  size_t i = 1;
+  while (i < events.size()) {
+    const double x = scale.x(events[i].time_ns);
+    const double column = std::floor(x);
+    int64_t high = value(events[i]), low = high, last = high;
+    size_t n = 1;
+    for (; i + n < events.size() && std::floor(scale.x(events[i + n].time_ns)) == column; ++n) {
+      last = value(events[i + n]);
+      high = std::max(high, last);
+      low = std::min(low, last);
+    }
+    if (n == 1) {
+      d += fmt::format(" H{:.2f} V{:.2f}", x, scale.y(last));
+    } else {
+      d += fmt::format(" H{:.2f} V{:.2f} V{:.2f} V{:.2f}", x, scale.y(high), scale.y(low),
+                       scale.y(last));
+    }
+    i += n;
   }
   return d;
 }

@@ -143,7 +143,7 @@ bool write_snapshots(Registry& r) {
       continue;
     }
     std::fprintf(stderr, "[memgrad] memory snapshot of %s (%zu events) written to %s\n",
-                 name.c_str(), a.trace().events().size(), path.c_str());
+                 name.c_str(), a.trace().size(), path.c_str());
   }
   return ok;
 }
@@ -176,7 +176,7 @@ void write_traces() {
       continue;
     }
     std::fprintf(stderr, "[memgrad] allocator trace of %s (%zu events) written to %s\n",
-                 source.name().c_str(), a->trace().events().size(), path.c_str());
+                 source.name().c_str(), a->trace().size(), path.c_str());
   }
   if (failed || !snapshots_ok) std::_Exit(kTraceWriteFailed);
 }
@@ -248,7 +248,9 @@ void empty_cache(Device device) {
 
 std::string memory_summary(Device device, bool abbreviated) {
   PolicyAllocator& a = allocator_for(device);
-  return memgrad::memory_summary(a.stats(), device.str(), a.policy_name(), abbreviated);
+  const FragmentationReport fragmentation = a.fragmentation();
+  return memgrad::memory_summary(a.stats(), device.str(), a.policy_name(), abbreviated,
+                                 &fragmentation);
 }
 
 std::pair<size_t, size_t> mem_get_info(Device device) {
@@ -331,6 +333,8 @@ PyValue memory_snapshot(Device device) {
   const int slot = slot_of(device);
   return memory_snapshot(a, r.configs[static_cast<size_t>(slot)], snapshot_index(slot));
 }
+
+FragmentationReport fragmentation(Device device) { return allocator_for(device).fragmentation(); }
 
 void dump_snapshot(const std::string& path, Device device) {
   write_snapshot_file(path, memory_snapshot(device));

@@ -73,6 +73,12 @@ void set_cpu_memory_limit(size_t nbytes);
 // Sets the capacity of the simulated device sim:index, with a fresh allocator. Throws ConfigError.
 void set_sim_capacity(int index, size_t nbytes);
 
+// Where the reserved but unallocated bytes of `device` are now: hard fragmentation (free bytes
+// fenced by live blocks), soft (free bytes in segments with no live block), other streams; the
+// bytes lost to rounding, the largest free block and the largest request that would succeed now
+// (allocator/fragmentation.h defines each). hard + soft + stream = reserved - allocated.
+FragmentationReport fragmentation(Device device = kCPU);
+
 // ---- memory snapshots, named as PyTorch's torch.cuda.memory functions ----
 
 // Starts recording every allocator event of `device` (clearing earlier ones), keeping the last

@@ -69,6 +69,11 @@ BENCHMARKS = [
               "allocate or free, ns per request, for every allocator policy on the replayed "
               "MLP training-step trace (traces/mlp_step.json)",
               ("--quick",)),
+    Benchmark("lab_scale", "bench/lab_scale_bench",
+              "the policy lab at scale: replay of a 10^6-event trace (events/s), its SVG "
+              "timeline (bytes) and `lab plot` (s), import of a 100 MB snapshot pickle (s, "
+              "peak memory / file size); `./memgrad bench lab` runs it with lab",
+              ("--quick",)),
     Benchmark("io", "bench/io_bench",
               "safetensors: encode and decode a header of 200k entries (linear-time parsing)",
               ("--quick",)),
@@ -125,6 +130,8 @@ def select(names):
     if not names:
         return [b for b in BENCHMARKS if b.in_default_set]
     by_name = {b.name: b for b in BENCHMARKS}
+    # "lab" names the lab's two benchmarks: per-request costs and scale.
+    names = [m for n in names for m in (["lab", "lab_scale"] if n == "lab" else [n])]
     unknown = [n for n in names if n not in by_name]
     if unknown:
         known = ", ".join(by_name)

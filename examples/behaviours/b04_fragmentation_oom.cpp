@@ -175,7 +175,8 @@ const BehaviourInfo kInfo = {
     "An out-of-memory error can happen while memory looks available, because free memory is "
     "fragmented or held in the allocator's cache."};
 
-void print_oom(const FragmentationRun& run, int64_t size) {
+// Prints the OOM's fields against their expected values; whether all matched.
+bool print_oom(const FragmentationRun& run, int64_t size) {
   const OutOfMemoryInfo& i = run.oom_info;
   MemoryReport fields("OutOfMemoryError fields:");
   fields.add("requested", 50 * kOneMiB * size, static_cast<int64_t>(i.requested));
@@ -191,6 +192,19 @@ void print_oom(const FragmentationRun& run, int64_t size) {
   fields.print();
   fmt::print("  num_alloc_retries {} (expected 1), num_ooms {} (expected 1)\n", run.alloc_retries,
              run.ooms);
+  // Where the 40 MiB were: all in x1's segment behind y, which the live y fences off.
+  const FragmentationReport& f = i.fragmentation;
+  MemoryReport where("where the reserved but unallocated bytes were (its fragmentation fields):");
+  where.add("hard: fenced by live blocks (x1's tail behind y)", 40 * kOneMiB * size,
+            static_cast<int64_t>(f.hard));
+  where.add("soft: in wholly free segments", 0, static_cast<int64_t>(f.soft));
+  where.add("held for other streams", 0, static_cast<int64_t>(f.stream));
+  where.add("largest free block", 40 * kOneMiB * size, static_cast<int64_t>(f.largest_free_block));
+  where.add("largest request that would succeed", 40 * kOneMiB * size,
+            static_cast<int64_t>(f.largest_request));
+  fmt::print("\n");
+  where.print();
+  return fields.all_match() && where.all_match();
 }
 
 std::string g_snapshot_path;  // --snapshot
@@ -212,7 +226,7 @@ int body(const BehaviourFlags& flags) {
     report.add("allocated", run.expected_allocated, run.allocated);
     report.add("reserved", run.expected_reserved, run.reserved);
     report.print();
-    if (run.oom) print_oom(run, s);
+    if (run.oom) ok = print_oom(run, s) && ok;
     ok = ok && report.all_match() && run.oom == run.expected_oom;
   }
   if (!r.expandable_known) {

@@ -4,8 +4,9 @@
 //                           [--device N] [--validate]
 //       serves the trace's requests with each policy on a fresh simulated device and prints
 //       one row per policy: peak reserved and allocated, fragmentation (1 - allocated/reserved
-//       at the peak of reserved, and averaged over requests), source calls, the first OOM (with
-//       its trace event) and the time per request, then a conclusion computed from the rows.
+//       at the peak of reserved, and averaged over requests) with its hard and soft parts
+//       (allocator/fragmentation.h; the rest is other streams'), source calls, the first OOM
+//       (with its trace event) and the time per request, then a conclusion from the rows.
 //       TRACE is memgrad's trace JSON or a memory snapshot in PyTorch's format (pickle or
 //       JSON, PyTorch's or memgrad's); what a snapshot's replay cannot model is printed as
 //       notes. --validate replays it once more with the policy and settings it was recorded
@@ -114,12 +115,22 @@ void make_directory(const std::string& dir) {
 
 // ---- replay ----
 
+// "37.5% (25.0+12.5)": the share of reserved not allocated, and its hard and soft parts.
+std::string share(double total, double hard, double soft) {
+  return fmt::format("{:.1f}% ({:.1f}+{:.1f})", 100.0 * total, 100.0 * hard, 100.0 * soft);
+}
+
 void print_row(const ReplayResult& r) {
   const std::string result =
       r.oom ? fmt::format("OOM at event {}", r.oom_event) : std::string("ok");
-  fmt::print("{:<12} {:>14} {:>15} {:>10.1f}% {:>9.1f}% {:>13} {:<18} {:.0f} ns\n", r.policy,
-             mib(r.peak_reserved), mib(r.peak_allocated), 100.0 * r.fragmentation_at_peak,
-             100.0 * r.fragmentation_mean, r.source_calls, result, r.ns_per_op);
+  const FragmentationReport& f = r.fragmentation_report_at_peak;
+  const double reserved = static_cast<double>(std::max<size_t>(f.reserved, 1));
+  fmt::print("{:<12} {:>14} {:>15} {:>22} {:>22} {:>13} {:<18} {:.0f} ns\n", r.policy,
+             mib(r.peak_reserved), mib(r.peak_allocated),
+             share(r.fragmentation_at_peak, static_cast<double>(f.hard) / reserved,
+                   static_cast<double>(f.soft) / reserved),
+             share(r.fragmentation_mean, r.hard_mean, r.soft_mean), r.source_calls, result,
+             r.ns_per_op);
 }
 
 // One sentence from the rows: who reserved least and most at the peak (against the ideal), who
@@ -297,9 +308,9 @@ int cmd_replay(const std::string& path, const std::string& policy_flag,
   fmt::print("\nideal peak (most requested bytes live at once): {}\n", mib(plan.ideal_peak));
   fmt::print("each policy serves the same requests on a fresh simulated device of {}\n\n",
              mib(capacity));
-  fmt::print("{:<12} {:>14} {:>15} {:>11} {:>10} {:>13} {:<18} {}\n", "policy",
-             "peak reserved", "peak allocated", "frag@peak", "frag mean", "source calls",
-             "result", "time per request");
+  fmt::print("{:<12} {:>14} {:>15} {:>22} {:>22} {:>13} {:<18} {}\n", "policy",
+             "peak reserved", "peak allocated", "frag@peak (hard+soft)", "frag mean (hard+soft)",
+             "source calls", "result", "time per request");
   std::vector<ReplayResult> rows;
   for (const std::string& policy : policies_or_all(policy_flag)) {
     AllocatorConfig config = AllocatorConfig::parse("policy:" + policy);
@@ -324,8 +335,9 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 int cmd_plot(const std::string& path, const std::string& out_dir, const std::string& policy,
              const std::string& capacity_flag) {
   const RecordedTrace trace = read_trace_file(path);
-  std::vector<TraceEvent> events = trace.events;
-  std::vector<TraceContextRecord> contexts = trace.contexts;
+  const std::vector<TraceEvent>* events = &trace.events;
+  const std::vector<TraceContextRecord>* contexts = &trace.contexts;
+  ReplayResult replayed;  // with --policy
   std::string stem = std::filesystem::path(path).stem().string();
   std::string title = fmt::format("{}: {} on {} ({} events)", stem, trace.policy, trace.device,
                                   trace.events.size());
@@ -334,10 +346,11 @@ int cmd_plot(const std::string& path, const std::string& out_dir, const std::str
   if (!policy.empty()) {
     const ReplayPlan plan = plan_replay(trace.events);
     capacity = choose_capacity(capacity_flag, plan);
-    const ReplayResult r = replay(plan, AllocatorConfig::parse("policy:" + policy), capacity,
-                                  {.record_trace = true, .contexts = &trace.contexts});
-    events = r.events;
-    contexts = r.event_contexts;
+    replayed = replay(plan, AllocatorConfig::parse("policy:" + policy), capacity,
+                      {.record_trace = true, .contexts = &trace.contexts});
+    const ReplayResult& r = replayed;
+    events = &r.events;
+    contexts = &r.event_contexts;
     stem += "." + policy;
     shown_policy = policy;
     title = fmt::format("{}: replayed with {} on a simulated {}{}", std::filesystem::path(path).stem().string(),
@@ -347,8 +360,8 @@ int cmd_plot(const std::string& path, const std::string& out_dir, const std::str
   make_directory(out_dir);
   const std::filesystem::path svg = std::filesystem::path(out_dir) / (stem + ".svg");
   const std::filesystem::path json = std::filesystem::path(out_dir) / (stem + ".perfetto.json");
-  write_file(svg, trace_to_svg(events, contexts, title, capacity));
-  write_file(json, trace_to_json(events, contexts, trace.device, shown_policy, capacity));
+  write_file(svg, trace_to_svg(*events, *contexts, title, capacity));
+  write_file(json, trace_to_json(*events, *contexts, trace.device, shown_policy, capacity));
   fmt::print("timeline (SVG): {}\nChrome trace (open in https://ui.perfetto.dev): {}\n",
              svg.string(), json.string());
   return 0;

@@ -279,6 +279,33 @@ class RandomRun {
     if (model != by_address_.end()) {
       return fmt::format("live block at {} is missing from the snapshot", model->first);
     }
+    return check_fragmentation();
+  }
+
+  // hard + soft + stream = reserved - allocated exactly, and rounding = allocated - requested,
+  // against the stats (the model allocates on several streams: their cache counts as stream).
+  std::string check_fragmentation() const {
+    const FragmentationReport f = alloc_.fragmentation();
+    const MemoryStats s = alloc_.stats();
+    const auto reserved = static_cast<size_t>(s.reserved_bytes.all().current);
+    const auto allocated = static_cast<size_t>(s.allocated_bytes.all().current);
+    const auto requested = static_cast<size_t>(s.requested_bytes.all().current);
+    if (f.reserved != reserved || f.allocated != allocated) {
+      return fmt::format("fragmentation report: reserved {} allocated {}, stats {} and {}",
+                         f.reserved, f.allocated, reserved, allocated);
+    }
+    if (f.hard + f.soft + f.stream != reserved - allocated) {
+      return fmt::format("fragmentation: hard {} + soft {} + stream {} != reserved - allocated {}",
+                         f.hard, f.soft, f.stream, reserved - allocated);
+    }
+    if (f.rounding != allocated - requested) {
+      return fmt::format("fragmentation: rounding {} != allocated - requested {}", f.rounding,
+                         allocated - requested);
+    }
+    if (f.largest_request < f.largest_free_block) {
+      return fmt::format("fragmentation: largest request {} below the largest free block {}",
+                         f.largest_request, f.largest_free_block);
+    }
     return {};
   }
 

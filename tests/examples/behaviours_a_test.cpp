@@ -113,6 +113,18 @@ TEST_CASE("B4: a fragmented cache raises OOM although enough memory is free; eac
   CHECK_EQ(base.alloc_retries, 1);
   CHECK_EQ(base.ooms, 1);
   CHECK_NE(base.oom_message.find("out of memory"), std::string::npos);
+  // Where the 40 MiB were: all fenced behind y in x1's segment (hard), none in free segments or
+  // other streams; the 40 MiB block is also the largest request that would have succeeded.
+  const FragmentationReport& f = base.oom_info.fragmentation;
+  REQUIRE(base.oom_info.has_fragmentation);
+  CHECK_EQ(f.hard, 40 * kOneMiB);
+  CHECK_EQ(f.soft, 0);
+  CHECK_EQ(f.stream, 0);
+  CHECK_EQ(f.hard + f.soft + f.stream, base.oom_info.reserved - base.oom_info.allocated);
+  CHECK_EQ(f.largest_free_block, 40 * kOneMiB);
+  CHECK_EQ(f.largest_request, 40 * kOneMiB);
+  CHECK_NE(base.oom_message.find("40.00 MiB is fenced by live blocks (hard fragmentation)"),
+           std::string::npos);
   // max_split_size_mb:40: y gets its own 20 MiB segment, z takes the cached 60 MiB block whole.
   CHECK_EQ(r.runs[1].reserved, 80 * kOneMiB);
   CHECK_EQ(r.runs[1].allocated, 80 * kOneMiB);
