@@ -1,8 +1,8 @@
 // Writing PyTorch's memory snapshot from a memgrad allocator, and snapshot files in and out.
 #include "allocator/memory_snapshot.h"
 
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -130,6 +130,39 @@ PyValue segment_value(const SegmentSnapshot& s, int device,
                         {"blocks", PyValue::list(std::move(blocks))}});
 }
 
+// The bytes of the file at `path`, in one buffer of its size (a stream copied through a
+// std::ostringstream would hold the file up to three times over while growing and copying).
+std::string read_snapshot_bytes(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw IoError(fmt::format("cannot read snapshot '{}'", path), path);
+  std::string bytes;
+  std::error_code error;
+  if (const uintmax_t size = std::filesystem::file_size(path, error); !error) bytes.reserve(size);
+  // Read in pieces until the end, so a file that is not a regular one (a pipe) reads too.
+  char piece[1 << 16];
+  while (file.read(piece, sizeof piece) || file.gcount() > 0) {
+    bytes.append(piece, static_cast<size_t>(file.gcount()));
+  }
+  if (file.bad()) throw IoError(fmt::format("cannot read snapshot '{}'", path), path);
+  return bytes;
+}
+
+bool is_pickle(std::string_view bytes) {
+  return !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80;  // PROTO
+}
+
+PyValue snapshot_from_json(std::string_view bytes, const std::string& path) {
+  const nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    throw TraceError(fmt::format("{}: neither a pickle nor JSON", path));
+  }
+  try {
+    return PyValue::from_json(doc);
+  } catch (const PyValueError& e) {
+    throw TraceError(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
 }  // namespace
 
 PyValue allocator_settings_of(const AllocatorConfig& config) {
@@ -201,21 +234,15 @@ bool is_snapshot_bytes(std::string_view bytes) {
 }
 
 PyValue read_snapshot_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw IoError(fmt::format("cannot read snapshot '{}'", path), path);
-  std::ostringstream buffer;
-  buffer << file.rdbuf();
-  const std::string bytes = buffer.str();
-  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return read_pickle(bytes);
-  const nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    throw TraceError(fmt::format("{}: neither a pickle nor JSON", path));
-  }
-  try {
-    return PyValue::from_json(doc);
-  } catch (const PyValueError& e) {
-    throw TraceError(fmt::format("{}: {}", path, e.what()));
-  }
+  const std::string bytes = read_snapshot_bytes(path);
+  if (is_pickle(bytes)) return read_pickle(bytes);
+  return snapshot_from_json(bytes, path);
+}
+
+ImportedSnapshot import_snapshot_file(const std::string& path, std::optional<int> device) {
+  std::string bytes = read_snapshot_bytes(path);
+  if (is_pickle(bytes)) return import_snapshot_pickle(std::move(bytes), device);
+  return import_snapshot(snapshot_from_json(bytes, path), device);
 }
 
 }  // namespace memgrad

@@ -85,13 +85,31 @@ struct ImportedSnapshot {
 // The requests of device `device` (default: the device with the most events). Throws TraceError
 // naming the field and its place (e.g. "device_traces[0][17]: \"size\" is -1, expected an int
 // in [0, 2^62]") for a snapshot that is not one, wrong types, negative or oversized sizes and
-// addresses, unknown actions, and blocks that do not tile their segment. A free of a block the
-// trace never allocated is no error (the ring buffer makes it legitimate): such blocks are
-// allocated at time zero and counted in frees_before_history. Allocates: host memory only.
+// addresses, unknown actions, more than 2^24 distinct streams in a trace, and blocks that do
+// not tile their segment. A free of a block the trace never allocated is no error (the ring
+// buffer makes it legitimate): such blocks are allocated at time zero and counted in
+// frees_before_history. Allocates: host memory only: the result, and while reading a 32-byte
+// record per trace entry.
 ImportedSnapshot import_snapshot(const PyValue& snapshot, std::optional<int> device = {});
 
+// import_snapshot(read_pickle(bytes), device), with the same result and the same errors, in a
+// fraction of the memory: the pickle is read with its trace streamed (read_pickle with a sink),
+// each entry of device_traces kept as a 32-byte record from the moment it is read rather than
+// as a dict, and `bytes` (taken, hence by value) released before the requests are built.
+// Allocates: at its peak about 1.8 times the pickle's size for memgrad's snapshots (the bytes
+// and the records while reading; then the records and the requests, 72 bytes each), where the
+// whole tree takes 14 times (bench/lab_scale_bench.cpp measures it). A pickle laid out unlike
+// Python's and libtorch's (found only at its end) is read again whole.
+ImportedSnapshot import_snapshot_pickle(std::string bytes, std::optional<int> device = {});
+
+// The requests of the snapshot file at `path`, pickle or JSON: import_snapshot(
+// read_snapshot_file(path), device), with the same result and the same errors; a pickle goes
+// through import_snapshot_pickle (the file is read once, into one buffer of its size).
+ImportedSnapshot import_snapshot_file(const std::string& path, std::optional<int> device = {});
+
 // The first difference between the segment decisions a replay made and the recorded ones
-// (action and size, in order), or nullopt when they are the same. `context` gets the events
+// (action and size, in order; within a run of consecutive segment frees or unmaps, whose order
+// follows addresses, in order of action and size), or nullopt when they are the same. `context` gets the events
 // around the divergence, one line each.
 struct SegmentDivergence {
   size_t index = 0;                  // position in the segment event sequences

@@ -43,7 +43,6 @@ std::string format_count(int64_t value, int64_t reference) {
 
 using Formatter = std::string (*)(int64_t, int64_t);
 
-
 std::string row(std::string_view name, const Stat& s, const Stat& reference, Formatter f) {
   return fmt::format(" {:<21} | {} | {} | {} | {} ", name, f(s.current, reference.current),
                      f(s.peak, reference.peak), f(s.allocated, reference.allocated),
@@ -65,6 +64,7 @@ void add_fragmentation_rows(std::vector<std::string>& lines, const Fragmentation
   value_row("Other streams", f.stream, "held for other streams");
   value_row("Rounding", f.rounding, "allocated - requested");
   value_row("Largest free block", f.largest_free_block, "the largest cached request");
+  value_row("Largest request", f.largest_request, "the largest that would succeed now");
 }
 
 }  // namespace

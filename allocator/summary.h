@@ -17,7 +17,7 @@ namespace memgrad {
 // The table for `stats` of device `device` under `policy`. `abbreviated` drops the per-pool rows.
 // With `fragmentation`, rows that PyTorch's table lacks follow: where the reserved but
 // unallocated bytes are now (hard, soft, other streams; allocator/fragmentation.h), the bytes
-// lost to rounding, and the largest free block.
+// lost to rounding, the largest free block and the largest request that would succeed now.
 std::string memory_summary(const MemoryStats& stats, std::string_view device,
                            std::string_view policy, bool abbreviated = false,
                            const FragmentationReport* fragmentation = nullptr);

@@ -90,7 +90,7 @@ int import_only(const char* path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   const double file_mib = static_cast<double>(in.tellg()) / (1024.0 * 1024.0);
   const auto start = bench::Clock::now();
-  const ImportedSnapshot s = import_snapshot(read_snapshot_file(path));
+  const ImportedSnapshot s = import_snapshot_file(path);
   const double seconds = bench::seconds_since(start);
   const double peak = vm_hwm_mib();
   bench::report("lab_import_file_size", file_mib, "MiB");
@@ -158,7 +158,7 @@ int run(size_t events, double pickle_mb, const std::string& lab_replay) {
   if (fd < 0) throw IoError("lab_scale_bench: cannot create a temporary file", path);
   close(fd);
   {
-    const size_t per_event = 80;  // bytes of pickle per trace event, about
+    const size_t per_event = 47;  // bytes of pickle per trace event, about (measured)
     BoundedMemory big(kCapacity, "sim:0");
     std::unique_ptr<PolicyAllocator> b =
         record(big, static_cast<size_t>(pickle_mb * 1024 * 1024 / per_event));

@@ -141,7 +141,8 @@ void fold_batch_into_rows(std::vector<BatchDim>& dims, BatchedMatrix& a, Batched
 }
 
 // C = alpha A B + beta C over the batch shape `batch` (A, B, C already GEMM-readable). The
-// innermost merged batch dim becomes the kernel's batch; outer ones loop here.
+// innermost merged batch dim becomes the kernel's batch, the next one its outer batch level;
+// any further ones loop here.
 void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& b,
               BatchedMatrix c, const Shape& batch, double alpha, double beta) {
   std::vector<BatchDim> dims = merge_batch(batch, a, b, c);
@@ -162,6 +163,14 @@ void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& 
     g.a.batch_stride = inner.sa;
     g.b.batch_stride = inner.sb;
     g.batch_stride_c = inner.sc;
+    dims.pop_back();
+  }
+  if (!dims.empty()) {
+    const BatchDim& next = dims.back();
+    g.outer = next.size;
+    g.outer_stride_a = next.sa;
+    g.outer_stride_b = next.sb;
+    g.outer_stride_c = next.sc;
     dims.pop_back();
   }
   const int64_t es = static_cast<int64_t>(element_size(dtype));

@@ -18,6 +18,8 @@
 #include "allocator/atomic_file.h"
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
+#include "allocator/pickle.h"
+#include "allocator/py_value.h"
 #include "allocator/trace_replay.h"
 #include "autograd/autograd.h"
 #include "engine/io/safetensors.h"
@@ -64,6 +66,14 @@ std::string fields_of(const Error& e) {
   }
   if (const auto* io = dynamic_cast<const IoError*>(&e)) {
     return fmt::format("path \"{}\"", io->path);
+  }
+  if (const auto* p = dynamic_cast<const PickleError*>(&e)) {
+    const std::string_view name =
+        p->opcode < 0 ? std::string_view("-") : pickle_opcode_name(static_cast<uint8_t>(p->opcode));
+    return fmt::format("offset {}, opcode {} ({})", p->offset, p->opcode, name);
+  }
+  if (const auto* v = dynamic_cast<const PyValueError*>(&e)) {
+    return fmt::format("expected \"{}\", found \"{}\"", v->expected, v->found);
   }
   return "";
 }
@@ -143,6 +153,16 @@ int main(int argc, char** argv) {
                                   "memgrad_events": [{"action": "alloc", "t_ns": 0, "addr": 0,
                                   "size": 512, "requested": -1, "stream": 0, "allocated": 512,
                                   "reserved": 2097152, "ctx": 0}]})"); });
+  show("PickleError", "a pickle that imports a class (what a snapshot never needs)", [] {
+    // pickle.dumps(collections.OrderedDict(), protocol=2): GLOBAL, then REDUCE.
+    (void)read_pickle(std::string_view("\x80\x02" "ccollections\nOrderedDict\nq\x00)Rq\x01.", 34));
+  });
+  show("PickleError", "a truncated pickle",
+       [] { (void)read_pickle(std::string_view("\x80\x04}\x94(\x8c\x08segments", 14)); });
+  show("PyValueError", "a snapshot field of the wrong type", [] {
+    const PyValue block = PyValue::dict({{"size", "512"}});
+    (void)block.at("size").as_int();
+  });
   show("CheckpointError", "a truncated safetensors file",
        [] { (void)io::decode_safetensors(std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13), "model.safetensors"); });
   return 0;

@@ -29,7 +29,8 @@ struct MatrixArg {
   int64_t batch_stride = 0;  // 0: the same matrix for every batch
 };
 
-// C = alpha * A @ B + beta * C, for `batch` independent (m x k) @ (k x n) products.
+// C = alpha * A @ B + beta * C, for outer x batch independent (m x k) @ (k x n) products:
+// product (o, i) reads A at a.data + o * outer_stride_a + i * a.batch_stride (likewise B and C).
 struct GemmArgs {
   DType dtype = DType::Float32;
   int64_t batch = 1, m = 0, n = 0, k = 0;
@@ -38,7 +39,14 @@ struct GemmArgs {
   int64_t ldc = 0;             // row stride of C (its column stride is 1)
   int64_t batch_stride_c = 0;
   double alpha = 1.0, beta = 0.0;
+  // A second batch level around `batch`, for two batch dims whose strides do not merge into one
+  // (attention's heads inside each sequence). Strides in elements.
+  int64_t outer = 1, outer_stride_a = 0, outer_stride_b = 0, outer_stride_c = 0;
 };
+
+// The products of outer group `o` of `g` alone (outer 1), for a backend that runs the groups
+// one after another.
+GemmArgs gemm_group(const GemmArgs& g, int64_t o);
 
 // The outcome of an index kernel: ok, or the first offending index value and its position.
 struct IndexCheck {

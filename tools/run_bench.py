@@ -104,6 +104,13 @@ BENCHMARKS = [
               targets=(Target("train_step_median", "<=", 1.0),
                        Target("train_step_p90", "<=", 1.25, relative_to="train_step_median"),
                        Target("train_peak_rss", "<=", 0.3))),
+    Benchmark("train_charlm", "bench/train_charlm_bench",
+              "train_charlm's transformer training step (2 blocks of width 128, 4 heads, "
+              "context 64, AdamW, batch 32): step time, peak memory; vs libtorch",
+              ("--quick",), peer="bench/train_charlm_peer",
+              targets=(Target("charlm_step_median", "<=", 1.0),
+                       Target("charlm_step_p90", "<=", 1.25, relative_to="charlm_step_median"),
+                       Target("charlm_peak_rss", "<=", 0.3))),
 ]
 
 

@@ -90,6 +90,9 @@ TimelineResult record_training_step(int64_t size, Device device) {
   }
   PolicyAllocator& allocator = allocator_for(device);
   reset_peak_memory_stats(device);
+  // Under MEMGRAD_TRACE or MEMGRAD_SNAPSHOT the trace is already on: it restarts here and stays
+  // on, so that the file written at exit holds this step and what follows.
+  const bool traced_at_exit = allocator.trace().enabled();
   allocator.trace().enable();
   Tensor x, y;
   {
@@ -111,7 +114,7 @@ TimelineResult record_training_step(int64_t size, Device device) {
     TracePhaseScope phase("zero_grad");
     optimizer.zero_grad();
   }
-  allocator.trace().disable();
+  if (!traced_at_exit) allocator.trace().disable();
   r.memory_allocated_at_end = static_cast<int64_t>(memory_allocated(device));
   r.stats_peak = static_cast<int64_t>(max_memory_allocated(device));
   const std::string policy(allocator.policy_name());

@@ -209,7 +209,7 @@ RecordedTrace read_requests(const std::string& path, std::optional<int> device,
     }
     return trace;
   }
-  imported = import_snapshot(read_snapshot_file(path), device);
+  imported = import_snapshot_file(path, device);
   RecordedTrace trace;
   trace.device = imported.device_name;
   trace.policy = imported.config.policy;

@@ -4,13 +4,14 @@
 //   typed      every operand has the same dtype: a plain loop over T (vectorised by the
 //              compiler when the row is contiguous or one input is broadcast along it);
 //   eigen      contiguous float/double rows of transcendental ops use Eigen's vectorised
-//              exp/log/tanh/logistic;
+//              exp/log/tanh/logistic (for the backward, the tanh GELU's float rows);
 //   mixed      operands of different dtypes: each element is loaded and converted to the
 //              compute type, then stored converted to the output's dtype (no temporaries).
 // Float16 rows compute in float. The formulas themselves (and the compute-type rules) are
 // kernels/elementwise_formulas.h, shared with the CUDA backend; this file holds the loops.
 #include "kernels/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/element_types.h"
@@ -106,6 +107,28 @@ void unary_row(UnaryOp op, char* o, const char* a, int64_t so, int64_t sa, int64
   }
 }
 
+// Elements per block of gelu_tanh_grad_float (a stack buffer for tanh).
+constexpr int64_t kGeluBlock = 1024;
+
+// unary_grad's GeluTanh rule on a contiguous float32 row, with Eigen's vectorised tanh: the
+// tanh the forward's contiguous path (eigen_unary) uses, so forward and backward see the same
+// values. std::tanh, which the scalar rule calls, costs a libm call (tanhf, then expm1f) per
+// element. Float64 keeps the scalar rule: Eigen has no vectorised tanh for double.
+void gelu_tanh_grad_float(float* o, const float* g, const float* x, int64_t n) {
+  using Array = Eigen::Array<float, Eigen::Dynamic, 1>;
+  const auto k = static_cast<float>(kSqrt2OverPi), c = static_cast<float>(kGeluCoeff);
+  const auto c3 = static_cast<float>(3 * kGeluCoeff);
+  float buffer[kGeluBlock];
+  for (int64_t b = 0; b < n; b += kGeluBlock) {
+    const int64_t len = std::min(kGeluBlock, n - b);
+    Eigen::Map<const Array> s(x + b, len), gr(g + b, len);
+    Eigen::Map<Array> t(buffer, len);
+    t = (k * (s + c * s * s * s)).tanh();
+    const auto dinner = k * (1.0f + c3 * s * s);
+    Eigen::Map<Array>(o + b, len) = gr * (0.5f * (1.0f + t) + 0.5f * s * (1.0f - t * t) * dinner);
+  }
+}
+
 // grad_in = unary_grad(op, grad_out, saved) over one row, all three of type T.
 template <typename T>
 void unary_grad_row(UnaryOp op, char* o, const char* g, const char* sv, int64_t so, int64_t sg,
@@ -120,6 +143,15 @@ void unary_grad_row(UnaryOp op, char* o, const char* g, const char* sv, int64_t 
       return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return sigmoid_grad(x, y); });
     case UnaryOp::Exp:
       return map2<T, T>(o, g, sv, so, sg, ss, n, [](C x, C y) { return exp_grad(x, y); });
+    case UnaryOp::GeluTanh:
+      if constexpr (std::is_same_v<T, float>) {
+        constexpr int64_t es = sizeof(float);
+        if (so == es && sg == es && ss == es) {
+          return gelu_tanh_grad_float(reinterpret_cast<float*>(o), reinterpret_cast<const float*>(g),
+                                      reinterpret_cast<const float*>(sv), n);
+        }
+      }
+      return map2<T, T>(o, g, sv, so, sg, ss, n, [op](C x, C y) { return unary_grad(op, x, y); });
     default:
       return map2<T, T>(o, g, sv, so, sg, ss, n, [op](C x, C y) { return unary_grad(op, x, y); });
   }

@@ -8,8 +8,9 @@
 // std::vectors, not device memory: they never show in the allocator's statistics, and the
 // engine avoids them for float32/64 by making odd-strided operands contiguous before the call.
 //
-// Batches: many small products run one per OpenMP thread (OpenBLAS's OpenMP build then runs
-// each call on one thread); large products run one after another, each on OpenBLAS's threads.
+// Batches (both levels, outer x batch): many small products run one per OpenMP thread
+// (OpenBLAS's OpenMP build then runs each call on one thread); large products run one after
+// another, each on OpenBLAS's threads.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -58,6 +59,13 @@ bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t& ld
     if (ld >= std::max<int64_t>(1, rows)) return true;
   }
   return false;
+}
+
+// Whether BLAS reads the rows x cols operand `arg` in place (prepare() would not pack it).
+bool blas_readable(const MatrixArg& arg, int64_t rows, int64_t cols) {
+  int64_t ld = 1;
+  bool trans = false;
+  return blas_layout(rows, cols, arg.row_stride, arg.col_stride, ld, trans);
 }
 
 // Copies (and converts to D) `batch` rows x cols matrices of any strides into `buf`, row-major
@@ -149,21 +157,27 @@ void gemm_one(int64_t m, int64_t n, int64_t k, T alpha, const Mat<T>& a, const T
   eigen_gemm<T>(m, n, k, alpha, pa, a.ld, a.trans, pb, b.ld, b.trans, beta, c, ldc);
 }
 
-// All batches of C = alpha A B + beta C on prepared operands (k > 0).
+// All outer x batch products of C = alpha A B + beta C on prepared operands (k > 0). Both
+// batch levels run in one loop, so small products share one OpenMP region however their batch
+// dims are laid out (attention's 32 sequences x 4 heads: one region, not 32).
 template <typename T>
 void gemm_batches(const GemmArgs& g, const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc,
                   int64_t batch_stride_c) {
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
-  auto one = [&](int64_t i) {
-    gemm_one<T>(g.m, g.n, g.k, alpha, a, a.data + i * a.batch_stride, b,
-                b.data + i * b.batch_stride, beta, c + i * batch_stride_c, ldc);
+  auto one = [&](int64_t flat) {
+    const int64_t o = flat / g.batch, i = flat % g.batch;
+    gemm_one<T>(g.m, g.n, g.k, alpha, a,
+                a.data + o * g.outer_stride_a + i * a.batch_stride, b,
+                b.data + o * g.outer_stride_b + i * b.batch_stride, beta,
+                c + o * g.outer_stride_c + i * batch_stride_c, ldc);
   };
-  if (g.batch > 1 && g.m * g.n * g.k < kSmallGemmWork && !omp_in_parallel()) {
+  const int64_t products = g.outer * g.batch;
+  if (products > 1 && g.m * g.n * g.k < kSmallGemmWork && !omp_in_parallel()) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < g.batch; ++i) one(i);
+    for (int64_t flat = 0; flat < products; ++flat) one(flat);
     return;
   }
-  for (int64_t i = 0; i < g.batch; ++i) one(i);
+  for (int64_t flat = 0; flat < products; ++flat) one(flat);
 }
 
 // C = beta C (k == 0: the product is empty). beta == 0 writes zeros, whatever C held.
@@ -210,7 +224,15 @@ void gemm_half(const GemmArgs& g) {
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& args) {
-  if (args.batch == 0 || args.m == 0 || args.n == 0) return;
+  if (args.batch == 0 || args.outer == 0 || args.m == 0 || args.n == 0) return;
+  // The paths that copy operands (float16, or an operand BLAS cannot read in place) and the
+  // empty product handle one batch level: they run the outer groups one by one.
+  if (args.outer > 1 && (args.k == 0 || args.dtype == DType::Float16 ||
+                         !blas_readable(args.a, args.m, args.k) ||
+                         !blas_readable(args.b, args.k, args.n))) {
+    for (int64_t o = 0; o < args.outer; ++o) gemm(gemm_group(args, o));
+    return;
+  }
   GemmArgs g = args;
   // A one-row C never steps to a second row, but BLAS still insists on ldc >= n.
   if (g.m == 1) g.ldc = std::max<int64_t>(g.ldc, g.n);

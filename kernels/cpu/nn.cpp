@@ -1,9 +1,10 @@
 // CPU kernels of the nn layer: layer norm (forward, backward) and fused log-softmax + NLL.
-// Rows are independent: OpenMP over rows; float16 rows compute in float. The per-element
-// formulas are kernels/nn_formulas.h, shared with the CUDA backend.
+// Rows are independent: OpenMP over rows (the layer norm's weight and bias gradients: over
+// columns); float16 rows compute in float. The per-element formulas are kernels/nn_formulas.h,
+// shared with the CUDA backend.
+#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/element_types.h"
@@ -52,39 +53,62 @@ void layer_norm_rows(const Operand& y, const Operand& mean, const Operand& rstd,
 }
 
 // dx = rstd (dy w - mean(dy w) - xhat mean(dy w xhat)); dweight = sum dy xhat; dbias = sum dy.
+// dx: OpenMP over rows (each row is independent). dweight and dbias: OpenMP over columns, each
+// column summed over the rows in row order, so the sums (in double) do not depend on the thread
+// count.
 template <typename T, typename S>
 void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operand& db,
                               const Operand& dy, const Operand& x, const Operand& mean,
                               const Operand& rstd, const Operand& w, int64_t rows, int64_t n) {
   const bool want_dw = dw.data != nullptr, want_db = db.data != nullptr;
-  std::vector<double> acc_w(want_dw ? static_cast<size_t>(n) : 0, 0.0);
-  std::vector<double> acc_b(want_db ? static_cast<size_t>(n) : 0, 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t base = r * n;
-    const double mu = static_cast<S*>(mean.data)[r];
-    const double inv = static_cast<S*>(rstd.data)[r];
-    double sum_g = 0.0, sum_gx = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
-      const double g = static_cast<double>(at<T>(dy, base + i));
-      const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
-      sum_g += gw;
-      sum_gx += gw * xhat;
-      if (want_dw) acc_w[static_cast<size_t>(i)] += g * xhat;
-      if (want_db) acc_b[static_cast<size_t>(i)] += g;
-    }
-    const double mg = sum_g / static_cast<double>(n), mgx = sum_gx / static_cast<double>(n);
-    if (dx.data == nullptr) continue;
-    for (int64_t i = 0; i < n; ++i) {
-      const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
-      const double g = static_cast<double>(at<T>(dy, base + i));
-      const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
-      put<T>(dx, base + i, static_cast<compute_t<T>>(layer_norm_dx(inv, gw, mg, xhat, mgx)));
+  const bool parallel = rows * n > 65536;
+  if (dx.data != nullptr) {
+#pragma omp parallel for if (parallel) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t base = r * n;
+      const double mu = static_cast<S*>(mean.data)[r];
+      const double inv = static_cast<S*>(rstd.data)[r];
+      double sum_g = 0.0, sum_gx = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
+        const double g = static_cast<double>(at<T>(dy, base + i));
+        const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
+        sum_g += gw;
+        sum_gx += gw * xhat;
+      }
+      const double mg = sum_g / static_cast<double>(n), mgx = sum_gx / static_cast<double>(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
+        const double g = static_cast<double>(at<T>(dy, base + i));
+        const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
+        put<T>(dx, base + i, static_cast<compute_t<T>>(layer_norm_dx(inv, gw, mg, xhat, mgx)));
+      }
     }
   }
-  for (int64_t i = 0; i < n; ++i) {
-    if (want_dw) put<T>(dw, i, static_cast<compute_t<T>>(acc_w[static_cast<size_t>(i)]));
-    if (want_db) put<T>(db, i, static_cast<compute_t<T>>(acc_b[static_cast<size_t>(i)]));
+  if (!want_dw && !want_db) return;
+  // Columns in blocks of kColumns: each thread walks all rows over its own block.
+  constexpr int64_t kColumns = 16;
+  const int64_t blocks = (n + kColumns - 1) / kColumns;
+#pragma omp parallel for if (parallel) schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * kColumns, i1 = std::min(n, i0 + kColumns);
+    double acc_w[kColumns] = {}, acc_b[kColumns] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t base = r * n;
+      const double mu = static_cast<S*>(mean.data)[r];
+      const double inv = static_cast<S*>(rstd.data)[r];
+      for (int64_t i = i0; i < i1; ++i) {
+        const double g = static_cast<double>(at<T>(dy, base + i));
+        if (want_dw) {
+          acc_w[i - i0] += g * layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
+        }
+        if (want_db) acc_b[i - i0] += g;
+      }
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+      if (want_dw) put<T>(dw, i, static_cast<compute_t<T>>(acc_w[i - i0]));
+      if (want_db) put<T>(db, i, static_cast<compute_t<T>>(acc_b[i - i0]));
+    }
   }
 }
 

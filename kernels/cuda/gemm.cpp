@@ -91,7 +91,11 @@ std::string shapes(const GemmArgs& g) {
 }  // namespace
 
 void CudaBackend::gemm(const GemmArgs& args) {
-  if (args.batch == 0 || args.m == 0 || args.n == 0) return;
+  if (args.batch == 0 || args.outer == 0 || args.m == 0 || args.n == 0) return;
+  if (args.outer > 1) {  // one strided-batched call per outer group
+    for (int64_t o = 0; o < args.outer; ++o) gemm(gemm_group(args, o));
+    return;
+  }
   DeviceGuard guard(device_);
   GemmArgs g = args;
   // A one-row C never steps to a second row, but cuBLAS still insists on ldc >= n.

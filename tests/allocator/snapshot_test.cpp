@@ -136,6 +136,57 @@ TEST_CASE("a burst of segment frees outside an allocation is read as empty_cache
   CHECK_EQ(markers, 1);
 }
 
+TEST_CASE("empty_cache() right after the last free is read as one under the lab's policies") {
+  // B2's order: free a, free b, empty_cache(). Only passthrough gives a segment back at the free
+  // of its block; the other policies keep it until empty_cache(), so the burst that follows b's
+  // free_completed is an empty_cache() call, and the replay releases both segments too.
+  for (const std::string& policy : known_policy_names()) {
+    CAPTURE(policy);
+    BoundedMemory memory(kCapacity, "sim:0");
+    AllocatorConfig config;
+    config.policy = policy;
+    std::unique_ptr<PolicyAllocator> a = make_allocator(config, memory);
+    a->trace().enable();
+    const Block x = a->allocate(12 * kMiB);
+    const Block y = a->allocate(16 * kMiB);
+    a->free(x);
+    a->free(y);
+    a->mark_in_trace(TraceAction::EmptyCache);
+    a->empty_cache();
+    const ImportedSnapshot imported = import_snapshot(memory_snapshot(*a, config, 0));
+    size_t markers = 0;
+    for (const TraceEvent& e : imported.events) markers += e.action == TraceAction::EmptyCache;
+    CHECK_EQ(markers, policy == "passthrough" ? 0 : 1);
+    const ReplayResult replayed = replay(plan_replay(imported.events), imported.config,
+                                         imported.capacity, {.record_trace = true});
+    CHECK_FALSE(compare_segments(imported.recorded_segments, replayed.events).has_value());
+    CHECK_EQ(replayed.peak_reserved, imported.recorded_peak_reserved);
+  }
+}
+
+TEST_CASE("the segment frees of one burst are compared whatever their order") {
+  const auto seg = [](TraceAction action, uint64_t nbytes) {
+    TraceEvent e;
+    e.action = action;
+    e.nbytes = nbytes;
+    return e;
+  };
+  const TraceAction alloc = TraceAction::SegmentAlloc, free = TraceAction::SegmentFree;
+  const std::vector<TraceEvent> recorded = {seg(alloc, 12), seg(alloc, 16), seg(free, 16),
+                                            seg(free, 12), seg(alloc, 4)};
+  // A device that placed the segments elsewhere releases them in another address order.
+  CHECK_FALSE(compare_segments(recorded, {seg(alloc, 12), seg(alloc, 16), seg(free, 12),
+                                          seg(free, 16), seg(alloc, 4)})
+                  .has_value());
+  // Frees in different bursts are decisions: their order counts.
+  const auto d = compare_segments(recorded, {seg(alloc, 12), seg(alloc, 16), seg(free, 12),
+                                             seg(alloc, 4), seg(free, 16)});
+  REQUIRE(d.has_value());
+  CHECK_EQ(d->index, 3);
+  CHECK_EQ(d->expected, "segment_free 16");
+  CHECK_EQ(d->got, "segment_alloc 4");
+}
+
 TEST_CASE("blocks allocated before the history began are live at time zero") {
   BoundedMemory memory(kCapacity, "sim:0");
   std::unique_ptr<PolicyAllocator> a = make_allocator(AllocatorConfig{}, memory);

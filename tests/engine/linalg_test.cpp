@@ -158,6 +158,33 @@ TEST_CASE("matmul broadcasts batch dims without copying expanded operands") {
   }
 }
 
+TEST_CASE("matmul of attention's head views, whose two batch dims do not merge, reads them in place") {
+  // q and k as causal attention makes them: (B, T, 3C) split and viewed as (B, H, T, D) with the
+  // heads inside each sequence, so the B and H strides (T 3C and D) do not merge into one batch
+  // dim; the kernel gets them as its two batch levels. A third batch dim in front loops in the
+  // engine.
+  const int64_t B = 3, T = 5, H = 2, D = 4, C = H * D;
+  for (Device dev : devices_under_test()) {
+    for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
+      CAPTURE(dev.str());
+      CAPTURE(dtype_name(dtype));
+      const Tensor qkv = iota({2, B, T, 3 * C}, dev, 0.001, dtype);
+      auto heads = [&](int64_t part) {
+        return qkv.narrow(3, part * C, C).view({2, B, T, H, D}).transpose(2, 3);
+      };
+      const Tensor q = heads(0), k = heads(1);
+      const int64_t before = allocations_made(dev);
+      const Tensor att = matmul(q, k.mT());
+      CHECK_EQ(allocations_made(dev) - before, 1);
+      const std::vector<double> expected =
+          reference_bmm(q.contiguous().to_vector<double>(), k.mT().contiguous().to_vector<double>(),
+                        2 * B * H, T, D, T);
+      // float16: inputs up to 0.72 rounded to half (relative 2^-11), sums of 4 products up to 2.
+      check_values(att, {2, B, H, T, T}, expected, dtype == kFloat16 ? 1e-2 : 1e-5);
+    }
+  }
+}
+
 TEST_CASE("matmul of a batch with a matrix or a vector") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());

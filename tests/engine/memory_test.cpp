@@ -469,9 +469,16 @@ TEST_CASE("memory_summary is the table of the device's statistics, named by devi
   CHECK(full_table.find("from large pool") != std::string::npos);
   CHECK(short_table.find("device sim:49 (caching)") != std::string::npos);
   CHECK(short_table.find("from large pool") == std::string::npos);
-  // The same table allocator/summary.h prints for these statistics.
-  CHECK_EQ(full_table, memgrad::memory_summary(memory_stats(dev), "sim:49", "caching"));
-  CHECK_EQ(short_table, memgrad::memory_summary(memory_stats(dev), "sim:49", "caching", true));
+  // The same table allocator/summary.h prints for these statistics and this fragmentation.
+  const FragmentationReport f = fragmentation(dev);
+  CHECK_EQ(full_table, memgrad::memory_summary(memory_stats(dev), "sim:49", "caching", false, &f));
+  CHECK_EQ(short_table, memgrad::memory_summary(memory_stats(dev), "sim:49", "caching", true, &f));
+  // One 20 MiB segment holds the 3 MiB tensor: the other 17 MiB are fenced by it (hard).
+  CHECK_EQ(f.reserved, 20 * kMiB);
+  CHECK_EQ(f.hard, 17 * kMiB);
+  CHECK_EQ(f.soft + f.stream, 0);
+  CHECK(full_table.find("Hard fragmentation    |  17408 KiB") != std::string::npos);
+  CHECK(full_table.find("Largest request") != std::string::npos);
   // It changes with the statistics.
   const Tensor u = bytes_on(dev, 1024);
   CHECK_NE(memory_summary(dev), full_table);

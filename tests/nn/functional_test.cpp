@@ -300,6 +300,65 @@ TEST_CASE("layer_norm's gradients for input, weight and bias pass gradcheck") {
       {x3, w2}, "layer_norm over two dims");
 }
 
+TEST_CASE("layer_norm's float32 gradients on many rows match the same rows in float64") {
+  // 700 rows of 100: above the kernel's threading threshold, and 100 columns are not a whole
+  // number of its 16-column blocks. The float64 run is the reference for the float32 one.
+  manual_seed(3);
+  const Tensor x = randn({700, 100});
+  const Tensor w = randn({100});
+  const Tensor b = randn({100});
+  const Tensor dy = randn({700, 100});
+  auto gradients = [&](DType dtype) {
+    std::vector<Tensor> in = {x.to(dtype).clone(), w.to(dtype).clone(), b.to(dtype).clone()};
+    for (Tensor& t : in) t.requires_grad_();
+    (nn::layer_norm(in[0], {100}, in[1], in[2]) * dy.to(dtype)).sum().backward();
+    return std::vector<Tensor>{in[0].grad(), in[1].grad(), in[2].grad()};
+  };
+  const std::vector<Tensor> single = gradients(kFloat32), reference = gradients(kFloat64);
+  const char* names[] = {"input", "weight", "bias"};
+  for (size_t k = 0; k < 3; ++k) {
+    CAPTURE(names[k]);
+    // dweight and dbias sum 700 float32 products: a looser tolerance than dx.
+    check_values(single[k], reference[k].sizes(), reference[k].to_vector<double>(),
+                 k == 0 ? 1e-4 : 2e-3);
+  }
+}
+
+TEST_CASE("gelu's tanh form has the float64 rule's float32 gradient on contiguous and strided rows") {
+  // d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2),
+  // t = tanh(sqrt(2/pi) (x + 0.044715 x^3)). Rows of 2500 cross the kernel's 1024-element
+  // blocks; a step-2 slice takes the strided path. The tolerance covers the far negative tail:
+  // the contiguous path's tanh (Eigen's, as in the forward) is exactly -1 below about -7.9, so
+  // there (x < -4.8) a gradient of at most 3e-6 comes out as 0.
+  const Tensor base = linspace(-6.0, 6.0, 5000).reshape({2, 2500});
+  const Tensor g = linspace(-1.0, 1.0, 5000).reshape({2, 2500});
+  auto expected = [&](const Tensor& x, const Tensor& grad) {
+    const std::vector<double> xs = x.to_vector<double>(), gs = grad.to_vector<double>();
+    std::vector<double> out;
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double v = xs[i], t = std::tanh(k * (v + c * v * v * v));
+      out.push_back(gs[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v)));
+    }
+    return out;
+  };
+  SUBCASE("contiguous") {
+    Tensor x = base.clone();
+    x.requires_grad_();
+    (gelu(x, true) * g).sum().backward();
+    check_values(x.grad(), {2, 2500}, expected(base, g), 4e-6);
+  }
+  SUBCASE("strided") {
+    Tensor x = base.clone();
+    x.requires_grad_();
+    const Tensor half = x.slice(1, 0, 2500, 2);
+    (gelu(half, true) * g.slice(1, 0, 2500, 2)).sum().backward();
+    const Tensor grad = x.grad().slice(1, 0, 2500, 2);
+    check_values(grad, {2, 1250}, expected(base.slice(1, 0, 2500, 2), g.slice(1, 0, 2500, 2)),
+                 4e-6);
+  }
+}
+
 TEST_CASE("layer_norm keeps its row statistics for backward only when recording") {
   constexpr int64_t kRows = 200, kCols = 64;
   const int64_t y = rounded(kRows * kCols * 4), stats = rounded(kRows * 4);

@@ -1,0 +1,101 @@
+// train_charlm_bench: one training step of train_charlm's transformer in memgrad, next to the
+// same step in libtorch (bench/peer/train_charlm_peer.cpp; tools/run_bench.py runs both,
+// alternating, and prints the ratios). The model is examples/charlm's CharLM, the one the
+// example trains, and the loss is its charlm_loss.
+//
+// The step: train_charlm with its default flags: vocabulary 86 (the default text's), width
+// 128, 2 blocks, 4 heads, context 64, batch 32, dropout 0, float32, AdamW (lr 3e-3, betas 0.9
+// and 0.999, eps 1e-8, weight decay 0.01), 2 threads; the learning rate stays at 3e-3 (the
+// example's warm-up and cosine schedule only set a number between steps). Synthetic data from
+// seed 0: a pool of 16 batches, each a randint(0, 86) window of 65 tokens per sequence whose
+// first 64 are the input and last 64 the target, cycled. A step is zero_grad (set_to_none) +
+// forward + cross-entropy and the next-character accuracy (as charlm_loss computes them) +
+// backward + step. 20 warm-up steps, then 200 timed steps, each timed on its own.
+//
+//   train_charlm_bench [--quick] [--config]
+//
+// prints (bench/bench_util.h format) the same figures as train_bench, named charlm_*: median
+// and p90 step (ms), peak allocated and reserved bytes (MiB), peak RSS and RSS at startup (MiB),
+// and the loss after the last step (it falls from about ln 86 = 4.45 as the pool is memorised).
+#include <omp.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "bench/bench_util.h"
+#include "engine/optim/optimizer.h"
+#include "examples/charlm/charlm_model.h"
+
+namespace {
+
+using namespace memgrad;
+
+constexpr int64_t kVocab = 86;
+constexpr int64_t kWidth = 128;
+constexpr int64_t kLayers = 2;
+constexpr int64_t kHeads = 4;
+constexpr int64_t kContext = 64;
+constexpr int64_t kBatch = 32;
+constexpr int kPoolBatches = 16;
+
+struct Batch {
+  Tensor input;   // kBatch x kContext int64
+  Tensor target;  // kBatch x kContext int64: the input shifted by one token
+};
+
+int run(const bench::Flags& flags) {
+  const int warmup = flags.quick ? 5 : 20;
+  const int timed = flags.quick ? 30 : 200;
+  const double startup_rss = bench::peak_rss_mib();
+  omp_set_num_threads(bench::kThreads);
+  bench::print_config("memgrad", bench::kThreads);
+  if (flags.config_only) return 0;
+  manual_seed(0);
+  std::vector<Batch> pool;
+  for (int i = 0; i < kPoolBatches; ++i) {
+    const Tensor window = randint(0, kVocab, {kBatch, kContext + 1});
+    pool.push_back({window.narrow(1, 0, kContext).contiguous(),
+                    window.narrow(1, 1, kContext).contiguous()});
+  }
+  examples::CharLM model({kVocab, kWidth, kLayers, kHeads, kContext}, /*dropout=*/0.0,
+                         /*checkpoint_segments=*/0, kCPU);
+  optim::AdamW optimizer(model.parameters(), {.lr = 3e-3, .weight_decay = 0.01});
+  std::vector<double> step_ms;
+  Tensor loss;
+  for (int s = 0; s < warmup + timed; ++s) {
+    const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
+    const bench::Clock::time_point start = bench::Clock::now();
+    optimizer.zero_grad();
+    loss = examples::charlm_loss(model, batch.input, batch.target, /*amp=*/false).loss;
+    loss.backward();
+    optimizer.step();
+    if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
+  }
+  bench::report("charlm_step_median", bench::median(step_ms), "ms");
+  bench::report("charlm_step_p90", bench::quantile(step_ms, 0.9), "ms");
+  bench::report("charlm_peak_allocated", static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
+                "MiB");
+  bench::report("charlm_peak_reserved", static_cast<double>(max_memory_reserved(kCPU)) / kMiB,
+                "MiB");
+  bench::report("charlm_peak_rss", bench::peak_rss_mib(), "MiB");
+  bench::report("charlm_startup_rss", startup_rss, "MiB");
+  bench::report("charlm_final_loss", loss.item<double>(), "nats");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Flags flags;
+  if (const int status = bench::parse_flags(argc, argv, "train_charlm_bench", flags);
+      status >= 0) {
+    return status;
+  }
+  try {
+    return run(flags);
+  } catch (const memgrad::Error& e) {
+    std::fprintf(stderr, "train_charlm_bench: %s\n", e.what());
+    return 1;
+  }
+}
