@@ -26,6 +26,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   } else {
     meta->grad.add_(grad);
   }
+  grad = Tensor();  // the arriving gradient is released before the hooks run
+  for (const auto& hook : meta->post_accumulate_hooks) hook(leaf_);
   return {};
 }
 

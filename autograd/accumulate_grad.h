@@ -3,7 +3,9 @@
 // It writes the arriving gradient into leaf.grad: the first gradient is adopted without a copy
 // when nothing else holds it and it is contiguous (PyTorch's "steal"), otherwise copied; later
 // gradients are added in place (no allocation), which is how gradient accumulation across
-// backward calls costs nothing beyond the .grad tensor itself.
+// backward calls costs nothing beyond the .grad tensor itself. Then the leaf's post-accumulate
+// hooks run (Tensor::register_post_accumulate_grad_hook): the gradient is ready there, which is
+// where data-parallel training starts to reduce it.
 #pragma once
 
 #include "autograd/node.h"

@@ -34,6 +34,8 @@ struct AutogradMeta {
   bool retains_grad = false;                    // retain_grad() on a non-leaf
   std::weak_ptr<autograd::Node> grad_accumulator;  // the leaf's AccumulateGrad, if alive
   std::vector<autograd::GradHook> hooks;        // run on the gradient before it is used
+  // Leaves: run with the leaf after a gradient was accumulated into `grad`.
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
   uint32_t view_version = 0;                    // views: storage version when grad_fn was set
 };
 

@@ -136,7 +136,7 @@ Tensor checkpoint_sequential(const std::vector<std::shared_ptr<nn::UnaryModule>>
   auto run = [&modules](int64_t begin, int64_t end) {
     return [modules, begin, end](const Tensor& x) {
       Tensor h = x;
-      for (int64_t i = begin; i < end; ++i) h = modules[static_cast<size_t>(i)]->forward(h);
+      for (int64_t i = begin; i < end; ++i) h = (*modules[static_cast<size_t>(i)])(h);
       return h;
     };
   };

@@ -182,6 +182,22 @@ class Seam final : public AutogradSeam {
     });
   }
 
+  void register_hook(const Tensor& t, std::function<Tensor(const Tensor&)> hook) override {
+    autograd::register_hook(t, std::move(hook));
+  }
+
+  void register_post_accumulate_grad_hook(const Tensor& t,
+                                          std::function<void(const Tensor&)> hook) override {
+    if (!t.requires_grad()) {
+      throw AutogradError("cannot register a hook on a tensor that doesn't require gradient");
+    }
+    AutogradMeta& meta = meta_of(t);
+    if (meta.grad_fn) {
+      throw AutogradError("post accumulate grad hooks cannot be registered on non-leaf tensors");
+    }
+    meta.post_accumulate_hooks.push_back(std::move(hook));
+  }
+
   bool retains_grad(const Tensor& t) override {
     const AutogradMeta* meta = t.impl()->autograd_meta();
     return meta != nullptr && meta->retains_grad;

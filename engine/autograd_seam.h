@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,6 +53,9 @@ class AutogradSeam {
   virtual std::string grad_fn_name(const Tensor& t) = 0;
   virtual void retain_grad(const Tensor& t) = 0;
   virtual bool retains_grad(const Tensor& t) = 0;
+  virtual void register_hook(const Tensor& t, std::function<Tensor(const Tensor&)> hook) = 0;
+  virtual void register_post_accumulate_grad_hook(const Tensor& t,
+                                                  std::function<void(const Tensor&)> hook) = 0;
   virtual void backward(const Tensor& t, const Tensor& gradient, bool retain_graph,
                         bool create_graph) = 0;
   virtual void detach_(const Tensor& t) = 0;

@@ -132,6 +132,13 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
   seam("backward").backward(*this, gradient, retain_graph, create_graph);
 }
 void Tensor::retain_grad() const { seam("retain_grad").retain_grad(*this); }
+void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+  seam("register_hook").register_hook(*this, std::move(hook));
+}
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+  seam("register_post_accumulate_grad_hook").register_post_accumulate_grad_hook(*this,
+                                                                                 std::move(hook));
+}
 bool Tensor::retains_grad() const {
   AutogradSeam* s = autograd_seam();
   return s != nullptr && s->retains_grad(*this);

@@ -97,6 +97,18 @@ class Tensor {
                 bool create_graph = false) const;
   void retain_grad() const;
   bool retains_grad() const;
+  // Registers `hook` on this tensor's gradient (PyTorch's Tensor.register_hook): during backward
+  // it receives the gradient with respect to this tensor, before that gradient is used (a leaf:
+  // before it is accumulated into .grad), and may return a replacement (an undefined tensor keeps
+  // it). A non-leaf's hook lives as long as its graph node. Throws AutogradError when this tensor
+  // does not require grad. Allocates: nothing (the hook allocates what it allocates).
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // Registers `hook` to run on a leaf right after a backward has accumulated a gradient into its
+  // .grad (PyTorch's register_post_accumulate_grad_hook): the hook receives the leaf itself, and
+  // may read, replace or free its .grad. This is where a gradient is ready: data-parallel
+  // training starts communicating a gradient here. Throws AutogradError for a non-leaf or a
+  // tensor that does not require grad. Allocates: nothing.
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
   // Aliases self, shares the version counter, has no history. Allocates nothing.
   Tensor detach() const;
   // Drops this tensor's history in place.

@@ -7,6 +7,8 @@
 //   ./memgrad example train_charlm --text my_book.txt --device sim:0 --memory-limit 512MiB
 //   ./memgrad lab record -- train_charlm --device sim:0 --steps 2 --sample-length 0
 //   ./memgrad example train_charlm --context-study   # forward memory at 1x, 2x, 4x the context
+//   ./memgrad launch -n 2 -- train_charlm --ddp --steps 100     # data parallel on 2 ranks
+//   ./memgrad launch -n 4 -- train_charlm --zero 2 --steps 100  # ZeRO stage 2 on 4 ranks
 //
 // The report after training splits what the first forward keeps for backward into its parts,
 // each expected from the shapes (examples/charlm/forward_memory.h, docs/transformer-memory.md).
@@ -18,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,6 +36,7 @@
 #include "engine/optim/optimizer.h"
 #include "examples/charlm/charlm_model.h"
 #include "examples/charlm/forward_memory.h"
+#include "examples/common/data_parallel.h"
 #include "examples/common/progress.h"
 #include "examples/common/report.h"
 #include "examples/common/steady_state.h"
@@ -258,7 +262,13 @@ int main(int argc, char** argv) {
     const Corpus corpus = encode(read_text(text_path));
     const int64_t n = corpus.tokens.numel();
     const int64_t split = n * 9 / 10;
-    fmt::print("text: {} characters from {}, vocabulary of {}\n", n, text_path, corpus.vocab.size());
+    // Quiet on the ranks of a distributed run other than 0.
+    const bool quiet = (opt.ddp || opt.zero != 0) && std::getenv("RANK") != nullptr &&
+                       std::string(std::getenv("RANK")) != "0";
+    if (!quiet) {
+      fmt::print("text: {} characters from {}, vocabulary of {}\n", n, text_path,
+                 corpus.vocab.size());
+    }
     const Device device = examples::configure_device(opt);
     examples::SteadyStateReport steady(device);  // the requests up to the validation
     const Tensor tokens = corpus.tokens.to(device);
@@ -270,7 +280,8 @@ int main(int argc, char** argv) {
     const examples::CharLMShape shape{static_cast<int64_t>(corpus.vocab.size()), width, layers,
                                       heads, context};
     if (context_study) return print_context_study(shape, opt.batch_size, device);
-    CharLM model(shape, dropout, opt.checkpoint_segments, device);
+    auto model_ptr = std::make_shared<CharLM>(shape, dropout, opt.checkpoint_segments, device);
+    CharLM& model = *model_ptr;
     examples::MemoryReport report("Memory during the first training step (device allocator):");
     int64_t params = 0;
     for (const Tensor& p : model.parameters()) params += rounded(static_cast<int64_t>(p.nbytes()));
@@ -278,26 +289,40 @@ int main(int argc, char** argv) {
     for (const auto& [name, b] : model.named_buffers()) buffers += rounded(static_cast<int64_t>(b.nbytes()));
     report.add("after model init (parameters + causal masks)", params + buffers,
                static_cast<int64_t>(memory_allocated(device)) - before_model);
-    fmt::print("model: {} parameters, {} blocks of width {}, {} heads, context {}\n",
-               model.num_parameters(), layers, width, heads, context);
+    const int64_t parameter_count = model.num_parameters();  // ZeRO-3 empties the parameters
+    const int64_t before_wrap = static_cast<int64_t>(memory_allocated(device));
+    examples::DataParallel dp(model_ptr, opt, device);
+    if (dp.enabled()) {
+      report.note(dp.wrap_label(), static_cast<int64_t>(memory_allocated(device)) - before_wrap);
+    }
+    // With ZeRO the gradients and the optimizer state are sharded: those rows are measured only.
+    const bool sharded = opt.zero != 0;
+    if (dp.prints()) {
+      fmt::print("model: {} parameters, {} blocks of width {}, {} heads, context {}{}\n",
+                 parameter_count, layers, width, heads, context,
+                 dp.enabled() ? "; " + dp.describe() : std::string());
+    }
 
     examples::TrainOptions o = opt;
     if (o.optimizer == "adam") o.optimizer = "adamw";
     if (o.lr == 0.0) o.lr = 3e-3;
-    std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(o, model.parameters());
+    std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(o, dp.trainable());
     optim::CosineWithWarmup schedule(*optimizer, std::min<int64_t>(30, steps), steps, o.lr / 10);
     RandomWindows train(tokens, 0, split, context, static_cast<size_t>(steps * opt.batch_size), opt.seed);
     RandomWindows val(tokens, split, n, context, static_cast<size_t>(8 * opt.batch_size), opt.seed + 1);
     data::DataLoader loader(train, {.batch_size = static_cast<size_t>(opt.batch_size),
                                     .device = device});
     autograd::GradScaler scaler({.enabled = opt.amp});
-    examples::ProgressBar bar("training", steps);
+    examples::ProgressBar bar("training", steps, dp.prints());
     double loss_avg = 0.0, accuracy_avg = 0.0;
     const examples::ForwardMode mode{opt.amp, opt.checkpoint_segments};
     for (int64_t step = 0; step < steps; ++step) {
-      const std::optional<data::Example> batch = loader.next();
+      const std::optional<data::Example> global = loader.next();
       const bool first = step == 0;
       if (first) loader.wait_until_prefetched();
+      // This rank's rows of the global batch (all of it in one process).
+      const std::optional<data::Example> batch =
+          data::Example{dp.rows(global->input), dp.rows(global->target)};
       const int64_t before = static_cast<int64_t>(memory_allocated(device));
       examples::LossAndAccuracy result;
       {
@@ -319,26 +344,44 @@ int main(int argc, char** argv) {
       if (first) {
         // Everything forward allocated except the 0-d loss is saved for backward, and backward
         // frees all of it while it allocates the gradients.
-        report.add("backward (+ gradients - what forward saved)", params - (forward - rounded(4)),
-                   backward);
+        if (sharded) {
+          report.note("backward (ZeRO: gradients into flat or sharded buffers)", backward);
+        } else {
+          report.add("backward (+ gradients - what forward saved)", params - (forward - rounded(4)),
+                     backward);
+        }
       }
       const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
-      const bool stepped = scaler.step(*optimizer);
+      bool stepped = true;
+      if (opt.amp) {
+        stepped = scaler.step(*optimizer);
+      } else {
+        dp.step(*optimizer);
+      }
       scaler.update();
       schedule.step();
       if (first) {
-        report.add("optimizer step (+ AdamW state, lazily)", stepped ? 2 * params : 0,
-                   static_cast<int64_t>(memory_allocated(device)) - before_step);
+        const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_step;
+        if (sharded) {
+          report.note("optimizer step (+ AdamW state of the shards)", measured);
+        } else {
+          report.add("optimizer step (+ AdamW state, lazily)", stepped ? 2 * params : 0, measured);
+        }
       }
       const int64_t before_zero = static_cast<int64_t>(memory_allocated(device));
-      optimizer->zero_grad();
+      dp.zero_grad(*optimizer);
       if (first) {
-        report.add("zero_grad (- gradients)", -params,
-                   static_cast<int64_t>(memory_allocated(device)) - before_zero);
+        const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_zero;
+        if (sharded) {
+          report.note("zero_grad (- the shards' gradients)", measured);
+        } else {
+          report.add("zero_grad (- gradients)", -params, measured);
+        }
       }
-      const double l = loss.item<double>();
+      const double l = dp.mean(loss.item<double>());
       loss_avg = step == 0 ? l : 0.95 * loss_avg + 0.05 * l;
-      accuracy_avg = step == 0 ? result.accuracy : 0.95 * accuracy_avg + 0.05 * result.accuracy;
+      const double a = dp.mean(result.accuracy);
+      accuracy_avg = step == 0 ? a : 0.95 * accuracy_avg + 0.05 * a;
       // acc: the share of next characters the model's argmax gets right (running average).
       bar.update(step + 1, loss_avg, accuracy_avg);
     }
@@ -347,11 +390,19 @@ int main(int argc, char** argv) {
     const double val_loss = evaluate(model, val, device, opt.batch_size);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Every rank samples (ZeRO-3's forward gathers collectively); rank 0 prints.
+    const std::string text = sample(model, corpus, "The ", sample_length, 0.8, device);
+    if (!dp.prints()) {
+      // The other ranks stay quiet unless their own first step did not match its expectations.
+      if (report.all_match()) return 0;
+      fmt::print("rank {}:\n", dp.rank());
+      report.print();
+      return 2;
+    }
     fmt::print("validation loss {:.3f} (a uniform guess over {} characters scores {:.3f}); {:.1f} s\n\n",
                val_loss, corpus.vocab.size(), std::log(static_cast<double>(corpus.vocab.size())),
                seconds);
-    fmt::print("sample (temperature 0.8):\n{}\n\n",
-               sample(model, corpus, "The ", sample_length, 0.8, device));
+    fmt::print("sample (temperature 0.8):\n{}\n\n", text);
     report.print();
     fmt::print("\n");
     steady.print();

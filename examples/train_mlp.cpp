@@ -6,12 +6,18 @@
 //   ./memgrad example train_mlp --epochs 3 --optimizer sgd --lr 0.1
 //   ./memgrad example train_mlp --device sim:0 --memory-limit 64MiB --accumulate 4
 //   ./memgrad lab record -- train_mlp --device sim:0 --epochs 1 --max-steps 2   (a short trace)
+//   ./memgrad launch -n 2 -- train_mlp --ddp --epochs 1        (2 ranks, DistributedDataParallel)
+//   ./memgrad launch -n 4 -- train_mlp --zero 3 --epochs 1     (4 ranks, ZeRO stage 3)
+//
+// Under ./memgrad launch with --ddp or --zero every rank trains on its share of each batch
+// (examples/common/data_parallel.h); rank 0 prints the progress and the report.
 //
 // The forward (and the loss) runs in TracePhaseScope("forward") and evaluation in "eval"; autograd
 // and the optimizer label backward, optimizer and zero_grad themselves, so a recorded trace says
 // which phase every allocation belongs to.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +31,7 @@
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/optimizer.h"
+#include "examples/common/data_parallel.h"
 #include "examples/common/progress.h"
 #include "examples/common/report.h"
 #include "examples/common/steady_state.h"
@@ -55,7 +62,7 @@ class Mlp : public nn::UnaryModule {
       return autograd::checkpoint_sequential(layers_, segments_, x);
     }
     Tensor h = x;
-    for (const auto& layer : layers_) h = layer->forward(h);
+    for (const auto& layer : layers_) h = (*layer)(h);
     return h;
   }
   std::string name() const override { return "Mlp"; }
@@ -78,14 +85,14 @@ double accuracy_of(const Tensor& logits, const Tensor& target) {
          static_cast<double>(target.numel());
 }
 
-double evaluate(Mlp& model, const data::Dataset& test, Device device) {
+double evaluate(nn::UnaryModule& model, const data::Dataset& test, Device device) {
   TracePhaseScope phase("eval");
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(test, {.batch_size = 1000, .device = device});
   int64_t correct = 0, total = 0;
   while (auto batch = loader.next()) {
-    const Tensor logits = model.forward(batch->input);
+    const Tensor logits = model(batch->input);
     correct += logits.argmax(1).eq(batch->target).sum().item<int64_t>();
     total += batch->target.numel();
   }
@@ -118,25 +125,41 @@ int main(int argc, char** argv) {
   try {
     const auto start = std::chrono::steady_clock::now();
     manual_seed(opt.seed);
-    fmt::print("loading {} ...\n", opt.data_dir);
-    const data::MnistSplit mnist = data::load_mnist(opt.data_dir);
-    fmt::print("{} training and {} test images of 28x28, 10 classes\n", mnist.train.size(),
-               mnist.test.size());
     const Device device = examples::configure_device(opt);
+    // Quiet on the ranks of a distributed run other than 0 (checked again once the group exists).
+    const bool quiet = (opt.ddp || opt.zero != 0) && std::getenv("RANK") != nullptr &&
+                       std::string(std::getenv("RANK")) != "0";
+    if (!quiet) fmt::print("loading {} ...\n", opt.data_dir);
+    const data::MnistSplit mnist = data::load_mnist(opt.data_dir);
+    if (!quiet) {
+      fmt::print("{} training and {} test images of 28x28, 10 classes\n", mnist.train.size(),
+                 mnist.test.size());
+    }
     examples::SteadyStateReport steady(device);  // the requests up to the first evaluation
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > 5) {
       throw ValueError(fmt::format("--checkpoint-segments {}: the MLP has 5 modules",
                                    opt.checkpoint_segments));
     }
-    Mlp model(device, opt.checkpoint_segments);
+    auto model_ptr = std::make_shared<Mlp>(device, opt.checkpoint_segments);
+    Mlp& model = *model_ptr;
     FirstStepReport first;
     first.params = parameter_bytes(model);
     first.report.add("after model init (parameters)", first.params,
                      static_cast<int64_t>(memory_allocated(device)) - before_model);
-    fmt::print("model: {} parameters on {}\n", model.num_parameters(), device.str());
+    const int64_t parameter_count = model.num_parameters();  // ZeRO-3 empties the parameters
+    const int64_t before_wrap = static_cast<int64_t>(memory_allocated(device));
+    examples::DataParallel dp(model_ptr, opt, device);
+    if (dp.enabled()) {
+      first.report.note(dp.wrap_label(),
+                        static_cast<int64_t>(memory_allocated(device)) - before_wrap);
+    }
+    if (dp.prints()) {
+      fmt::print("model: {} parameters on {}{}\n", parameter_count, device.str(),
+                 dp.enabled() ? "; " + dp.describe() : std::string());
+    }
 
-    std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(opt, model.parameters());
+    std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(opt, dp.trainable());
     examples::check_batch_size(opt, mnist.train.size());
     data::DataLoader loader(mnist.train, {.batch_size = static_cast<size_t>(opt.batch_size),
                                           .shuffle = true,
@@ -154,21 +177,27 @@ int main(int argc, char** argv) {
     }
 
     const int64_t micro = opt.batch_size / opt.accumulate;
+    const int64_t rows = micro / dp.world();  // this rank's rows of each micro-batch
     bool report_pending = state.step == 0;
     // The forward/backward expectations below are for the plain float32 step; with
-    // checkpointing or autocast those two rows are shown as measured only.
+    // checkpointing or autocast those two rows are shown as measured only, and with ZeRO the
+    // gradients and the optimizer state (sharded) too.
     const bool plain_step = opt.checkpoint_segments == 0 && !opt.amp;
+    const bool plain_grads = plain_step && opt.zero == 0;
     autograd::GradScaler scaler({.enabled = opt.amp});
     for (int64_t epoch = state.epoch; epoch < opt.epochs; ++epoch) {
       loader.start_epoch(static_cast<size_t>(epoch));
-      examples::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, opt.epochs), steps_per_epoch);
+      examples::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, opt.epochs), steps_per_epoch,
+                                dp.prints());
       double loss_sum = 0.0, acc_sum = 0.0;
       int64_t seen = 0;
       while (auto batch = loader.next()) {
         double step_loss = 0.0, step_acc = 0.0;
         for (int64_t m = 0; m < opt.accumulate; ++m) {
-          const Tensor x = batch->input.narrow(0, m * micro, micro);
-          const Tensor y = batch->target.narrow(0, m * micro, micro);
+          const Tensor x = dp.rows(batch->input.narrow(0, m * micro, micro));
+          const Tensor y = dp.rows(batch->target.narrow(0, m * micro, micro));
+          // DDP: the micro-batches before the last accumulate without communicating.
+          const auto no_sync = m + 1 < opt.accumulate ? dp.no_sync() : nullptr;
           // Let the loader finish its prefetching so its allocations are not measured below.
           if (report_pending) loader.wait_until_prefetched();
           const int64_t before = static_cast<int64_t>(memory_allocated(device));
@@ -180,11 +209,11 @@ int main(int argc, char** argv) {
           {
             TracePhaseScope phase("forward");
             autograd::AutocastGuard autocast(opt.amp);
-            logits = model.forward(x);
+            logits = dp.module()(x);
             loss = nn::cross_entropy(logits, y);
           }
-          const int64_t act = rounded(micro * kHidden * 4);
-          const int64_t small = rounded(micro * kClasses * 4);
+          const int64_t act = rounded(rows * kHidden * 4);
+          const int64_t small = rounded(rows * kClasses * 4);
           if (report_pending && m == 0) {
             // Saved for backward: both ReLU outputs (also the next Linear's inputs) and the
             // log-probabilities; alive besides: the logits and the 0-d loss.
@@ -201,56 +230,83 @@ int main(int argc, char** argv) {
           scaler.scale(scaled).backward();
           if (report_pending && m == 0) {
             const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_backward;
-            if (plain_step) {
+            if (plain_grads) {
               // (+ the 0-d loss / accumulate, which is still held here when accumulating)
               first.report.add("backward (+ gradients - saved activations)",
                                first.params - 2 * act - small + (opt.accumulate > 1 ? rounded(4) : 0),
                                measured);
             } else {
-              first.report.note("backward (checkpointing / autocast)", measured);
+              first.report.note(opt.zero != 0 ? "backward (ZeRO: gradients into flat or sharded "
+                                                "buffers)"
+                                              : "backward (checkpointing / autocast)",
+                                measured);
             }
           }
           step_loss += loss.item<double>() / static_cast<double>(opt.accumulate);
           step_acc += accuracy_of(logits, y) / static_cast<double>(opt.accumulate);
         }
         const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
-        const bool stepped = scaler.step(*optimizer);  // false: an inf/NaN gradient (--amp)
+        bool stepped = true;
+        if (opt.amp) {
+          stepped = scaler.step(*optimizer);  // false: an inf/NaN gradient
+        } else {
+          dp.step(*optimizer);
+        }
         scaler.update();
         schedule.step();
         if (report_pending) {
           const int64_t state_bytes =
               stepped ? examples::optimizer_state_multiple(opt) * first.params : 0;
-          first.report.add(fmt::format("optimizer step (+ {} state, lazily)", opt.optimizer),
-                           state_bytes, static_cast<int64_t>(memory_allocated(device)) - before_step);
+          const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_step;
+          if (opt.zero == 0) {
+            first.report.add(fmt::format("optimizer step (+ {} state, lazily)", opt.optimizer),
+                             state_bytes, measured);
+          } else {
+            first.report.note(fmt::format("optimizer step (+ {} state of the shards)",
+                                          opt.optimizer),
+                              measured);
+          }
         }
         const int64_t before_zero = static_cast<int64_t>(memory_allocated(device));
-        optimizer->zero_grad();
+        dp.zero_grad(*optimizer);
         if (report_pending) {
-          first.report.add("zero_grad(set_to_none=True) (- gradients)", -first.params,
-                           static_cast<int64_t>(memory_allocated(device)) - before_zero);
+          const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_zero;
+          if (opt.zero == 0) {
+            first.report.add("zero_grad(set_to_none=True) (- gradients)", -first.params,
+                             measured);
+          } else {
+            first.report.note("zero_grad (- the shards' gradients)", measured);
+          }
           first.report.note("peak during the step, above its start",
                             static_cast<int64_t>(max_memory_allocated(device)) - first.step_start);
           report_pending = false;
         }
         ++state.step;
         ++seen;
-        loss_sum += step_loss;
-        acc_sum += step_acc;
+        loss_sum += dp.mean(step_loss);
+        acc_sum += dp.mean(step_acc);
         bar.update(seen, loss_sum / static_cast<double>(seen), acc_sum / static_cast<double>(seen));
         if (max_steps > 0 && state.step >= max_steps) break;
       }
       steady.finish(state.step);
-      const double test_acc = evaluate(model, mnist.test, device);
+      const double test_acc = evaluate(dp.module(), mnist.test, device);
       bar.finish(fmt::format(" | test acc {:.2f}%", 100.0 * test_acc));
       state.epoch = epoch + 1;
-      if (!opt.save.empty()) {
+      if (!opt.save.empty() && dp.rank() == 0) {
         state.generator = default_generator(device).get_state();
         io::save_checkpoint(opt.save, model, *optimizer, state);
       }
     }
-    const double test_acc = evaluate(model, mnist.test, device);
+    const double test_acc = evaluate(dp.module(), mnist.test, device);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!dp.prints()) {
+      // The other ranks stay quiet unless their own first step did not match its expectations.
+      if (first.report.all_match()) return 0;
+      fmt::print("rank {}:\n", dp.rank());
+      first.report.print();
+      return 2;
+    }
     fmt::print("\nfinal test accuracy: {:.2f}% ({} epochs, {:.1f} s)\n\n", 100.0 * test_acc,
                opt.epochs, seconds);
     if (first.params > 0 && state.step > 0 && opt.resume.empty()) first.report.print();

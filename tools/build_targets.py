@@ -11,6 +11,8 @@ usage: build_targets.py BUILD_DIR COMMAND [ARGS...]
   example [ARGS]    the example named by ARGS (`b05`, `train_mlp`, ...); every example for
                     `list`, `all` or no name
   lab [ARGS]        the lab's replay tool, and for `record -- PROGRAM` that program
+  launch [ARGS]     the program of `launch -n N [--] PROGRAM` when it is an example (by name) or
+                    an executable of the build directory (by path); nothing for other programs
 
 Prints one target per line (paths relative to BUILD_DIR, as ninja names them). The targets
 come from Meson's introspection file (meson-info/intro-targets.json), so a target that this
@@ -85,6 +87,34 @@ def record_program(args):
     return None
 
 
+def launch_program(args):
+    """The PROGRAM of `launch [options] [--] PROGRAM ARGS` (options: -n N, --store DIR, ...)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return args[i + 1] if i + 1 < len(args) else None
+        if a in ("-n", "--nproc", "--store", "--grace", "--build-dir"):
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return a
+    return None
+
+
+def launch_targets(build_dir, args):
+    program = launch_program(args)
+    if program is None:
+        return []
+    target = resolve_example(examples(build_dir), program)
+    if target:
+        return [target]
+    defined = executables(build_dir)
+    rel = os.path.relpath(os.path.abspath(program), os.path.abspath(build_dir))
+    return [rel] if rel in defined else []
+
+
 def bench_targets(build_dir, args):
     if any(a in ("-h", "--help", "--list") for a in args):
         return []
@@ -117,6 +147,8 @@ def main(argv):
         targets = example_targets(build_dir, args)
     elif command == "lab":
         targets = lab_targets(build_dir, args)
+    elif command == "launch":
+        targets = launch_targets(build_dir, args)
     else:
         print(f"build_targets: unknown command '{command}'", file=sys.stderr)
         return 2

@@ -5,8 +5,8 @@ Each benchmark is a program in the build directory that prints `name: value unit
 (bench/bench_util.h). A benchmark with a peer (a libtorch program printing the same names) is run
 `--repeats` times in alternating order (memgrad, peer, peer, memgrad, ...), each run in its own
 process; the runner reports, per figure, the median over runs of each side, the ratio
-memgrad/libtorch and one PASS/FAIL line per target. A benchmark without a peer (alloc, lab) is run
-once and its output streamed.
+memgrad/libtorch and one PASS/FAIL line per target. A benchmark without a peer (alloc, lab, dist)
+is run once and its output streamed.
 
 The peer runs in its best configuration on the development machines (docs/performance.md):
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp   OpenMP OpenBLAS, sharing libgomp
@@ -94,6 +94,11 @@ BENCHMARKS = [
                        Target("backward_chain_1000", "<=", 0.5),
                        Target("sgemm_1024x1024x1024", ">=", 0.9),
                        Target("sgemm_4096x512x512", ">=", 0.9))),
+    Benchmark("dist", "bench/dist_bench",
+              "data parallelism on CPU ranks (Gloo, loopback): all_reduce of 64 MiB on 2 ranks "
+              "(GB/s), and the MLP training step in one process against DDP on 2 ranks, "
+              "in the same run",
+              ("--quick",)),
     Benchmark("train", "bench/train_bench",
               "MLP 784-512-512-10 training step (SGD, batch 128): step time, peak memory; "
               "vs libtorch",

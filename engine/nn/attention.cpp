@@ -40,7 +40,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
                      "CausalSelfAttention", {x.sizes()});
   }
   const int64_t B = x.size(0), T = x.size(1), C = embed_dim_, H = num_heads_, D = C / H;
-  const std::vector<Tensor> qkv = qkv_->forward(x).split(C, 2);  // 3 x (B, T, C)
+  const std::vector<Tensor> qkv = (*qkv_)(x).split(C, 2);  // 3 x (B, T, C)
   // (B, T, C) -> (B, H, T, D)
   auto heads = [&](const Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };
   const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
@@ -48,7 +48,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   att = masked_fill(att, future_.slice(0, 0, T).slice(1, 0, T), -INFINITY);
   att = dropout(softmax(att, -1), dropout_, is_training());
   const Tensor y = matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});
-  return dropout(proj_->forward(y), dropout_, is_training());
+  return dropout((*proj_)(y), dropout_, is_training());
 }
 
 std::string CausalSelfAttention::extra_repr() const {
@@ -71,8 +71,8 @@ TransformerBlock::TransformerBlock(int64_t embed_dim, int64_t num_heads, int64_t
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  const Tensor h = x + attn_->forward(ln1_->forward(x));
-  return h + mlp_->forward(ln2_->forward(h));
+  const Tensor h = x + (*attn_)((*ln1_)(x));
+  return h + (*mlp_)((*ln2_)(h));
 }
 
 }  // namespace memgrad::nn

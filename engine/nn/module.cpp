@@ -192,4 +192,32 @@ std::string Module::str(int indent) const {
   return out + std::string(static_cast<size_t>(indent), ' ') + ")";
 }
 
+// ---- UnaryModule: forward hooks ----
+
+Tensor UnaryModule::operator()(const Tensor& x) {
+  // Copies of the lists: a hook may remove hooks while they run.
+  if (pre_hooks_.empty() && hooks_.empty()) return forward(x);
+  const auto pre_hooks = pre_hooks_;
+  for (const auto& [id, hook] : pre_hooks) hook(*this, x);
+  Tensor y = forward(x);
+  const auto hooks = hooks_;
+  for (const auto& [id, hook] : hooks) hook(*this, x, y);
+  return y;
+}
+
+uint64_t UnaryModule::register_forward_pre_hook(ForwardPreHook hook) {
+  pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+uint64_t UnaryModule::register_forward_hook(ForwardHook hook) {
+  hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void UnaryModule::remove_forward_hook(uint64_t id) {
+  std::erase_if(pre_hooks_, [id](const auto& entry) { return entry.first == id; });
+  std::erase_if(hooks_, [id](const auto& entry) { return entry.first == id; });
+}
+
 }  // namespace memgrad::nn

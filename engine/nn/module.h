@@ -7,6 +7,8 @@
 // keeps them and fills them with zeros.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -90,10 +92,34 @@ class Module {
 };
 
 // A module that maps one tensor to one tensor (every layer here); what Sequential chains.
+//
+// Calling the module (operator()) runs its forward between its forward hooks, as PyTorch's
+// Module.__call__ does; calling forward() directly skips them (as in PyTorch). Containers call
+// their children through operator(), so hooks registered on a child run inside the parent's
+// forward: that is how sharded data parallelism gathers a layer's parameters just before the
+// layer runs and frees them right after.
 class UnaryModule : public Module {
  public:
+  // Runs before forward with the input (PyTorch's register_forward_pre_hook).
+  using ForwardPreHook = std::function<void(UnaryModule& module, const Tensor& input)>;
+  // Runs after forward with the input and the output (PyTorch's register_forward_hook).
+  using ForwardHook =
+      std::function<void(UnaryModule& module, const Tensor& input, const Tensor& output)>;
+
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // The pre-hooks, forward, then the hooks, each in registration order. Allocates what they do.
+  Tensor operator()(const Tensor& x);
+
+  // Register a hook; the returned id removes it (remove_forward_hook). Allocate nothing.
+  uint64_t register_forward_pre_hook(ForwardPreHook hook);
+  uint64_t register_forward_hook(ForwardHook hook);
+  // Removes the hook with this id (a pre-hook or a hook); unknown ids are ignored.
+  void remove_forward_hook(uint64_t id);
+
+ private:
+  std::vector<std::pair<uint64_t, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<uint64_t, ForwardHook>> hooks_;
+  uint64_t next_hook_id_ = 1;
 };
 
 }  // namespace memgrad::nn

@@ -17,7 +17,7 @@ void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& m : modules_) h = m->forward(h);
+  for (const auto& m : modules_) h = (*m)(h);
   return h;
 }
 

@@ -22,7 +22,7 @@ class LabelledBlock : public nn::UnaryModule {
       : block_(std::move(block)), label_(std::move(label)) {}
   Tensor forward(const Tensor& x) override {
     TraceLabelScope label(label_);
-    return block_->forward(x);
+    return (*block_)(x);
   }
   std::string name() const override { return block_->name(); }
 
@@ -57,16 +57,16 @@ Tensor CharLM::forward(const Tensor& idx) {
   {
     TraceLabelScope label("embeddings");
     const Tensor positions = arange(T, TensorOptions(kInt64).with_device(idx.device()));
-    h = tok_->forward(idx) + pos_->forward(positions);
+    h = (*tok_)(idx) + (*pos_)(positions);
   }
   if (segments_ > 0 && is_training()) {
     TraceLabelScope label("checkpoint");  // what checkpoint itself saves: segment inputs
     h = autograd::checkpoint_sequential(blocks_, segments_, h);
   } else {
-    for (const auto& block : blocks_) h = block->forward(h);
+    for (const auto& block : blocks_) h = (*block)(h);
   }
   TraceLabelScope label("head");
-  return head_->forward(ln_->forward(h));
+  return (*head_)((*ln_)(h));
 }
 
 LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& target, bool amp) {

@@ -57,10 +57,12 @@ class Census {
       : s_(shape), B_(batch), T_(tokens), held_(std::move(held)) {}
 
   void add(const Tensor& t) {
-    if (!seen_.insert(t.impl()->storage_ptr().get()).second) return;
+    // Held tensors first, and not remembered: under ZeRO-3 a parameter's storage is gathered
+    // for its layer and freed right after, and a later activation's storage may take its address.
     for (const Tensor& h : held_) {
       if (t.shares_storage_with(h)) return;
     }
+    if (!seen_.insert(t.impl()->storage_ptr().get()).second) return;
     // Parts count the rounded request; a block the allocator handed out whole from a larger
     // cached one is counted apart, with the rule that allows it: a large-pool request (over
     // 1 MiB) takes the whole block when at most 1 MiB would be left over (PyTorch's rule).

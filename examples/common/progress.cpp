@@ -9,9 +9,9 @@
 
 namespace memgrad::examples {
 
-ProgressBar::ProgressBar(std::string label, int64_t total)
+ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled)
     : label_(std::move(label)), total_(total), tty_(isatty(STDOUT_FILENO) != 0),
-      start_(std::chrono::steady_clock::now()) {}
+      enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
 
 std::string ProgressBar::line(int64_t done, double loss, double accuracy) const {
   constexpr int kWidth = 24;
@@ -28,7 +28,7 @@ void ProgressBar::update(int64_t done, double loss, double accuracy) {
   done_ = done;
   loss_ = loss;
   accuracy_ = accuracy;
-  if (!tty_) return;
+  if (!tty_ || !enabled_) return;
   const int64_t percent = total_ > 0 ? 100 * done / total_ : 100;
   if (percent == last_percent_) return;
   last_percent_ = percent;
@@ -37,6 +37,7 @@ void ProgressBar::update(int64_t done, double loss, double accuracy) {
 }
 
 void ProgressBar::finish(const std::string& suffix) {
+  if (!enabled_) return;
   fmt::print("{}{}{}\n", tty_ ? "\r" : "", line(done_, loss_, accuracy_), suffix);
   std::fflush(stdout);
 }

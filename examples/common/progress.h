@@ -13,7 +13,8 @@ namespace memgrad::examples {
 
 class ProgressBar {
  public:
-  ProgressBar(std::string label, int64_t total);
+  // `enabled` false: prints nothing (the ranks of a distributed run other than rank 0).
+  ProgressBar(std::string label, int64_t total, bool enabled = true);
   // Updates the bar after `done` of `total` items with the running metrics.
   void update(int64_t done, double loss, double accuracy);
   // Finishes the line (prints the final state once on non-terminals).
@@ -24,6 +25,7 @@ class ProgressBar {
   std::string label_;
   int64_t total_;
   bool tty_;
+  bool enabled_;
   int64_t last_percent_ = -1;
   double loss_ = 0.0, accuracy_ = 0.0;
   int64_t done_ = 0;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -34,6 +35,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
   app.add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")->capture_default_str();
   app.add_option("--checkpoint-segments", o.checkpoint_segments, "Activation checkpointing: number of segments (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--amp", o.amp, "Mixed precision: float16 autocast with a GradScaler");
+  app.add_flag("--ddp", o.ddp, "DistributedDataParallel on the ranks of ./memgrad launch");
+  app.add_option("--zero", o.zero, "ZeRO stage 1, 2 or 3 on the ranks of ./memgrad launch")->check(CLI::Range(1, 3));
   app.add_flag("--describe", o.describe, "Print a one-line description and exit");
 }
 
@@ -55,7 +58,11 @@ void check_writable_folder(const std::string& path) {
 }  // namespace
 
 Device configure_device(const TrainOptions& o) {
-  const Device device(o.device);
+  // With --ddp or --zero, a plain "cuda" is this rank's GPU: cuda:LOCAL_RANK, where the NCCL
+  // group of the rank lives (distributed/process_group.h).
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  const bool per_rank_gpu = (o.ddp || o.zero != 0) && o.device == "cuda" && local_rank != nullptr;
+  const Device device(per_rank_gpu ? fmt::format("cuda:{}", local_rank) : o.device);
   if (o.batch_size % o.accumulate != 0) {
     throw ValueError(fmt::format("--accumulate {} must divide --batch-size {}", o.accumulate,
                                  o.batch_size));

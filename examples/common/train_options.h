@@ -29,16 +29,20 @@ struct TrainOptions {
   uint64_t seed = 0;
   int64_t checkpoint_segments = 0;  // activation checkpointing (0: off)
   bool amp = false;                 // float16 autocast + GradScaler
+  bool ddp = false;                 // DistributedDataParallel (under ./memgrad launch)
+  int zero = 0;                     // ZeRO stage 1, 2 or 3 (0: off; under ./memgrad launch)
   bool describe = false;            // print a one-line description and exit
 };
 
 // Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,
-// --accumulate, --device, --memory-limit, --alloc-conf, --alloc-policy, --save, --resume, --seed.
+// --accumulate, --device, --memory-limit, --alloc-conf, --alloc-policy, --save, --resume, --seed,
+// --checkpoint-segments, --amp, --ddp, --zero.
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 
 // Applies --alloc-conf, --alloc-policy (policy:NAME added to --alloc-conf; both naming a policy
-// is a ConfigError) and --memory-limit to the chosen device and returns it, and checks that
+// is a ConfigError) and --memory-limit to the chosen device and returns it (with --ddp or
+// --zero, --device cuda means cuda:LOCAL_RANK, each rank its own GPU), and checks that
 // --save names a writable folder (before any training, not after the first epoch). Throws
 // ConfigError / DeviceError / ValueError / IoError with the flag's name for bad values.
 Device configure_device(const TrainOptions& options);

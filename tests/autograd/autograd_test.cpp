@@ -267,6 +267,46 @@ TEST_CASE("a tensor hook can replace the gradient; retain_grad keeps a non-leaf'
   check_values(x.grad(), {2}, {60, 60});
 }
 
+TEST_CASE("Tensor::register_hook reaches autograd through the engine's seam") {
+  Tensor x = leaf({1.0, 2.0});
+  x.register_hook([](const Tensor& g) { return g * 10.0; });
+  Tensor y = x * 2.0;
+  y.register_hook([](const Tensor& g) { return g + 1.0; });  // a non-leaf: on its node
+  (y * 3.0).backward(ones({2}));
+  // dy = 3, replaced by 3 + 1; dx = 2 dy = 8, replaced by 80.
+  check_values(x.grad(), {2}, {80, 80});
+  CHECK_THROWS_AS(tensor({1.0}).register_hook([](const Tensor& g) { return g; }), AutogradError);
+}
+
+TEST_CASE("a post-accumulate hook sees the leaf with its accumulated gradient and may free it") {
+  Tensor x = leaf({1.0, 2.0});
+  std::vector<std::vector<double>> seen;
+  x.register_post_accumulate_grad_hook([&seen](const Tensor& leaf) {
+    seen.push_back(leaf.grad().to_vector<double>());
+  });
+  (x * 3.0).sum().backward();
+  (x * 3.0).sum().backward();  // accumulates: the hook sees 3 + 3
+  REQUIRE_EQ(seen.size(), 2u);
+  CHECK_EQ(seen[0], std::vector<double>{3, 3});
+  CHECK_EQ(seen[1], std::vector<double>{6, 6});
+
+  // The arriving gradient is released before the hook runs: a hook that takes .grad away
+  // leaves no gradient bytes allocated.
+  Tensor w = ones({256}, TensorOptions().with_requires_grad());
+  w.register_post_accumulate_grad_hook([](const Tensor& leaf) { leaf.set_grad(Tensor()); });
+  const Tensor loss = (w * 2.0).sum();
+  const size_t before = memory_allocated();
+  loss.backward();
+  CHECK_FALSE(w.grad().defined());
+  CHECK_EQ(memory_allocated(), before);
+
+  Tensor y = x * 2.0;
+  CHECK_THROWS_WITH_AS(y.register_post_accumulate_grad_hook([](const Tensor&) {}),
+                       doctest::Contains("non-leaf"), AutogradError);
+  CHECK_THROWS_AS(tensor({1.0}).register_post_accumulate_grad_hook([](const Tensor&) {}),
+                  AutogradError);
+}
+
 TEST_CASE("out= with an output that requires grad raises") {
   Tensor x = leaf({1.0, 2.0});
   Tensor a = ones({2});

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "autograd/autograd.h"
 #include "engine/nn/attention.h"
 #include "engine/nn/functional.h"
@@ -341,6 +343,26 @@ TEST_CASE("strict load_state_dict names missing and unexpected keys and shape mi
   model->load_state_dict(extra, /*strict=*/false);
   // ... but a shape mismatch is an error even then (as in PyTorch).
   CHECK_THROWS_AS(model->load_state_dict(wider->state_dict(), false), CheckpointError);
+}
+
+TEST_CASE("calling a module runs its forward hooks around forward; forward() alone skips them") {
+  auto relu = std::make_shared<nn::ReLU>();
+  nn::Sequential seq({std::make_shared<nn::Tanh>(), relu});
+  std::vector<std::string> events;
+  const uint64_t pre = relu->register_forward_pre_hook(
+      [&](nn::UnaryModule& m, const Tensor& in) {
+        events.push_back(fmt::format("pre {} {}", m.name(), in.numel()));
+      });
+  relu->register_forward_hook([&](nn::UnaryModule&, const Tensor& in, const Tensor& out) {
+    events.push_back(fmt::format("post {}", out.sizes() == in.sizes() ? "same" : "other"));
+  });
+  (void)seq.forward(ones({2, 3}));  // Sequential calls its children: the hooks run
+  CHECK_EQ(events, std::vector<std::string>{"pre ReLU 6", "post same"});
+  (void)relu->forward(ones({2}));  // forward() itself: no hooks, as in PyTorch
+  CHECK_EQ(events.size(), 2u);
+  relu->remove_forward_hook(pre);
+  (void)(*relu)(ones({2}));
+  CHECK_EQ(events, std::vector<std::string>{"pre ReLU 6", "post same", "post same"});
 }
 
 TEST_CASE("str prints the module tree with indentation") {

@@ -1,0 +1,235 @@
+// dist_bench: what data parallelism costs and gains on this machine, measured in one run.
+//
+//   1. all_reduce of 64 MiB (16 Mi float32, sum) on 2 CPU ranks over Gloo on loopback: the median
+//      time of one call, the algorithm bandwidth (nbytes / time) and the bus bandwidth
+//      (algbw x 2 (N - 1) / N, the bytes each rank's link carries per second in a ring, as
+//      nccl-tests defines it; equal to algbw for N = 2), in GB/s (10^9 bytes).
+//   2. the training step of bench/train_bench's MLP (784-512-512-10, ReLU, cross-entropy, SGD lr
+//      0.1 momentum 0.9, global batch 128, float32, synthetic data from seed 0) in one process
+//      against DistributedDataParallel on 2 ranks, each with its 64 rows of the same global batch.
+//      The two use the same cores: one process runs 2 OpenMP threads, each of the 2 ranks 1
+//      (bench::kThreads in all); one process on 1 thread is measured too (what each rank would
+//      take without communicating, for twice the rows). A step is zero_grad + forward + backward
+//      (with DDP's bucket all-reduces) + step; rank 0's steps are timed, each on its own.
+//      ddp_2rank_speedup is one process on 2 threads over DDP's step; ddp_2rank_scaling one
+//      process on 1 thread over it (2 would be perfect scaling).
+//
+//   dist_bench [--quick] [--config]
+//
+// The program starts its ranks itself (distributed::spawn_ranks runs it again with
+// MEMGRAD_DIST_BENCH naming the part) and prints rank 0's figures (bench/bench_util.h format).
+// In a build without Gloo every figure is n/a.
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+#include "bench/bench_util.h"
+#include "engine/distributed/distributed_data_parallel.h"
+#include "engine/distributed/error.h"
+#include "engine/distributed/process_group.h"
+#include "engine/distributed/spawn.h"
+#include "engine/factories.h"
+#include "engine/nn/functional.h"
+#include "engine/nn/linear.h"
+#include "engine/optim/optimizer.h"
+#include "memgrad_build_config.h"
+
+namespace {
+
+using namespace memgrad;
+
+constexpr int64_t kAllReduceBytes = int64_t{64} << 20;
+constexpr int64_t kBatch = 128;  // the global batch
+constexpr int64_t kInputs = 784;
+constexpr int64_t kHidden = 512;
+constexpr int64_t kClasses = 10;
+constexpr int kPoolBatches = 16;
+
+class Mlp : public nn::UnaryModule {
+ public:
+  Mlp()
+      : fc1_(register_module("fc1", std::make_shared<nn::Linear>(kInputs, kHidden))),
+        fc2_(register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden))),
+        fc3_(register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses))) {}
+  Tensor forward(const Tensor& x) override { return (*fc3_)((*fc2_)((*fc1_)(x).relu()).relu()); }
+  std::string name() const override { return "Mlp"; }
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
+};
+
+bool quick() {
+  const char* q = std::getenv("MEMGRAD_DIST_BENCH_QUICK");
+  return q != nullptr && std::string(q) == "1";
+}
+
+// Rank part 1: times all_reduce of 64 MiB; rank 0 prints.
+int all_reduce_rank() {
+  auto pg = distributed::init_process_group(distributed::Backend::Gloo);
+  const int warmup = 2, timed = quick() ? 3 : 10;
+  Tensor t = ones({kAllReduceBytes / 4});
+  std::vector<double> seconds;
+  for (int i = 0; i < warmup + timed; ++i) {
+    pg->barrier();
+    const bench::Clock::time_point start = bench::Clock::now();
+    pg->all_reduce(t, distributed::ReduceOp::Sum);
+    if (i >= warmup) seconds.push_back(bench::seconds_since(start));
+  }
+  if (pg->rank() != 0) return 0;
+  const double median = bench::median(seconds);
+  const double n = pg->size();
+  const double algbw = static_cast<double>(kAllReduceBytes) / median / 1e9;
+  bench::report("allreduce_64mib_median", median * 1e3, "ms");
+  bench::report("allreduce_64mib_algbw", algbw, "GB/s");
+  bench::report("allreduce_64mib_busbw", algbw * 2.0 * (n - 1.0) / n, "GB/s");
+  return 0;
+}
+
+// Rank part 2: MLP steps, one process (world size 1: no group, no DDP) or DDP; rank 0 prints.
+int step_rank() {
+  const int world = std::atoi(std::getenv("WORLD_SIZE"));
+  std::shared_ptr<distributed::ProcessGroup> pg;
+  if (world > 1) pg = distributed::init_process_group(distributed::Backend::Gloo);
+  const int rank = pg ? pg->rank() : 0;
+  const int warmup = quick() ? 5 : 20, timed = quick() ? 30 : 200;
+  const int threads = std::atoi(std::getenv("OMP_NUM_THREADS"));
+  omp_set_num_threads(threads);
+  manual_seed(0);
+  std::vector<Tensor> inputs, targets;  // this rank's rows of each global batch
+  const int64_t rows = kBatch / world;
+  for (int i = 0; i < kPoolBatches; ++i) {
+    const Tensor x = randn({kBatch, kInputs});
+    const Tensor y = randint(0, kClasses, {kBatch});
+    inputs.push_back(x.narrow(0, rank * rows, rows).contiguous());
+    targets.push_back(y.narrow(0, rank * rows, rows).contiguous());
+  }
+  auto model = std::make_shared<Mlp>();
+  std::shared_ptr<nn::UnaryModule> runner = model;
+  if (pg) runner = std::make_shared<distributed::DistributedDataParallel>(model, pg);
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  std::vector<double> step_ms;
+  Tensor loss;
+  for (int s = 0; s < warmup + timed; ++s) {
+    const auto b = static_cast<size_t>(s % kPoolBatches);
+    const bench::Clock::time_point start = bench::Clock::now();
+    optimizer.zero_grad();
+    loss = nn::cross_entropy((*runner)(inputs[b]), targets[b]);
+    loss.backward();
+    optimizer.step();
+    if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
+  }
+  double final_loss = loss.item<double>();
+  if (pg) {
+    Tensor l = full({1}, final_loss, TensorOptions(kFloat64));
+    pg->all_reduce(l, distributed::ReduceOp::Avg);
+    final_loss = l.item<double>();
+  }
+  if (rank != 0) return 0;
+  const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_ddp", world)
+                             : threads == bench::kThreads
+                                 ? "mlp_step_1rank"
+                                 : fmt::format("mlp_step_1rank_{}thread", threads);
+  bench::report((prefix + "_median").c_str(), bench::median(step_ms), "ms");
+  bench::report((prefix + "_p90").c_str(), bench::quantile(step_ms, 0.9), "ms");
+  bench::report((prefix + "_final_loss").c_str(), final_loss, "nats");
+  return 0;
+}
+
+// Runs part `part` on `world` ranks of this program; returns rank 0's figure lines, or throws
+// with every rank's output when one fails.
+std::vector<std::string> run_part(const char* part, int world, int threads, bool quick_run) {
+  distributed::SpawnOptions options;
+  options.env = {{"MEMGRAD_DIST_BENCH", part},
+                 {"MEMGRAD_DIST_BENCH_QUICK", quick_run ? "1" : "0"},
+                 {"OMP_NUM_THREADS", std::to_string(threads)}};
+  const distributed::SpawnResult result = distributed::spawn_ranks(world, options);
+  if (!result.ok()) {
+    std::string all;
+    for (const distributed::RankOutcome& r : result.ranks)
+      all += fmt::format("\n[rank {}] {}", r.rank, r.output);
+    throw distributed::DistributedError(fmt::format("dist_bench: {} on {} ranks: {}{}", part, world,
+                                                    result.describe_failure(), all),
+                                        part, result.first_failed_rank);
+  }
+  std::vector<std::string> lines;
+  std::istringstream output(result.ranks[0].output);
+  std::string line;
+  while (std::getline(output, line)) {
+    if (line.find(": ") != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+double value_of(const std::vector<std::string>& lines, const std::string& name) {
+  for (const std::string& line : lines) {
+    if (line.rfind(name + ": ", 0) == 0)
+      return std::strtod(line.c_str() + name.size() + 2, nullptr);
+  }
+  return 0.0;
+}
+
+int run(const bench::Flags& flags) {
+  bench::print_config("memgrad", bench::kThreads);
+  std::printf("config: Gloo on loopback; 1 process x %d threads against 2 ranks x %d thread\n",
+              bench::kThreads, bench::kThreads / 2);
+  std::fflush(stdout);
+  if (flags.config_only) return 0;
+  const char* names[] = {"allreduce_64mib_median",
+                         "allreduce_64mib_algbw",
+                         "allreduce_64mib_busbw",
+                         "mlp_step_1rank_median",
+                         "mlp_step_1rank_1thread_median",
+                         "mlp_step_2rank_ddp_median",
+                         "ddp_2rank_speedup",
+                         "ddp_2rank_scaling"};
+  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "x", "x"};
+  if (!MEMGRAD_WITH_GLOO) {
+    std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
+    for (size_t i = 0; i < std::size(names); ++i)
+      bench::report_missing(names[i], units[i]);
+    return 0;
+  }
+  for (const std::string& line : run_part("allreduce", 2, 1, flags.quick))
+    std::printf("%s\n", line.c_str());
+  const std::vector<std::string> one = run_part("step", 1, bench::kThreads, flags.quick);
+  const std::vector<std::string> one_thread = run_part("step", 1, 1, flags.quick);
+  const std::vector<std::string> two = run_part("step", 2, bench::kThreads / 2, flags.quick);
+  for (const auto* lines : {&one, &one_thread, &two}) {
+    for (const std::string& line : *lines)
+      std::printf("%s\n", line.c_str());
+  }
+  // speedup: against one process on the same 2 cores; scaling: against one process on 1 core
+  // (2 for perfect scaling: each rank computes half the rows on its own core).
+  const double t1 = value_of(one, "mlp_step_1rank_median");
+  const double t1_thread = value_of(one_thread, "mlp_step_1rank_1thread_median");
+  const double t2 = value_of(two, "mlp_step_2rank_ddp_median");
+  bench::report("ddp_2rank_speedup", t2 > 0 ? t1 / t2 : 0.0, "x");
+  bench::report("ddp_2rank_scaling", t2 > 0 ? t1_thread / t2 : 0.0, "x");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (const char* part = std::getenv("MEMGRAD_DIST_BENCH")) {
+      return std::string(part) == "allreduce" ? all_reduce_rank() : step_rank();
+    }
+    bench::Flags flags;
+    if (const int status = bench::parse_flags(argc, argv, "dist_bench", flags); status >= 0) {
+      return status;
+    }
+    return run(flags);
+  } catch (const memgrad::Error& e) {
+    std::fprintf(stderr, "dist_bench: %s\n", e.what());
+    return 1;
+  }
+}

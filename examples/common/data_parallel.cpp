@@ -1,0 +1,101 @@
+// DataParallel: the training programs' --ddp and --zero.
+#include "examples/common/data_parallel.h"
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/factories.h"
+
+namespace memgrad::examples {
+
+DataParallel::DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOptions& o,
+                           Device device)
+    : model_(std::move(model)), runner_(model_.get()) {
+  if (!o.ddp && o.zero == 0) return;
+  if (o.ddp && o.zero != 0) throw ValueError("--ddp and --zero exclude each other");
+  if (o.zero != 0 && (!o.save.empty() || !o.resume.empty())) {
+    throw ValueError(
+        fmt::format("--zero {} shards the parameters and the optimizer state: "
+                    "--save and --resume work with one process or --ddp",
+                    o.zero));
+  }
+  if (o.zero != 0 && o.amp) {
+    throw ValueError(
+        fmt::format("--zero {} with --amp: each rank would check only its shard for "
+                    "inf/NaN and the ranks could disagree on skipping a step",
+                    o.zero));
+  }
+  if (o.zero == 3 && o.checkpoint_segments > 0) {
+    throw ValueError(
+        "--zero 3 gathers each layer around its forward; with "
+        "--checkpoint-segments the recomputation would gather again: not supported");
+  }
+  const distributed::Backend backend =
+      device.is_cuda() ? distributed::Backend::Nccl : distributed::Backend::Gloo;
+  pg_ = distributed::init_process_group(backend);
+  if (o.batch_size % (o.accumulate * pg_->size()) != 0) {
+    throw ValueError(
+        fmt::format("--batch-size {} must split into {} ranks x --accumulate {} "
+                    "equal parts",
+                    o.batch_size, pg_->size(), o.accumulate));
+  }
+  if (o.ddp) {
+    ddp_ = std::make_shared<distributed::DistributedDataParallel>(model_, pg_);
+    runner_ = ddp_.get();
+  } else {
+    zero_ = std::make_shared<distributed::ZeroDataParallel>(model_, pg_,
+                                                            distributed::ZeroOptions{o.zero});
+    runner_ = zero_.get();
+  }
+}
+
+std::string DataParallel::describe() const {
+  if (!pg_) return "one process";
+  const std::string mode = ddp_ ? "DDP" : fmt::format("ZeRO-{}", zero_->stage());
+  return fmt::format("{} on {} ranks ({})", mode, pg_->size(), backend_name(pg_->backend()));
+}
+
+std::string DataParallel::wrap_label() const {
+  if (ddp_) return "DistributedDataParallel (+ gradient buckets)";
+  if (!zero_) return "";
+  return zero_->stage() == 3
+             ? "ZeRO-3 (the parameters replaced by this rank's shards)"
+             : fmt::format("ZeRO-{} (the parameters moved into padded flat units)", zero_->stage());
+}
+
+std::vector<Tensor> DataParallel::trainable() const {
+  return zero_ ? zero_->shard_parameters() : model_->parameters();
+}
+
+Tensor DataParallel::rows(const Tensor& batch) const {
+  if (!pg_) return batch;
+  const int64_t n = batch.size(0) / pg_->size();
+  return batch.narrow(0, pg_->rank() * n, n);
+}
+
+double DataParallel::mean(double local) const {
+  if (!pg_) return local;
+  Tensor t = full({1}, local, TensorOptions(kFloat64).with_device(pg_->device()));
+  pg_->all_reduce(t, distributed::ReduceOp::Avg);
+  return t.item<double>();
+}
+
+std::unique_ptr<distributed::DistributedDataParallel::NoSyncGuard> DataParallel::no_sync() {
+  if (!ddp_) return nullptr;
+  return std::make_unique<distributed::DistributedDataParallel::NoSyncGuard>(*ddp_);
+}
+
+void DataParallel::step(optim::Optimizer& optimizer) {
+  if (zero_) {
+    zero_->step(optimizer);
+  } else {
+    optimizer.step();
+  }
+}
+
+void DataParallel::zero_grad(optim::Optimizer& optimizer) {
+  optimizer.zero_grad();
+  if (zero_) zero_->zero_grad();
+}
+
+}  // namespace memgrad::examples

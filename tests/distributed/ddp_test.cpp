@@ -1,0 +1,172 @@
+// DistributedDataParallel on 2 and 4 CPU ranks: the averaged gradients equal the single-process
+// gradients of the same global batch (with and without bucket views, across several buckets, and
+// with no_sync accumulation), rank 0's weights reach every rank, and views save the gradients'
+// bytes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+#include "engine/distributed/distributed_data_parallel.h"
+#include "engine/distributed/error.h"
+#include "engine/memgrad.h"
+#include "engine/nn/functional.h"
+#include "engine/nn/layers.h"
+#include "engine/nn/linear.h"
+#include "tests/distributed/workers.h"
+
+using namespace memgrad;
+using namespace memgrad::distributed;
+using memgrad::testing::check;
+using memgrad::testing::failures;
+using memgrad::testing::outputs;
+using memgrad::testing::run_workers;
+
+namespace {
+
+constexpr int64_t kBatch = 8;  // global: 8 / N rows per rank
+
+std::shared_ptr<nn::Sequential> make_model() {
+  manual_seed(7);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+      std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(16, 4)});
+}
+
+// The largest |a - b| / max(1, |b|) over two tensors' elements.
+double max_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = x.size() == y.size() ? 0.0 : 1e30;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    worst = std::max(worst, std::abs(x[i] - y[i]) / std::max(1.0, std::abs(y[i])));
+  }
+  return worst;
+}
+
+bool env_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string(value) == "1";
+}
+
+// DDP_VIEW=1: gradient_as_bucket_view; DDP_CAP: bucket_cap_mb.
+int ddp_worker() {
+  const bool views = env_flag("DDP_VIEW");
+  const double cap = std::getenv("DDP_CAP") != nullptr ? std::atof(std::getenv("DDP_CAP")) : 25.0;
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank(), n = pg->size();
+  Generator g(5);
+  const Tensor x = randn({kBatch, 6}, {}, &g);
+  const Tensor y = randint(0, 4, {kBatch}, TensorOptions(kInt64), &g);
+
+  // The reference: one process, the whole batch.
+  auto reference = make_model();
+  nn::cross_entropy((*reference)(x), y).backward();
+
+  // Every rank but 0 starts from other weights: the broadcast must replace them.
+  auto model = make_model();
+  if (r != 0) {
+    NoGradGuard no_grad;
+    for (Tensor p : model->parameters())
+      p.add_(static_cast<double>(r));
+  }
+  DistributedDataParallel ddp(model, pg, {cap, views});
+  const int64_t rows = kBatch / n;
+  const Tensor xr = x.narrow(0, r * rows, rows), yr = y.narrow(0, r * rows, rows);
+  for (int step = 0; step < 2; ++step) {  // the second backward runs with .grad already views
+    nn::cross_entropy(ddp(xr), yr).backward();
+    const auto ref = reference->named_parameters();
+    const auto got = model->named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      check(max_difference(got[i].second.grad(), ref[i].second.grad()) < 1e-6,
+            fmt::format("step {}: {}'s gradient differs by {}", step, got[i].first,
+                        max_difference(got[i].second.grad(), ref[i].second.grad())));
+    }
+    ddp.zero_grad();
+  }
+  // Buckets: reverse registration order, closed at the cap.
+  const std::vector<BucketInfo> buckets = ddp.buckets();
+  check(buckets.front().parameters.front() == "2.bias", buckets.front().parameters.front());
+  if (cap < 0.001) check(buckets.size() > 1, fmt::format("{} buckets", buckets.size()));
+  int64_t total = 0;
+  for (const BucketInfo& b : buckets)
+    total += b.numel;
+  check(total == model->num_parameters(), "every parameter in one bucket");
+  // With views the gradients are the buckets: after zero_grad they still exist (zeroed), and
+  // no gradient has storage of its own.
+  for (const Tensor& p : model->parameters()) {
+    check(views == p.grad().defined(), views ? "views stay after zero_grad" : "grads freed");
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
+// no_sync: the first half of the rank's rows without communication, the second with; the sum
+// of the two half-losses / 2 has the whole batch's gradient.
+int no_sync_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank(), n = pg->size();
+  Generator g(5);
+  const Tensor x = randn({kBatch, 6}, {}, &g);
+  const Tensor y = randint(0, 4, {kBatch}, TensorOptions(kInt64), &g);
+  auto reference = make_model();
+  nn::cross_entropy((*reference)(x), y).backward();
+  auto model = make_model();
+  DistributedDataParallel ddp(model, pg, {25.0, env_flag("DDP_VIEW")});
+  const int64_t rows = kBatch / n, half = rows / 2;
+  {
+    auto guard = ddp.no_sync();
+    (nn::cross_entropy(ddp(x.narrow(0, r * rows, half)), y.narrow(0, r * rows, half)) / 2.0)
+        .backward();
+  }
+  check(ddp.buckets_reduced() == 0, "no_sync communicates nothing");
+  (nn::cross_entropy(ddp(x.narrow(0, r * rows + half, half)), y.narrow(0, r * rows + half, half)) /
+   2.0)
+      .backward();
+  check(ddp.buckets_reduced() == ddp.buckets().size(), "then every bucket once");
+  const auto ref = reference->parameters();
+  const auto got = model->parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    check(
+        max_difference(got[i].grad(), ref[i].grad()) < 1e-6,
+        fmt::format("parameter {} differs by {}", i, max_difference(got[i].grad(), ref[i].grad())));
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
+const bool kRegistered = memgrad::testing::register_worker("ddp", ddp_worker) &&
+                         memgrad::testing::register_worker("no_sync", no_sync_worker);
+
+}  // namespace
+
+TEST_SUITE("distributed") {
+  TEST_CASE("DDP's averaged gradients equal one process's gradients of the same global batch") {
+    for (int n : {2, 4}) {
+      for (const char* view : {"0", "1"}) {
+        for (const char* cap : {"25", "0.0002"}) {  // one bucket; several (0.0002 MiB = 209 B)
+          CAPTURE(n);
+          CAPTURE(view);
+          CAPTURE(cap);
+          const SpawnResult result =
+              run_workers("ddp", n, 20, {{"DDP_VIEW", view}, {"DDP_CAP", cap}});
+          INFO(outputs(result));
+          CHECK(result.ok());
+        }
+      }
+    }
+  }
+
+  TEST_CASE("DDP's no_sync accumulates locally; the next synced backward reduces the sum") {
+    for (int n : {2, 4}) {
+      for (const char* view : {"0", "1"}) {
+        CAPTURE(n);
+        CAPTURE(view);
+        const SpawnResult result = run_workers("no_sync", n, 20, {{"DDP_VIEW", view}});
+        INFO(outputs(result));
+        CHECK(result.ok());
+      }
+    }
+  }
+}

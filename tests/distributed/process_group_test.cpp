@@ -1,0 +1,277 @@
+// ProcessGroup on 2 and 4 CPU ranks over Gloo (loopback, a file store): PyTorch's results for
+// every collective, the bytes each allocates, the typed error of a mismatched call on every
+// rank, and the error naming a rank that died.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "engine/distributed/error.h"
+#include "engine/distributed/process_group.h"
+#include "engine/memgrad.h"
+#include "tests/distributed/workers.h"
+
+using namespace memgrad;
+using namespace memgrad::distributed;
+using memgrad::testing::check;
+using memgrad::testing::failures;
+using memgrad::testing::outputs;
+using memgrad::testing::run_workers;
+
+namespace {
+
+int64_t allocated() {
+  return static_cast<int64_t>(memory_allocated(kCPU));
+}
+
+bool values_are(const Tensor& t, const std::vector<double>& expected) {
+  const Tensor d = t.to(kFloat64).contiguous();
+  const auto* v = static_cast<const double*>(d.data_ptr());
+  if (d.numel() != static_cast<int64_t>(expected.size())) return false;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (v[i] != expected[i]) return false;
+  }
+  return true;
+}
+
+// Every collective against its closed form, and what each allocates.
+int collectives_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank(), n = pg->size();
+  const double rank_sum = n * (n - 1) / 2.0;  // 0 + 1 + ... + (n - 1)
+
+  // all_reduce sum and average of (rank + 1): n (n + 1) / 2 and (n + 1) / 2. Allocates nothing.
+  Tensor a = full({5}, r + 1.0);
+  reset_peak_memory_stats(kCPU);
+  const int64_t before = allocated();
+  pg->all_reduce(a);
+  check(static_cast<int64_t>(max_memory_allocated(kCPU)) == before, "all_reduce allocates 0");
+  check(values_are(a, std::vector<double>(5, n * (n + 1) / 2.0)), "all_reduce sum");
+  Tensor avg = full({3}, static_cast<double>(r), TensorOptions(kFloat64));
+  pg->all_reduce(avg, ReduceOp::Avg);
+  check(values_are(avg, std::vector<double>(3, rank_sum / n)), "all_reduce avg (float64)");
+  Tensor ints = full({2}, static_cast<double>(r), TensorOptions(kInt64));
+  pg->all_reduce(ints);
+  check(values_are(ints, {rank_sum, rank_sum}), "all_reduce sum (int64)");
+
+  // reduce_scatter: input[i] = 100 r + i over n x 3 elements; rank r receives elements
+  // [3 r, 3 r + 3) of the sum: sum over q of (100 q + i) = 100 rank_sum + n i.
+  Tensor input = arange(n * 3, TensorOptions(kFloat32)) + 100.0 * r;
+  Tensor output = empty({3});
+  reset_peak_memory_stats(kCPU);
+  const int64_t before_rs = allocated();
+  pg->reduce_scatter(output, input);
+  std::vector<double> expected;
+  for (int i = 3 * r; i < 3 * r + 3; ++i)
+    expected.push_back(100.0 * rank_sum + n * i);
+  check(values_are(output, expected), "reduce_scatter sum");
+  // One staging buffer of input's nbytes (rounded to 512 by the caching allocator), freed.
+  check(static_cast<int64_t>(max_memory_allocated(kCPU)) - before_rs == 512,
+        fmt::format("reduce_scatter stages 512 B, measured {}",
+                    static_cast<int64_t>(max_memory_allocated(kCPU)) - before_rs));
+  check(allocated() == before_rs, "reduce_scatter frees its staging");
+
+  // all_gather: rank q contributes (q, q): out = 0 0 1 1 ... ; in place from a view too.
+  Tensor gathered = empty({2 * n});
+  reset_peak_memory_stats(kCPU);
+  const int64_t before_ag = allocated();
+  pg->all_gather(gathered, full({2}, static_cast<double>(r)));
+  std::vector<double> pairs;
+  for (int q = 0; q < n; ++q)
+    pairs.insert(pairs.end(), {double(q), double(q)});
+  check(values_are(gathered, pairs), "all_gather");
+  Tensor in_place = zeros({2 * n});
+  Tensor mine = in_place.narrow(0, 2 * r, 2);
+  mine.fill_(static_cast<double>(r));
+  pg->all_gather(in_place, mine);
+  check(values_are(in_place, pairs), "all_gather in place");
+  check(static_cast<int64_t>(max_memory_allocated(kCPU)) - before_ag ==
+            2 * 512,  // the two tensors made above (full({2}) and in_place); nothing in Gloo
+        "all_gather allocates nothing");
+
+  // broadcast from the last rank.
+  Tensor b = full({4}, static_cast<double>(r));
+  pg->broadcast(b, n - 1);
+  check(values_are(b, std::vector<double>(4, n - 1.0)), "broadcast");
+  pg->barrier();
+  check(pg->collectives_run() == 8,
+        fmt::format("8 collectives, counted {}", pg->collectives_run()));
+  return failures() == 0 ? 0 : 1;
+}
+
+// Rank r all-reduces 4 + r elements: every rank throws CollectiveMismatchError, then the group
+// still works.
+int mismatch_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank();
+  try {
+    pg->all_reduce(zeros({4 + r}));
+    check(false, "a mismatched all_reduce returned");
+  } catch (const CollectiveMismatchError& e) {
+    check(e.op() == "all_reduce" && e.sequence() == 1 && e.rank() == r, "fields");
+    check(e.mismatching_rank() == 1, "mismatching rank 1");
+    check(e.calls().size() == static_cast<size_t>(pg->size()), "one call per rank");
+    check(e.calls()[1] == "all_reduce float32 numel 5", "rank 1's call: " + e.calls()[1]);
+    check(std::string(e.what()).find("does not match across ranks") != std::string::npos, e.what());
+  }
+  try {
+    pg->broadcast(zeros({2}, TensorOptions(r == 0 ? kFloat32 : kFloat64)), 0);
+    check(false, "a dtype mismatch returned");
+  } catch (const CollectiveMismatchError& e) {
+    check(e.calls()[1] == "broadcast float64 numel 2 from rank 0", e.calls()[1]);
+  }
+  Tensor t = ones({3});
+  pg->all_reduce(t);
+  check(values_are(t, std::vector<double>(3, pg->size())), "the group still works");
+  return failures() == 0 ? 0 : 1;
+}
+
+// The last rank exits without a word after the first barrier; the others' next collective
+// throws RankFailureError naming it, within the timeout, and every later call throws again.
+int dead_rank_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  pg->barrier();
+  const int dead = pg->size() - 1;
+  if (pg->rank() == dead) _exit(3);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Tensor t = ones({1000});
+    pg->all_reduce(t);
+    check(false, "an all_reduce with a dead peer returned");
+  } catch (const RankFailureError& e) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto& failed = e.failed_ranks();
+    check(std::find(failed.begin(), failed.end(), dead) != failed.end(),
+          fmt::format("rank {} named: {}", dead, e.what()));
+    check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
+          e.what());
+    // Timeout (3 s) plus the second of looking for exited processes.
+    check(seconds < 5.0, fmt::format("failed after {:.1f} s", seconds));
+    fmt::print("failed after {:.2f} s: {}\n", seconds, e.what());
+  }
+  try {
+    pg->barrier();
+    check(false, "a broken group ran a barrier");
+  } catch (const RankFailureError&) {
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
+// Rank 1 does not call the collective for 4 s (alive, stuck): rank 0 throws when its timeout
+// (1 s) runs out, naming nobody.
+int stuck_rank_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  if (pg->rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    try {
+      pg->barrier();  // rank 0 has given up and exited by now
+    } catch (const DistributedError&) {
+    }
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    pg->barrier();
+    check(false, "a barrier without its peer returned");
+  } catch (const RankFailureError& e) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    check(e.failed_ranks().empty(), "nobody has exited");
+    check(std::string(e.what()).find("no rank on this host has exited") != std::string::npos,
+          e.what());
+    check(seconds >= 0.9 && seconds < 3.5, fmt::format("failed after {:.1f} s", seconds));
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
+// The bytes sent on the wire: at least the ring's payload, 2 (n - 1) / n x nbytes, and the
+// same for two identical calls (Gloo's messages do not depend on timing).
+int wire_bytes_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int n = pg->size();
+  Tensor t = ones({1 << 18});  // 1 MiB
+  const uint64_t start = *pg->wire_bytes_sent();
+  pg->all_reduce(t);
+  const uint64_t first = *pg->wire_bytes_sent() - start;
+  pg->all_reduce(t);
+  const uint64_t second = *pg->wire_bytes_sent() - start - first;
+  const uint64_t payload = 2 * static_cast<uint64_t>(n - 1) * t.nbytes() / static_cast<uint64_t>(n);
+  check(first >= payload && first < payload + 16384,
+        fmt::format("sent {} B for a payload of {} B", first, payload));
+  check(first == second, fmt::format("two all_reduces sent {} and {} B", first, second));
+  fmt::print("all_reduce of 1 MiB on {} ranks: {} B sent (payload {} B)\n", n, first, payload);
+  return failures() == 0 ? 0 : 1;
+}
+
+// Under ./memgrad launch (tests/tools/launch_test.py): rank 1 throws after the first barrier
+// while the others wait in an all_reduce; the launcher must name rank 1 and stop the rest.
+int throws_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  pg->barrier();
+  if (pg->rank() == 1) throw ValueError("rank 1 fails on purpose");
+  Tensor t = ones({4});
+  pg->all_reduce(t);
+  return 0;
+}
+
+const bool kRegistered = memgrad::testing::register_worker("throws", throws_worker) &&
+                         memgrad::testing::register_worker("collectives", collectives_worker) &&
+                         memgrad::testing::register_worker("mismatch", mismatch_worker) &&
+                         memgrad::testing::register_worker("dead_rank", dead_rank_worker) &&
+                         memgrad::testing::register_worker("stuck_rank", stuck_rank_worker) &&
+                         memgrad::testing::register_worker("wire_bytes", wire_bytes_worker);
+
+}  // namespace
+
+TEST_SUITE("distributed") {
+  TEST_CASE(
+      "collectives give PyTorch's results on 2 and 4 ranks; only reduce_scatter stages bytes") {
+    for (int n : {2, 4}) {
+      CAPTURE(n);
+      const SpawnResult result = run_workers("collectives", n);
+      INFO(outputs(result));
+      CHECK(result.ok());
+    }
+  }
+
+  TEST_CASE("ranks that call different collectives all get CollectiveMismatchError") {
+    for (int n : {2, 4}) {
+      CAPTURE(n);
+      const SpawnResult result = run_workers("mismatch", n);
+      INFO(outputs(result));
+      CHECK(result.ok());
+    }
+  }
+
+  TEST_CASE("a rank that exits makes the others fail within the timeout, naming it") {
+    for (int n : {2, 4}) {
+      CAPTURE(n);
+      const SpawnResult result = run_workers("dead_rank", n, 3, {}, false);
+      INFO(outputs(result));
+      REQUIRE_EQ(result.ranks.size(), static_cast<size_t>(n));
+      for (int r = 0; r + 1 < n; ++r)
+        CHECK_EQ(result.ranks[r].exit_status, 0);
+      CHECK_EQ(result.ranks[n - 1].exit_status, 3);
+    }
+  }
+
+  TEST_CASE("a rank that is stuck makes the others fail when the timeout runs out") {
+    const SpawnResult result = run_workers("stuck_rank", 2, 1, {}, false);
+    INFO(outputs(result));
+    CHECK(result.ok());
+  }
+
+  TEST_CASE("the bytes sent are measured on the wire: the ring's payload plus Gloo's headers") {
+    for (int n : {2, 4}) {
+      CAPTURE(n);
+      const SpawnResult result = run_workers("wire_bytes", n);
+      INFO(outputs(result));
+      CHECK(result.ok());
+    }
+  }
+}

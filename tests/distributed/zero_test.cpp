@@ -1,0 +1,116 @@
+// ZeRO stages 1-3 (and DDP) on 2 and 4 CPU ranks through B22's own measurement
+// (examples/behaviours/b22_tensor_sharding.cpp): each rank's bytes of parameters, gradients,
+// optimizer state, buckets, reduction buffers and gathered parameters exactly as B22 expects
+// them from the shapes, the held total equal to memory_allocated(), the losses equal to one
+// process's within B22's tolerance, and at least the collectives' payload on the wire.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "engine/distributed/process_group.h"
+#include "engine/memgrad.h"
+#include "examples/behaviours/b22_tensor_sharding.h"
+#include "tests/distributed/workers.h"
+
+using namespace memgrad;
+using namespace memgrad::examples;
+using memgrad::testing::check;
+using memgrad::testing::failures;
+using memgrad::testing::outputs;
+using memgrad::testing::run_workers;
+
+namespace {
+
+// Small enough to be quick; the head layer (32 x 10 + 10 = 330 elements) needs padding on 4
+// ranks (332), so the padding is checked too.
+ShardingRun small_run() {
+  ShardingRun run;
+  run.inputs = 24;
+  run.hidden = 32;
+  run.batch = 16;
+  run.steps = 3;
+  return run;
+}
+
+void check_bytes(const char* what, int64_t measured, int64_t expected) {
+  check(measured == expected,
+        fmt::format("{}: measured {} B, expected {} B", what, measured, expected));
+}
+
+// SHARDING names the configuration.
+int sharding_worker() {
+  const Sharding s = *sharding_from_key(std::getenv("SHARDING"));
+  const ShardingRun run = small_run();
+  const RankMeasurement single = run_sharding_rank(Sharding::Single, run, nullptr);
+  auto pg = distributed::init_process_group(distributed::Backend::Gloo);
+  const RankMeasurement m = run_sharding_rank(s, run, pg);
+  const ShardingBytes e = expected_sharding_bytes(s, pg->size(), run);
+  check_bytes("parameters", m.bytes.parameters, e.parameters);
+  check_bytes("gradients", m.bytes.gradients, e.gradients);
+  check_bytes("optimizer state", m.bytes.optimizer_state, e.optimizer_state);
+  check_bytes("buckets", m.bytes.buckets, e.buckets);
+  check_bytes("reduction peak", m.bytes.reduction, e.reduction);
+  check_bytes("gathered peak", m.bytes.gathered, e.gathered);
+  check_bytes("held (memory_allocated)", m.held_measured, e.held());
+  for (size_t k = 0; k < m.losses.size(); ++k) {
+    const double diff = std::abs(m.losses[k] - single.losses[k]) / std::abs(single.losses[k]);
+    check(diff <= 1e-5, fmt::format("step {}: loss {} against {} in one process", k + 1,
+                                    m.losses[k], single.losses[k]));
+  }
+  const int64_t payload = expected_payload_per_step(s, pg->size(), run);
+  check(m.wire_bytes >= payload && m.wire_bytes < payload + 65536,
+        fmt::format("sent {} B for a payload of {} B", m.wire_bytes, payload));
+  return failures() == 0 ? 0 : 1;
+}
+
+const bool kRegistered = memgrad::testing::register_worker("sharding", sharding_worker);
+
+}  // namespace
+
+TEST_SUITE("distributed") {
+  TEST_CASE("each ZeRO stage and DDP holds per rank exactly the bytes B22 expects, same losses") {
+    // Stage 1: 4 + 4 + 8/N bytes per parameter; stage 2: 4 + 12/N; stage 3: 16/N plus the
+    // largest unit gathered; each unit padded to a multiple of N, each tensor rounded to 512 B.
+    for (int n : {2, 4}) {
+      for (Sharding s : {Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1, Sharding::Zero2,
+                         Sharding::Zero3}) {
+        CAPTURE(n);
+        CAPTURE(sharding_key(s));
+        const distributed::SpawnResult result =
+            run_workers("sharding", n, 20, {{"SHARDING", sharding_key(s)}});
+        INFO(outputs(result));
+        CHECK(result.ok());
+      }
+    }
+  }
+
+  TEST_CASE("B22's expectations are the ZeRO formulas when nothing needs rounding or padding") {
+  // Units of h (in + 1), h (h + 1) and c (h + 1) elements: with in = h = 511 and c = 512 each is
+  // a multiple of 512 = 4 x 128 elements, so every shard on 2 or 4 ranks is a whole number of
+  // 512-byte blocks and the exact expectation is the formula times the parameter count.
+  ShardingRun run;
+  run.inputs = 511;
+  run.hidden = 511;
+  run.classes = 512;
+  const int64_t psi = sharding_parameter_count(run);
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    CHECK_EQ(expected_sharding_bytes(Sharding::Zero1, n, run).held(), (8 + 8 / n) * psi);
+    CHECK_EQ(expected_sharding_bytes(Sharding::Zero2, n, run).held(), 4 * psi + 12 * psi / n);
+    CHECK_EQ(expected_sharding_bytes(Sharding::Zero3, n, run).held(), 16 * psi / n);
+    CHECK_EQ(expected_sharding_bytes(Sharding::Zero3, n, run).gathered,
+             4 * sharding_largest_layer(run));
+    // Unsharded, each of the 6 tensors rounds up by less than 512 B per copy (parameters,
+    // gradients, 2 Adam moments; DDP also its bucket).
+    const int64_t ddp = expected_sharding_bytes(Sharding::Ddp, n, run).held();
+    CHECK(ddp >= 20 * psi);
+    CHECK(ddp < 20 * psi + 5 * 6 * 512);
+  }
+  const int64_t single = expected_sharding_bytes(Sharding::Single, 1, run).held();
+  CHECK(single >= 16 * psi);
+  CHECK(single < 16 * psi + 4 * 6 * 512);
+}
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Tests of `./memgrad launch` (tools/launch.py): the ranks' environment, the rank prefix on every
+line, the exit status of the first rank that fails, and a C++ rank that throws in the middle of
+collectives (the distributed suite's "throws" worker) stopping the launch fast, with the rank
+named; train_mlp's --ddp and --zero on 2 ranks.
+
+usage: launch_test.py BUILD_DIR
+"""
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
+LAUNCH = os.path.join(ROOT, "tools", "launch.py")
+DIST_TESTS = os.path.join(BUILD, "tests", "distributed", "dist_tests")
+TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
+MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def built_with_gloo():
+    try:
+        with open(os.path.join(BUILD, "memgrad_build_config.h"), encoding="utf-8") as f:
+            return "#define MEMGRAD_WITH_GLOO 1" in f.read()
+    except OSError:
+        return False
+
+
+def launch(args, env=None, timeout=60):
+    return subprocess.run([sys.executable, LAUNCH, "--build-dir", BUILD] + args,
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+class LaunchTest(unittest.TestCase):
+    def test_every_rank_gets_torchruns_variables_and_a_prefix(self):
+        proc = launch(["-n", "3", "--", "sh", "-c",
+                       "echo $RANK/$WORLD_SIZE/$LOCAL_RANK/$LOCAL_WORLD_SIZE/$OMP_NUM_THREADS; "
+                       "test -d $MEMGRAD_STORE_PATH && echo store"],
+                      env={"OMP_NUM_THREADS": ""})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for rank in range(3):
+            self.assertIn(f"[rank {rank}] {rank}/3/{rank}/3/", proc.stdout)
+            self.assertIn(f"[rank {rank}] store", proc.stdout)
+
+    def test_omp_threads_default_to_one_unless_set(self):
+        env = dict(os.environ)
+        env.pop("OMP_NUM_THREADS", None)
+        proc = subprocess.run([sys.executable, LAUNCH, "-n", "2", "sh", "-c",
+                               "echo threads=$OMP_NUM_THREADS"],
+                              capture_output=True, text=True, timeout=60, env=env)
+        self.assertIn("[rank 1] threads=1", proc.stdout)
+        proc = launch(["-n", "2", "sh", "-c", "echo threads=$OMP_NUM_THREADS"],
+                      env={"OMP_NUM_THREADS": "3"})
+        self.assertIn("[rank 0] threads=3", proc.stdout)
+
+    def test_the_first_failing_rank_stops_the_others_and_sets_the_status(self):
+        start = time.monotonic()
+        proc = launch(["-n", "3", "--grace", "1", "--", "sh", "-c",
+                       'if [ "$RANK" = 2 ]; then echo dying >&2; exit 7; fi; sleep 30'])
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertEqual(proc.returncode, 7, proc.stdout)
+        self.assertIn("[rank 2] dying", proc.stdout)
+        self.assertIn("[launch] rank 2 exited with status 7; stopping ranks 0, 1", proc.stdout)
+
+    def test_a_rank_killed_by_a_signal_gives_128_plus_the_signal(self):
+        proc = launch(["-n", "2", "--", "sh", "-c", 'if [ "$RANK" = 0 ]; then kill -9 $$; fi'])
+        self.assertEqual(proc.returncode, 128 + 9, proc.stdout)
+        self.assertIn("[launch] rank 0 was killed by SIGKILL", proc.stdout)
+
+    def test_a_program_that_is_not_there_is_one_line(self):
+        proc = launch(["-n", "2", "--", "no-such-program-memgrad"])
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("neither a program nor a built example", proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+
+    @unittest.skipUnless(os.path.exists(DIST_TESTS) and built_with_gloo(),
+                         "the distributed suite is not built, or the build has no Gloo")
+    def test_a_rank_that_throws_fails_the_launch_fast_naming_it(self):
+        for n in (2, 4):
+            start = time.monotonic()
+            proc = launch(["-n", str(n), "--", DIST_TESTS],
+                          env={"MEMGRAD_TEST_WORKER": "throws", "MEMGRAD_DIST_TIMEOUT": "30"})
+            elapsed = time.monotonic() - start
+            self.assertLess(elapsed, 10, proc.stdout)  # not the 30 s timeout
+            self.assertEqual(proc.returncode, 1, proc.stdout)
+            self.assertIn("[rank 1] uncaught: rank 1 fails on purpose", proc.stdout)
+            self.assertIn("[launch] rank 1 exited with status 1", proc.stdout)
+
+    @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo() and os.path.isdir(MNIST),
+                         f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
+    def test_train_mlp_ddp_and_zero_train_alike_on_two_ranks(self):
+        # The same global batches, so DDP and every ZeRO stage reach the same test accuracy
+        # (to the printed digits); each rank's first-step report must match, or it exits with 2.
+        accuracies = {}
+        for mode in (["--ddp"], ["--zero", "1"], ["--zero", "2"], ["--zero", "3"]):
+            proc = launch(["-n", "2", "--", TRAIN_MLP] + mode +
+                          ["--epochs", "1", "--max-steps", "8"], timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertNotIn("[rank 1] epoch", proc.stdout)  # rank 0 alone prints progress
+            final = [line for line in proc.stdout.splitlines() if "final test accuracy" in line]
+            self.assertEqual(len(final), 1, proc.stdout)
+            accuracies[mode[-1]] = final[0].split()[5]
+        self.assertEqual(len(set(accuracies.values())), 1, accuracies)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

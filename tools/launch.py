@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Starts N ranks of a program on this machine, as torchrun does: `./memgrad launch -n N [--] PROGRAM ARGS`.
+
+Each rank gets torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, and
+MEMGRAD_STORE_PATH, a fresh folder for Gloo's file store (removed at the end), unless --store
+names one. OMP_NUM_THREADS is set to 1 for every rank unless it is set already (N ranks share the
+cores; torchrun does the same). PROGRAM is a path or command, or the name of a memgrad example
+(`train_mlp`, `b22`), which is looked up in the build directory.
+
+Every line a rank prints (stdout and stderr) is printed with its rank in front: "[rank 1] ...".
+When a rank exits with a non-zero status (or dies of a signal), the launcher says which, stops the
+others (SIGTERM to each rank's process group, SIGKILL after --grace seconds) and exits with that
+rank's status (128 + the signal for a signal). The ranks' own timeouts (MEMGRAD_DIST_TIMEOUT)
+make them fail when a peer dies without the launcher noticing, on another host.
+
+Several hosts: run one process per rank there yourself (or with a scheduler) with RANK,
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (a redis-server every host reaches) and
+GLOO_SOCKET_IFNAME; README.md, "Training on several processes", says how.
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_example import find_examples, resolve_name  # noqa: E402
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="./memgrad launch", description=__doc__.splitlines()[0],
+        epilog="Everything after the program (or after --) is passed to it.")
+    parser.add_argument("-n", "--nproc", type=int, required=True, metavar="N",
+                        help="number of ranks to start on this machine")
+    parser.add_argument("--build-dir", default="build",
+                        help="where example names are looked up (default: build)")
+    parser.add_argument("--store", help="the file store's folder (default: a fresh temporary one)")
+    parser.add_argument("--grace", type=float, default=5.0,
+                        help="seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="PROGRAM ARGS")
+    opts = parser.parse_args(argv)
+    if opts.command and opts.command[0] == "--":
+        opts.command = opts.command[1:]
+    if not opts.command:
+        parser.error("no program to launch")
+    if not 1 <= opts.nproc <= 1024:
+        parser.error(f"-n {opts.nproc}: the number of ranks must be in [1, 1024]")
+    return opts
+
+
+def resolve_program(command, build_dir):
+    """The command with an example name replaced by its path in the build directory."""
+    program = command[0]
+    if os.sep in program or shutil.which(program):
+        return command
+    examples = find_examples(build_dir)
+    name = resolve_name(examples, program)
+    if name is None:
+        raise SystemExit(f"launch: '{program}' is neither a program nor a built example "
+                         f"(./memgrad example list shows them)")
+    return [examples[name]] + command[1:]
+
+
+class Printer:
+    """Prints lines of several ranks without interleaving within a line."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def line(self, text):
+        with self.lock:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def forward(self, rank, stream):
+        for raw in iter(stream.readline, b""):
+            self.line(f"[rank {rank}] " + raw.decode("utf-8", "replace").rstrip("\n") + "\n")
+        stream.close()
+
+
+def rank_env(rank, world, store):
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+               LOCAL_WORLD_SIZE=str(world), MEMGRAD_STORE_PATH=store)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def stop(procs, grace):
+    """SIGTERM to every running rank's process group, SIGKILL to those still there after grace."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def status_of(code):
+    """A shell's exit status for a returncode (negative: killed by a signal)."""
+    return 128 - code if code < 0 else code
+
+
+def describe(code):
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code}"
+
+
+def launch(opts):
+    command = resolve_program(opts.command, opts.build_dir)
+    store = opts.store or tempfile.mkdtemp(prefix="memgrad-launch-")
+    os.makedirs(store, exist_ok=True)
+    printer = Printer()
+    if "OMP_NUM_THREADS" not in os.environ and opts.nproc > 1:
+        printer.line(f"[launch] OMP_NUM_THREADS=1 for each of the {opts.nproc} ranks "
+                     f"(set it to choose another value)\n")
+    procs, readers = [], []
+    try:
+        for rank in range(opts.nproc):
+            try:
+                p = subprocess.Popen(command, env=rank_env(rank, opts.nproc, store),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as e:
+                stop(procs, opts.grace)
+                raise SystemExit(f"launch: cannot start {command[0]}: {e}")
+            procs.append(p)
+            t = threading.Thread(target=printer.forward, args=(rank, p.stdout), daemon=True)
+            t.start()
+            readers.append(t)
+
+        def on_signal(signum, _frame):
+            printer.line(f"[launch] {signal.Signals(signum).name}: stopping every rank\n")
+            stop(procs, opts.grace)
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+
+        # Reap the ranks in the order they end (os.waitpid on any child), so the rank named is
+        # the one that failed first, not the lowest-numbered of several that failed since.
+        by_pid = {p.pid: rank for rank, p in enumerate(procs)}
+        failed = None
+        while failed is None and any(p.returncode is None for p in procs):
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid not in by_pid:
+                continue
+            p = procs[by_pid[pid]]
+            p.returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                            else os.WEXITSTATUS(status))
+            if p.returncode != 0:
+                failed = (by_pid[pid], p.returncode)
+        if failed is not None:
+            rank, code = failed
+            others = [r for r, p in enumerate(procs) if p.poll() is None]
+            printer.line(f"[launch] rank {rank} {describe(code)}"
+                         + (f"; stopping ranks {', '.join(map(str, others))}" if others else "")
+                         + "\n")
+            stop(procs, opts.grace)
+        for t in readers:
+            t.join(timeout=2)
+        return status_of(failed[1]) if failed is not None else 0
+    finally:
+        if opts.store is None:
+            shutil.rmtree(store, ignore_errors=True)
+
+
+def main(argv=None):
+    return launch(parse_args(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
