@@ -204,7 +204,7 @@ cmd_run() {
   step behaviours "tools/run_example.py --build-dir build-gpu all --device cuda:0" behaviours_on_gpu
   step comparison "examples/gpu/run_comparison.sh build-gpu (memgrad and PyTorch, same programs)" comparison
   if [[ $DRY -eq 1 ]]; then
-    echo "would write: $OUT/report.md, $OUT/report.json and each step's log; PyTorch snapshots: not yet (memgrad does not write the snapshot format)"
+    echo "would write: $OUT/report.md, $OUT/report.json and each step's log; PyTorch snapshots: not part of the kit; record them with tools/pytorch_snapshot.py (traces/pytorch/README.md)"
     return 0
   fi
   write_report
