@@ -364,13 +364,7 @@ Block PlannedAllocator::fall_back(size_t nbytes, StreamId stream, Reason reason)
     case Reason::NoArena: ++counts_.no_arena; break;
   }
   sync_fraction();
-  if (trace_.enabled() != fallback_->trace().enabled()) {
-    if (trace_.enabled()) {
-      fallback_->trace().enable();
-    } else {
-      fallback_->trace().disable();
-    }
-  }
+  follow_trace(*fallback_);
   try {
     Block block = fallback_->allocate(nbytes, stream);
     sync_fallback();
@@ -395,19 +389,23 @@ Block PlannedAllocator::fall_back(size_t nbytes, StreamId stream, Reason reason)
   }
 }
 
+// Records (or stops recording) in `inner` as this policy's own trace does.
+void PlannedAllocator::follow_trace(PolicyAllocator& inner) {
+  if (trace_.enabled() == inner.trace().enabled()) return;
+  if (trace_.enabled()) {
+    inner.trace().enable();
+  } else {
+    inner.trace().disable();
+  }
+}
+
 // A warm-up step's request, in a segment of its own (the fallback serves it when the fraction or
 // the source has no room for one: the fallback's cache may).
 Block PlannedAllocator::serve_exactly(size_t nbytes, StreamId stream) {
   if (!within_fraction(round_up(nbytes, kMinBlockSize))) {
     return fall_back(nbytes, stream, Reason::Unplanned);
   }
-  if (trace_.enabled() != exact_->trace().enabled()) {
-    if (trace_.enabled()) {
-      exact_->trace().enable();
-    } else {
-      exact_->trace().disable();
-    }
-  }
+  follow_trace(*exact_);
   try {
     Block block = exact_->allocate(nbytes, stream);
     sync_exact();

@@ -158,6 +158,8 @@ class PlannedAllocator final : public PolicyAllocator {
   void release_arena();
   SplitTally arena_tally() const;
   Block fall_back(size_t nbytes, StreamId stream, Reason reason);
+  // Records in `inner` (the fallback or the warm-up's) when this policy records.
+  void follow_trace(PolicyAllocator& inner);
   Block serve_exactly(size_t nbytes, StreamId stream);
   void sync_from(PolicyAllocator& sub, MemoryStats& seen);
   void sync_fallback() { sync_from(*fallback_, fallback_seen_); }
