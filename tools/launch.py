@@ -10,7 +10,10 @@ cores; torchrun does the same). PROGRAM is a path or command, or the name of a m
 Every line a rank prints (stdout and stderr) is printed with its rank in front: "[rank 1] ...".
 When a rank exits with a non-zero status (or dies of a signal), the launcher says which, stops the
 others (SIGTERM to each rank's process group, SIGKILL after --grace seconds) and exits with that
-rank's status (128 + the signal for a signal). The ranks' own timeouts (MEMGRAD_DIST_TIMEOUT)
+rank's status (128 + the signal for a signal). The rank named is the one that failed first: a rank
+whose collective failed because peers had exited says so in its MEMGRAD_ERROR_FILE
+(engine/distributed/failure_note.h), and the launcher names the peer instead, however close
+together the processes ended. The ranks' own timeouts (MEMGRAD_DIST_TIMEOUT)
 make them fail when a peer dies without the launcher noticing, on another host.
 
 Several hosts: run one process per rank there yourself (or with a scheduler) with RANK,
@@ -83,11 +86,52 @@ class Printer:
         stream.close()
 
 
-def rank_env(rank, world, store):
+def rank_env(rank, world, store, error_file):
     env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-               LOCAL_WORLD_SIZE=str(world), MEMGRAD_STORE_PATH=store)
+               LOCAL_WORLD_SIZE=str(world), MEMGRAD_STORE_PATH=store,
+               MEMGRAD_ERROR_FILE=error_file)
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
+
+
+def gone_in_note(path):
+    """The ranks a rank's failure note names as exited before it failed ([] without a note)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            words = f.readline().split()
+    except OSError:
+        return []
+    if not words or words[0] != "gone":
+        return []
+    return [int(w) for w in words[1:] if w.isdigit()]
+
+
+def reap(p, timeout):
+    """p's returncode, waiting up to timeout seconds for it to end (None if it has not)."""
+    deadline = time.monotonic() + timeout
+    while p.returncode is None:
+        pid, status = os.waitpid(p.pid, os.WNOHANG)
+        if pid == p.pid:
+            p.returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                            else os.WEXITSTATUS(status))
+        elif time.monotonic() >= deadline:
+            break
+        else:
+            time.sleep(0.01)
+    return p.returncode
+
+
+def root_failure(rank, procs, error_file, grace):
+    """The rank that failed first: from `rank`, follows each failure note to the first rank it
+    names whose own status is non-zero (a rank found exited has, or is a moment from, ended)."""
+    for _ in procs:
+        cause = next((g for g in gone_in_note(error_file(rank))
+                      if g != rank and 0 <= g < len(procs)
+                      and reap(procs[g], grace) not in (None, 0)), None)
+        if cause is None:
+            break
+        rank = cause
+    return rank
 
 
 def stop(procs, grace):
@@ -129,6 +173,11 @@ def launch(opts):
     command = resolve_program(opts.command, opts.build_dir)
     store = opts.store or tempfile.mkdtemp(prefix="memgrad-launch-")
     os.makedirs(store, exist_ok=True)
+    notes = tempfile.mkdtemp(prefix="memgrad-launch-errors-")
+
+    def error_file(rank):
+        return os.path.join(notes, f"rank-{rank}.error")
+
     printer = Printer()
     if "OMP_NUM_THREADS" not in os.environ and opts.nproc > 1:
         printer.line(f"[launch] OMP_NUM_THREADS=1 for each of the {opts.nproc} ranks "
@@ -137,7 +186,7 @@ def launch(opts):
     try:
         for rank in range(opts.nproc):
             try:
-                p = subprocess.Popen(command, env=rank_env(rank, opts.nproc, store),
+                p = subprocess.Popen(command, env=rank_env(rank, opts.nproc, store, error_file(rank)),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
             except OSError as e:
@@ -173,9 +222,13 @@ def launch(opts):
             if p.returncode != 0:
                 failed = (by_pid[pid], p.returncode)
         if failed is not None:
-            rank, code = failed
+            reaped_first = failed[0]
+            rank = root_failure(reaped_first, procs, error_file, opts.grace)
+            failed = (rank, procs[rank].returncode)
             others = [r for r, p in enumerate(procs) if p.poll() is None]
-            printer.line(f"[launch] rank {rank} {describe(code)}"
+            printer.line(f"[launch] rank {rank} {describe(failed[1])}"
+                         + (f" (rank {reaped_first} failed after it, finding it gone)"
+                            if rank != reaped_first else "")
                          + (f"; stopping ranks {', '.join(map(str, others))}" if others else "")
                          + "\n")
             stop(procs, opts.grace)
@@ -185,6 +238,7 @@ def launch(opts):
     finally:
         if opts.store is None:
             shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(notes, ignore_errors=True)
 
 
 def main(argv=None):

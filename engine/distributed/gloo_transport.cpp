@@ -7,6 +7,8 @@
 // ProcessGroup names the ranks that are gone.
 #include "engine/distributed/gloo_transport.h"
 
+#include <signal.h>
+
 #include <cstring>
 #include <utility>
 
@@ -52,6 +54,20 @@ class LocalTransport final : public Transport {
 
 #if MEMGRAD_WITH_GLOO
 
+// A write to the socket of a peer that has exited raises SIGPIPE, whose default action ends this
+// rank without a word. Ignored, the write fails with EPIPE, Gloo throws IoException and the
+// ProcessGroup names the peer (Python, so PyTorch, ignores SIGPIPE from startup). A handler the
+// program installed is left as it is.
+void ignore_default_sigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
 ReduceFn sum_function(DType dtype) {
@@ -79,6 +95,7 @@ class GlooTransport final : public Transport {
         prefix_store_(std::make_unique<gloo::rendezvous::PrefixStore>(prefix, *store_->store)),
         timeout_(timeout),
         peers_(std::move(peers)) {
+    ignore_default_sigpipe();
     gloo::transport::tcp::attr attr;
     if (const auto iface = env_string("GLOO_SOCKET_IFNAME")) {
       attr.iface = *iface;

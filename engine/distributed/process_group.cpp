@@ -20,6 +20,7 @@
 
 #include "engine/autograd_seam.h"
 #include "engine/distributed/error.h"
+#include "engine/distributed/failure_note.h"
 #include "engine/distributed/gloo_transport.h"
 #include "engine/distributed/nccl_transport.h"
 #include "engine/distributed/rendezvous_env.h"
@@ -243,6 +244,7 @@ void ProcessGroup::fail(const char* op, const std::string& transport_message) {
                                op, rank_, sequence_, d.gone, options_.timeout.count(),
                                transport_message);
   failure_ = std::make_exception_ptr(error);
+  if (!d.gone.empty()) write_failure_note({d.gone, error.what()});
   throw error;
 }
 
@@ -424,7 +426,7 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
     }
   } catch (const detail::TransportFailure& e) {
     const Diagnosis d = diagnose(peers, rank);
-    throw RankFailureError(
+    RankFailureError error(
         fmt::format("[init_process_group] rank {} could not connect to its "
                     "peers within {} ms{}. {}",
                     rank, options.timeout.count(),
@@ -433,6 +435,8 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
                         : fmt::format(" (ranks {} have exited)", fmt::join(d.gone, ", ")),
                     e.what()),
         "init_process_group", rank, 0, d.gone, options.timeout.count(), e.what());
+    if (!d.gone.empty()) write_failure_note({d.gone, error.what()});
+    throw error;
   }
   return std::make_shared<ProcessGroup>(backend, rank, world_size, device, std::move(transport),
                                         options);

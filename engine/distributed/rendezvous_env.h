@@ -8,6 +8,7 @@
 //   MEMGRAD_RUN_ID          prefix of every store key (several runs in one store)
 //   MEMGRAD_DIST_TIMEOUT    seconds a collective may wait for a peer (default 60)
 //   GLOO_SOCKET_IFNAME      the network interface Gloo's TCP transport uses (as in PyTorch)
+//   MEMGRAD_ERROR_FILE      where a rank that finds peers gone notes them (failure_note.h)
 #pragma once
 
 #include <chrono>

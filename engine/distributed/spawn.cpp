@@ -15,10 +15,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "engine/distributed/error.h"
+#include "engine/distributed/failure_note.h"
 
 extern char** environ;
 
@@ -135,12 +137,17 @@ SpawnResult spawn_ranks(int world_size, const SpawnOptions& options) {
     throw DistributedError(
         fmt::format("[spawn] cannot make a store folder: {}", std::strerror(errno)), "spawn", -1);
   }
-  std::vector<std::string> replaced = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                       "MEMGRAD_STORE_PATH"};
+  std::vector<std::string> replaced = {"RANK",
+                                       "WORLD_SIZE",
+                                       "LOCAL_RANK",
+                                       "LOCAL_WORLD_SIZE",
+                                       "MEMGRAD_STORE_PATH",
+                                       kErrorFileVariable};
   for (const auto& [name, value] : options.env)
     replaced.push_back(name);
   const std::vector<std::string> base = base_environment(replaced);
   const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
+  auto error_file = [&](int r) { return fmt::format("{}/rank-{}.error", store_dir, r); };
 
   SpawnResult result;
   result.ranks.resize(static_cast<size_t>(world_size));
@@ -152,6 +159,7 @@ SpawnResult spawn_ranks(int world_size, const SpawnOptions& options) {
     env.push_back(fmt::format("WORLD_SIZE={}", world_size));
     env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", world_size));
     env.push_back("MEMGRAD_STORE_PATH=" + store_dir);
+    env.push_back(fmt::format("{}={}", kErrorFileVariable, error_file(r)));
     bool omp_given = omp_set;
     for (const auto& [name, value] : options.env) {
       env.push_back(name + "=" + value);
@@ -179,6 +187,18 @@ SpawnResult spawn_ranks(int world_size, const SpawnOptions& options) {
     return std::any_of(children.begin(), children.end(),
                        [](const Child& c) { return c.out_fd >= 0; });
   };
+  // Reaps rank r if it has ended; true when this call reaped it.
+  auto reap = [&](size_t r) {
+    Child& c = children[r];
+    int status = 0;
+    if (!c.running || waitpid(c.pid, &status, WNOHANG) != c.pid) return false;
+    c.running = false;
+    if (--running == 0) all_exited = std::chrono::steady_clock::now();
+    RankOutcome& o = result.ranks[r];
+    if (WIFEXITED(status)) o.exit_status = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+    return true;
+  };
   while (running > 0 || pipes_open()) {
     if (running == 0 && std::chrono::steady_clock::now() - all_exited > std::chrono::seconds(1)) {
       // A process a rank started may hold its pipe open: do not wait for it.
@@ -190,18 +210,19 @@ SpawnResult spawn_ranks(int world_size, const SpawnOptions& options) {
     }
     drain(children, result.ranks, 20);
     for (size_t r = 0; r < children.size(); ++r) {
-      Child& c = children[r];
-      if (!c.running) continue;
-      int status = 0;
-      if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
-      c.running = false;
-      if (--running == 0) all_exited = std::chrono::steady_clock::now();
-      RankOutcome& o = result.ranks[r];
-      if (WIFEXITED(status)) o.exit_status = WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
-      const bool failed = o.exit_status != 0;
-      if (failed && !o.stopped && result.first_failed_rank < 0 && !result.timed_out) {
-        result.first_failed_rank = static_cast<int>(r);
+      if (!reap(r)) continue;
+      const RankOutcome& o = result.ranks[r];
+      if (o.exit_status != 0 && !o.stopped && result.first_failed_rank < 0 && !result.timed_out) {
+        // This rank may have failed only because another had exited: name that one. A rank
+        // found exited is gone or a moment from it, so waiting for it costs nothing.
+        result.first_failed_rank =
+            root_failure(static_cast<int>(r), world_size, error_file, [&](int g) {
+              const auto gi = static_cast<size_t>(g);
+              const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+              while (!reap(gi) && children[gi].running && std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+              return children[gi].running ? 0 : result.ranks[gi].exit_status;
+            });
         if (options.stop_others_on_failure) {
           signal_running(children, result.ranks, SIGTERM);
           kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);

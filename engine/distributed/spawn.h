@@ -36,7 +36,7 @@ struct RankOutcome {
 
 struct SpawnResult {
   std::vector<RankOutcome> ranks;  // indexed by rank
-  int first_failed_rank = -1;      // the rank whose failure stopped the others, or -1
+  int first_failed_rank = -1;      // the rank that failed first, or -1 (failure_note.h)
   bool timed_out = false;
   bool ok() const { return first_failed_rank < 0 && !timed_out; }
   // "rank 1 exited with status 3" / "rank 0 was killed by signal 9" / "timed out after 300 s".

@@ -1,16 +1,24 @@
 // ProcessGroup on 2 and 4 CPU ranks over Gloo (loopback, a file store): PyTorch's results for
 // every collective, the bytes each allocates, the typed error of a mismatched call on every
-// rank, and the error naming a rank that died.
+// rank, the error naming a rank that died, and the failure note that lets a launcher name it.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/distributed/error.h"
+#include "engine/distributed/failure_note.h"
 #include "engine/distributed/process_group.h"
 #include "engine/memgrad.h"
 #include "tests/distributed/workers.h"
@@ -153,7 +161,16 @@ int dead_rank_worker() {
     // Timeout (3 s) plus the second of looking for exited processes.
     check(seconds < 5.0, fmt::format("failed after {:.1f} s", seconds));
     fmt::print("failed after {:.2f} s: {}\n", seconds, e.what());
+    // The note spawn_ranks reads to name the dead rank, not this one, as the first failure.
+    const auto note = read_failure_note(std::getenv(kErrorFileVariable));
+    check(note && note->gone == std::vector<int>{dead} && note->message == e.what(),
+          note ? fmt::format("note: gone {}, '{}'", fmt::join(note->gone, " "), note->message)
+               : "no failure note");
   }
+  // A write to the dead peer's socket must fail with EPIPE (a typed error), not end this rank.
+  struct sigaction pipe {};
+  sigaction(SIGPIPE, nullptr, &pipe);
+  check(pipe.sa_handler == SIG_IGN, "SIGPIPE is not ignored after init_process_group(Gloo)");
   try {
     pg->barrier();
     check(false, "a broken group ran a barrier");
@@ -258,6 +275,43 @@ TEST_SUITE("distributed") {
         CHECK_EQ(result.ranks[r].exit_status, 0);
       CHECK_EQ(result.ranks[n - 1].exit_status, 3);
     }
+  }
+
+  TEST_CASE("failure notes lead from a rank that found peers gone to the rank that failed first") {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / fmt::format("memgrad-notes-{}", getpid());
+    std::filesystem::create_directories(dir);
+    auto path = [&](int r) { return (dir / fmt::format("rank-{}.error", r)).string(); };
+    auto write_as = [&](int r, std::vector<int> gone) {
+      setenv(kErrorFileVariable, path(r).c_str(), 1);
+      write_failure_note({std::move(gone), fmt::format("rank {} found peers gone", r)});
+      unsetenv(kErrorFileVariable);
+    };
+    write_as(2, {0, 3});  // rank 2 found ranks 0 and 3 gone; 0 had found 1 gone
+    write_as(0, {1});
+    const auto note = read_failure_note(path(2));
+    REQUIRE(note.has_value());
+    CHECK_EQ(note->gone, std::vector<int>{0, 3});
+    CHECK_EQ(note->message, "rank 2 found peers gone");
+    CHECK_FALSE(read_failure_note(path(5)).has_value());  // no note
+    std::ofstream(path(4)) << "Traceback (most recent call last):\n";
+    CHECK_FALSE(read_failure_note(path(4)).has_value());  // not a note
+
+    std::map<int, int> status = {{0, 1}, {1, 7}, {2, 1}, {3, 1}};
+    auto failed = [&](int r) { return status[r]; };
+    CHECK_EQ(root_failure(2, 4, path, failed), 1);  // 2 -> 0 -> 1, whose own note is absent
+    CHECK_EQ(root_failure(3, 4, path, failed), 3);  // no note: its own failure
+    status[1] = 0;                                  // rank 1 exited cleanly before the others:
+    CHECK_EQ(root_failure(2, 4, path, failed), 0);  // rank 0's failure is the first one
+    status[0] = 0;
+    CHECK_EQ(root_failure(2, 4, path, failed), 3);  // the next rank rank 2 named
+    write_as(1, {2});                               // a cycle is followed at most world_size steps
+    status = {{0, 1}, {1, 1}, {2, 1}};
+    write_as(0, {1});
+    write_as(2, {0});
+    const int root = root_failure(2, 3, path, failed);
+    CHECK((root >= 0 && root < 3));
+    std::filesystem::remove_all(dir);
   }
 
   TEST_CASE("a rank that is stuck makes the others fail when the timeout runs out") {

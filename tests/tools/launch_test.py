@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests of `./memgrad launch` (tools/launch.py): the ranks' environment, the rank prefix on every
-line, the exit status of the first rank that fails, and a C++ rank that throws in the middle of
+line, the exit status of the first rank that fails (following failure notes), and a C++ rank that throws in the middle of
 collectives (the distributed suite's "throws" worker) stopping the launch fast, with the rank
 named; train_mlp's --ddp and --zero on 2 ranks.
 
@@ -65,6 +65,31 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("[rank 2] dying", proc.stdout)
         self.assertIn("[launch] rank 2 exited with status 7; stopping ranks 0, 1", proc.stdout)
 
+    def test_a_rank_that_found_a_peer_gone_points_the_launcher_to_it(self):
+        # Rank 0 ends first, but its failure note (what a ProcessGroup writes on RankFailureError)
+        # says rank 1 had exited: the launcher waits for rank 1 and names it, with its status.
+        script = ('case "$RANK" in '
+                  '0) echo "gone 1" > "$MEMGRAD_ERROR_FILE"; exit 1;; '
+                  '1) sleep 0.5; exit 3;; '
+                  '*) sleep 30;; esac')
+        proc = launch(["-n", "3", "--grace", "5", "--", "sh", "-c", script])
+        self.assertEqual(proc.returncode, 3, proc.stdout)
+        self.assertIn("[launch] rank 1 exited with status 3 (rank 0 failed after it, finding it "
+                      "gone); stopping ranks 2", proc.stdout)
+        # A peer named in the note that ends cleanly did not fail: rank 0's failure stands.
+        script = script.replace("exit 3", "exit 0")
+        proc = launch(["-n", "3", "--grace", "5", "--", "sh", "-c", script])
+        self.assertEqual(proc.returncode, 1, proc.stdout)
+        self.assertIn("[launch] rank 0 exited with status 1; stopping ranks 2", proc.stdout)
+
+    def test_every_rank_has_its_own_error_file(self):
+        proc = launch(["-n", "2", "--", "sh", "-c", 'echo "file=$MEMGRAD_ERROR_FILE"'])
+        self.assertEqual(proc.returncode, 0, proc.stdout)
+        files = sorted(line.split("file=")[1] for line in proc.stdout.splitlines() if "file=" in line)
+        self.assertEqual(len(files), 2, proc.stdout)
+        self.assertTrue(files[0].endswith("rank-0.error") and files[1].endswith("rank-1.error"))
+        self.assertFalse(os.path.exists(os.path.dirname(files[0])))  # removed at the end
+
     def test_a_rank_killed_by_a_signal_gives_128_plus_the_signal(self):
         proc = launch(["-n", "2", "--", "sh", "-c", 'if [ "$RANK" = 0 ]; then kill -9 $$; fi'])
         self.assertEqual(proc.returncode, 128 + 9, proc.stdout)
@@ -88,6 +113,7 @@ class LaunchTest(unittest.TestCase):
             self.assertEqual(proc.returncode, 1, proc.stdout)
             self.assertIn("[rank 1] uncaught: rank 1 fails on purpose", proc.stdout)
             self.assertIn("[launch] rank 1 exited with status 1", proc.stdout)
+            self.assertNotIn("SIGPIPE", proc.stdout)  # a dead peer is an error, not a signal
 
     @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo() and os.path.isdir(MNIST),
                          f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
