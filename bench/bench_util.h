@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -148,6 +150,63 @@ inline int parse_flags(int argc, char** argv, const char* program, Flags& flags)
     }
   }
   return -1;
+}
+
+// The main of a benchmark or peer: parses the flags, returns run(flags), and turns an exception
+// (memgrad's typed errors, libtorch's c10::Error, std's) into "program: message" and status 1.
+template <typename Run>
+int run_main(int argc, char** argv, const char* program, Run&& run) {
+  Flags flags;
+  if (const int status = parse_flags(argc, argv, program, flags); status >= 0) return status;
+  try {
+    return run(flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+}
+
+// The step times (ms) of a training benchmark: step(s) for s in [0, warmup + timed), each timed
+// on its own, the first `warmup` discarded. --quick: 5 + 30 steps, else 20 + 200.
+template <typename Step>
+std::vector<double> time_training_steps(const Flags& flags, Step&& step) {
+  const int warmup = flags.quick ? 5 : 20;
+  const int timed = flags.quick ? 30 : 200;
+  std::vector<double> step_ms;
+  for (int s = 0; s < warmup + timed; ++s) {
+    const Clock::time_point start = Clock::now();
+    step(s);
+    if (s >= warmup) step_ms.push_back(seconds_since(start) * 1e3);
+  }
+  return step_ms;
+}
+
+// What a training benchmark and its peer print, under the same names ("<prefix>_step_median",
+// ...). The peaks of allocated and reserved bytes are n/a where the library keeps no statistics
+// (libtorch's CPU allocator).
+struct TrainingReport {
+  std::vector<double> step_ms;
+  std::optional<double> peak_allocated_mib, peak_reserved_mib;
+  double startup_rss_mib = 0.0;
+  double final_loss = 0.0;
+};
+
+inline void report_training(const std::string& prefix, const TrainingReport& r) {
+  auto line = [&](const char* what, std::optional<double> value, const char* unit) {
+    const std::string name = prefix + "_" + what;
+    if (value) {
+      report(name.c_str(), *value, unit);
+    } else {
+      report_missing(name.c_str(), unit);
+    }
+  };
+  line("step_median", median(r.step_ms), "ms");
+  line("step_p90", quantile(r.step_ms, 0.9), "ms");
+  line("peak_allocated", r.peak_allocated_mib, "MiB");
+  line("peak_reserved", r.peak_reserved_mib, "MiB");
+  line("peak_rss", peak_rss_mib(), "MiB");
+  line("startup_rss", r.startup_rss_mib, "MiB");
+  line("final_loss", r.final_loss, "nats");
 }
 
 }  // namespace bench

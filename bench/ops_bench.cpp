@@ -130,14 +130,5 @@ int run(const bench::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Flags flags;
-  if (const int status = bench::parse_flags(argc, argv, "ops_bench", flags); status >= 0) {
-    return status;
-  }
-  try {
-    return run(flags);
-  } catch (const memgrad::Error& e) {
-    std::fprintf(stderr, "ops_bench: %s\n", e.what());
-    return 1;
-  }
+  return bench::run_main(argc, argv, "ops_bench", run);
 }

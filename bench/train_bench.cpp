@@ -56,8 +56,6 @@ struct Batch {
 };
 
 int run(const bench::Flags& flags) {
-  const int warmup = flags.quick ? 5 : 20;
-  const int timed = flags.quick ? 30 : 200;
   const double startup_rss = bench::peak_rss_mib();
   omp_set_num_threads(bench::kThreads);
   bench::print_config("memgrad", bench::kThreads);
@@ -69,40 +67,23 @@ int run(const bench::Flags& flags) {
   }
   Mlp model;
   optim::SGD optimizer(model.parameters(), {.lr = 0.1, .momentum = 0.9});
-  std::vector<double> step_ms;
   Tensor loss;
-  for (int s = 0; s < warmup + timed; ++s) {
+  std::vector<double> step_ms = bench::time_training_steps(flags, [&](int s) {
     const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
-    const bench::Clock::time_point start = bench::Clock::now();
     optimizer.zero_grad();
     loss = nn::cross_entropy(model.forward(batch.input), batch.target);
     loss.backward();
     optimizer.step();
-    if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
-  }
-  bench::report("train_step_median", bench::median(step_ms), "ms");
-  bench::report("train_step_p90", bench::quantile(step_ms, 0.9), "ms");
-  bench::report("train_peak_allocated", static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
-                "MiB");
-  bench::report("train_peak_reserved", static_cast<double>(max_memory_reserved(kCPU)) / kMiB,
-                "MiB");
-  bench::report("train_peak_rss", bench::peak_rss_mib(), "MiB");
-  bench::report("train_startup_rss", startup_rss, "MiB");
-  bench::report("train_final_loss", loss.item<double>(), "nats");
+  });
+  bench::report_training("train", {std::move(step_ms),
+                                   static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
+                                   static_cast<double>(max_memory_reserved(kCPU)) / kMiB,
+                                   startup_rss, loss.item<double>()});
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Flags flags;
-  if (const int status = bench::parse_flags(argc, argv, "train_bench", flags); status >= 0) {
-    return status;
-  }
-  try {
-    return run(flags);
-  } catch (const memgrad::Error& e) {
-    std::fprintf(stderr, "train_bench: %s\n", e.what());
-    return 1;
-  }
+  return bench::run_main(argc, argv, "train_bench", run);
 }

@@ -119,8 +119,6 @@ torch::Tensor charlm_loss(CharLM& model, const Batch& batch, double* accuracy) {
 }
 
 int run(const bench::Flags& flags) {
-  const int warmup = flags.quick ? 5 : 20;
-  const int timed = flags.quick ? 30 : 200;
   const double startup_rss = bench::peak_rss_mib();
   torch::set_num_threads(bench::kThreads);
   bench::print_config("libtorch " TORCH_VERSION, torch::get_num_threads());
@@ -136,40 +134,22 @@ int run(const bench::Flags& flags) {
   torch::optim::AdamW optimizer(
       model->parameters(),
       torch::optim::AdamWOptions(3e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
-  std::vector<double> step_ms;
   torch::Tensor loss;
   double accuracy = 0.0;
-  for (int s = 0; s < warmup + timed; ++s) {
+  std::vector<double> step_ms = bench::time_training_steps(flags, [&](int s) {
     const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
-    const bench::Clock::time_point start = bench::Clock::now();
     model->zero_grad(/*set_to_none=*/true);
     loss = charlm_loss(model, batch, &accuracy);
     loss.backward();
     optimizer.step();
-    if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
-  }
-  bench::report("charlm_step_median", bench::median(step_ms), "ms");
-  bench::report("charlm_step_p90", bench::quantile(step_ms, 0.9), "ms");
-  bench::report_missing("charlm_peak_allocated", "MiB");
-  bench::report_missing("charlm_peak_reserved", "MiB");
-  bench::report("charlm_peak_rss", bench::peak_rss_mib(), "MiB");
-  bench::report("charlm_startup_rss", startup_rss, "MiB");
-  bench::report("charlm_final_loss", loss.item<double>(), "nats");
+  });
+  bench::report_training("charlm", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss,
+                                    loss.item<double>()});
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Flags flags;
-  if (const int status = bench::parse_flags(argc, argv, "train_charlm_peer", flags);
-      status >= 0) {
-    return status;
-  }
-  try {
-    return run(flags);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_charlm_peer: %s\n", e.what());
-    return 1;
-  }
+  return bench::run_main(argc, argv, "train_charlm_peer", run);
 }

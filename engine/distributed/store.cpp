@@ -14,6 +14,7 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/redis_store.h>
+#include <hiredis/hiredis.h>
 #endif
 
 namespace memgrad::distributed {
@@ -25,6 +26,22 @@ namespace {
                                      what),
                          "init_process_group", -1);
 }
+
+#if MEMGRAD_WITH_GLOO
+// Why the redis-server at host:port does not answer, or "" when it does. Gloo's RedisStore
+// throws from its constructor without freeing its hiredis context, a leak on every attempt
+// (and ranks try again while the server starts): connecting once with hiredis itself first,
+// and freeing what it allocated, leaves Gloo only servers that answer.
+std::string redis_unreachable(const std::string& host, int port) {
+  const timeval timeout{2, 0};
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port, timeout);
+  const std::string why = c == nullptr  ? "hiredis could not allocate a connection"
+                          : c->err != 0 ? std::string(c->errstr)
+                                        : std::string();
+  redisFree(c);  // accepts nullptr
+  return why;
+}
+#endif
 
 }  // namespace
 
@@ -49,14 +66,18 @@ Store Store::file(const std::string& path) {
 
 Store Store::redis(const std::string& host, int port) {
 #if MEMGRAD_WITH_GLOO
+  auto unreachable = [&](const std::string& why) {
+    return DistributedError(fmt::format("[init_process_group] cannot reach the redis-server at "
+                                        "{}:{} (MASTER_ADDR, MASTER_PORT): {}",
+                                        host, port, why),
+                            "init_process_group", -1);
+  };
+  if (const std::string why = redis_unreachable(host, port); !why.empty()) throw unreachable(why);
   auto impl = std::make_shared<Impl>();
   try {
     impl->store = std::make_shared<gloo::rendezvous::RedisStore>(host, port);
   } catch (const std::exception& e) {
-    throw DistributedError(fmt::format("[init_process_group] cannot reach the redis-server at "
-                                       "{}:{} (MASTER_ADDR, MASTER_PORT): {}",
-                                       host, port, e.what()),
-                           "init_process_group", -1);
+    throw unreachable(e.what());
   }
   impl->description = fmt::format("redis store {}:{}", host, port);
   impl->redis_port = port;
