@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,14 @@ RecordedTrace parse_trace(std::string_view json);
 // Reads and parses a trace file. Throws IoError when it cannot be read, TraceError naming the
 // path when it is malformed.
 RecordedTrace read_trace_file(const std::string& path);
+
+namespace detail {
+// parse_trace's two readers, for the tests that compare them: the recorder's exact layout read
+// directly (nullopt at the first difference, or for any value the JSON reader would refuse), and
+// the JSON reader (nlohmann's SAX) that reads every other text and words every error.
+std::optional<RecordedTrace> parse_canonical_trace(std::string_view json);
+RecordedTrace parse_trace_general(std::string_view json);
+}  // namespace detail
 
 // One request: allocate `nbytes` into `slot`, free the block in `slot`, or (empty_cache) call
 // empty_cache().

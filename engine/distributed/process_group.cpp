@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/autograd_seam.h"
+#include "engine/cuda.h"
 #include "engine/distributed/error.h"
 #include "engine/distributed/failure_note.h"
 #include "engine/distributed/gloo_transport.h"
@@ -402,6 +403,14 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
   const std::string prefix =
       fmt::format("memgrad/{}/group{}", env_string("MEMGRAD_RUN_ID").value_or("run"), group);
   const Device device = backend == Backend::Gloo ? kCPU : Device(DeviceType::CUDA, local_rank);
+  if (backend == Backend::Nccl && MEMGRAD_WITH_NCCL && local_rank >= cuda::device_count()) {
+    const int usable = cuda::device_count();
+    throw DistributedError(
+        fmt::format("[init_process_group] rank {}: the nccl backend runs on cuda:{} (LOCAL_RANK), "
+                    "and this machine has {} usable CUDA device{}",
+                    rank, local_rank, usable, usable == 1 ? "" : "s"),
+        "init_process_group", rank);
+  }
   if (backend == Backend::Gloo && world_size == 1) {
     return std::make_shared<ProcessGroup>(backend, rank, world_size, device,
                                           detail::make_local_transport(), options);

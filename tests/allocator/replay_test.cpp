@@ -8,8 +8,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
@@ -100,6 +103,73 @@ TEST_CASE("a trace written by the recorder reads back with the same events and c
                        Error);
   CHECK_THROWS_WITH_AS(read_trace_file("/nonexistent/trace.json"),
                        doctest::Contains("/nonexistent/trace.json"), Error);
+}
+
+TEST_CASE("the recorder's own layout is read directly, with what the JSON reader reads") {
+  auto same = [](const RecordedTrace& a, const RecordedTrace& b) {
+    if (a.device != b.device || a.policy != b.policy || a.capacity != b.capacity ||
+        a.events.size() != b.events.size() || a.contexts.size() != b.contexts.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < a.events.size(); ++i) {
+      const TraceEvent &x = a.events[i], &y = b.events[i];
+      if (x.action != y.action || x.stream != y.stream || x.time_ns != y.time_ns ||
+          x.address != y.address || x.nbytes != y.nbytes || x.requested != y.requested ||
+          x.allocated != y.allocated || x.reserved != y.reserved || x.context != y.context) {
+        return false;
+      }
+    }
+    for (size_t i = 0; i < a.contexts.size(); ++i) {
+      const TraceContextRecord &x = a.contexts[i], &y = b.contexts[i];
+      if (x.phase != y.phase || x.op != y.op || x.label != y.label) return false;
+    }
+    return true;
+  };
+  // The shipped traces: recorder output, read directly, identical to the JSON reader's result.
+  for (const std::string& name : kShippedTraces) {
+    CAPTURE(name);
+    const RecordedTrace t = read_trace_file(trace_path(name));
+    const std::string json = trace_to_json(t.events, t.contexts, t.device, t.policy, t.capacity);
+    const std::optional<RecordedTrace> direct = detail::parse_canonical_trace(json);
+    REQUIRE(direct.has_value());
+    CHECK(same(*direct, detail::parse_trace_general(json)));
+    CHECK(same(*direct, t));
+  }
+  // Escapes and UTF-8 in a context are left to the JSON reader, which parse_trace falls back to.
+  BoundedMemory memory(64 * kMiB, "sim:0");
+  CachingAllocator alloc(memory);
+  alloc.trace().enable();
+  {
+    TraceOpScope op("say \"hi\"\tthen caf\u00e9");
+    alloc.free(alloc.allocate(4000));
+  }
+  const std::string escaped = alloc.trace().to_json("sim:0", "caching", 64 * kMiB);
+  CHECK_FALSE(detail::parse_canonical_trace(escaped).has_value());
+  const RecordedTrace t = parse_trace(escaped);
+  CHECK(same(t, detail::parse_trace_general(escaped)));
+  CHECK_EQ(t.contexts[t.events.back().context].op, "say \"hi\"\tthen caf\u00e9");
+  // A value the checks refuse: the direct reader gives up, the JSON reader words the error.
+  const RecordedTrace mlp = read_trace_file(trace_path("mlp_step.json"));
+  const std::string json =
+      trace_to_json(mlp.events, mlp.contexts, mlp.device, mlp.policy, mlp.capacity);
+  const std::string t_ns = fmt::format("\"t_ns\":{}}}", mlp.events[5].time_ns);
+  const size_t at = json.find(t_ns);
+  REQUIRE(at != std::string::npos);
+  for (const std::string& bad : {std::string("\"t_ns\":-1}"), std::string("\"t_ns\":1.5}"),
+                                 std::string("\"t_ns\":01}"), std::string("\"t_ns\": 99999999999999999999}"),
+                                 std::string("\"t_ns\":0}")}) {  // before event 4
+    CAPTURE(bad);
+    std::string broken = json;
+    broken.replace(at, t_ns.size(), bad);
+    CHECK_FALSE(detail::parse_canonical_trace(broken).has_value());
+    std::string general_error;
+    try {
+      detail::parse_trace_general(broken);
+    } catch (const TraceError& e) {
+      general_error = e.what();
+    }
+    CHECK_THROWS_WITH_AS(parse_trace(broken), general_error.c_str(), TraceError);
+  }
 }
 
 TEST_CASE("every policy serves each shipped trace in full, with peaks at or above the ideal") {

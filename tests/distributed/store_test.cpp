@@ -18,10 +18,12 @@
 
 #include <fmt/format.h>
 
+#include "engine/cuda.h"
 #include "engine/distributed/error.h"
 #include "engine/distributed/process_group.h"
 #include "engine/distributed/rendezvous_env.h"
 #include "engine/memgrad.h"
+#include "memgrad_build_config.h"
 #include "tests/distributed/workers.h"
 #include "tests/support/temp_dir.h"
 
@@ -183,6 +185,14 @@ TEST_SUITE("distributed") {
 #elif !MEMGRAD_WITH_NCCL
     CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt),
                          doctest::Contains("nccl.h"), DistributedError);
+#else
+    // A rank whose LOCAL_RANK names no usable GPU (none at all on a machine without one).
+    const int usable = cuda::device_count();
+    CHECK_THROWS_WITH_AS(
+        init_process_group(Backend::Nccl, 0, 1, std::nullopt, {}, usable),
+        doctest::Contains(fmt::format("runs on cuda:{} (LOCAL_RANK), and this machine has {} usable",
+                                      usable, usable)),
+        DistributedError);
 #endif
   }
 
