@@ -42,6 +42,7 @@ std::string recorded_trace() {
 std::string mutate(const std::string& text, std::mt19937_64& rng) {
   static const std::string kBytes = "0123456789-+.eE\"{}[],: \x00\xff";
   std::string out = text;
+  if (out.empty()) return "{";  // a first mutation that cut everything: nothing to pick from
   const size_t pos = rng() % out.size();
   switch (rng() % 4) {
     case 0:
