@@ -47,6 +47,34 @@ double max_difference(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// What both workers start from: the group, one global batch (the same on every rank) and a
+// model trained on all of it in this one process, whose gradients DDP's must equal.
+struct Setup {
+  std::shared_ptr<ProcessGroup> pg = init_process_group(Backend::Gloo);
+  int rank = pg->rank();
+  int64_t rows = kBatch / pg->size();  // this rank's share: rows [rank * rows, (rank + 1) * rows)
+  Tensor x, y;
+  std::shared_ptr<nn::Sequential> reference = make_model();
+
+  Setup() {
+    Generator g(5);
+    x = randn({kBatch, 6}, {}, &g);
+    y = randint(0, 4, {kBatch}, TensorOptions(kInt64), &g);
+    nn::cross_entropy((*reference)(x), y).backward();
+  }
+
+  // Checks every parameter's gradient in `model` against the reference's; `when` names the moment.
+  void check_gradients(nn::Module& model, const std::string& when) const {
+    const auto ref = reference->named_parameters();
+    const auto got = model.named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double difference = max_difference(got[i].second.grad(), ref[i].second.grad());
+      check(difference < 1e-6,
+            fmt::format("{}: {}'s gradient differs by {}", when, got[i].first, difference));
+    }
+  }
+};
+
 bool env_flag(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && std::string(value) == "1";
@@ -56,35 +84,20 @@ bool env_flag(const char* name) {
 int ddp_worker() {
   const bool views = env_flag("DDP_VIEW");
   const double cap = std::getenv("DDP_CAP") != nullptr ? std::atof(std::getenv("DDP_CAP")) : 25.0;
-  auto pg = init_process_group(Backend::Gloo);
-  const int r = pg->rank(), n = pg->size();
-  Generator g(5);
-  const Tensor x = randn({kBatch, 6}, {}, &g);
-  const Tensor y = randint(0, 4, {kBatch}, TensorOptions(kInt64), &g);
-
-  // The reference: one process, the whole batch.
-  auto reference = make_model();
-  nn::cross_entropy((*reference)(x), y).backward();
-
+  const Setup setup;
   // Every rank but 0 starts from other weights: the broadcast must replace them.
   auto model = make_model();
-  if (r != 0) {
+  if (setup.rank != 0) {
     NoGradGuard no_grad;
     for (Tensor p : model->parameters())
-      p.add_(static_cast<double>(r));
+      p.add_(static_cast<double>(setup.rank));
   }
-  DistributedDataParallel ddp(model, pg, {cap, views});
-  const int64_t rows = kBatch / n;
-  const Tensor xr = x.narrow(0, r * rows, rows), yr = y.narrow(0, r * rows, rows);
+  DistributedDataParallel ddp(model, setup.pg, {cap, views});
+  const Tensor xr = setup.x.narrow(0, setup.rank * setup.rows, setup.rows);
+  const Tensor yr = setup.y.narrow(0, setup.rank * setup.rows, setup.rows);
   for (int step = 0; step < 2; ++step) {  // the second backward runs with .grad already views
     nn::cross_entropy(ddp(xr), yr).backward();
-    const auto ref = reference->named_parameters();
-    const auto got = model->named_parameters();
-    for (size_t i = 0; i < got.size(); ++i) {
-      check(max_difference(got[i].second.grad(), ref[i].second.grad()) < 1e-6,
-            fmt::format("step {}: {}'s gradient differs by {}", step, got[i].first,
-                        max_difference(got[i].second.grad(), ref[i].second.grad())));
-    }
+    setup.check_gradients(*model, fmt::format("step {}", step));
     ddp.zero_grad();
   }
   // Buckets: reverse registration order, closed at the cap.
@@ -106,33 +119,22 @@ int ddp_worker() {
 // no_sync: the first half of the rank's rows without communication, the second with; the sum
 // of the two half-losses / 2 has the whole batch's gradient.
 int no_sync_worker() {
-  auto pg = init_process_group(Backend::Gloo);
-  const int r = pg->rank(), n = pg->size();
-  Generator g(5);
-  const Tensor x = randn({kBatch, 6}, {}, &g);
-  const Tensor y = randint(0, 4, {kBatch}, TensorOptions(kInt64), &g);
-  auto reference = make_model();
-  nn::cross_entropy((*reference)(x), y).backward();
+  const Setup setup;
   auto model = make_model();
-  DistributedDataParallel ddp(model, pg, {25.0, env_flag("DDP_VIEW")});
-  const int64_t rows = kBatch / n, half = rows / 2;
+  DistributedDataParallel ddp(model, setup.pg, {25.0, env_flag("DDP_VIEW")});
+  const int64_t half = setup.rows / 2, first = setup.rank * setup.rows;
+  auto half_loss = [&](int64_t start) {
+    return nn::cross_entropy(ddp(setup.x.narrow(0, start, half)), setup.y.narrow(0, start, half)) /
+           2.0;
+  };
   {
     auto guard = ddp.no_sync();
-    (nn::cross_entropy(ddp(x.narrow(0, r * rows, half)), y.narrow(0, r * rows, half)) / 2.0)
-        .backward();
+    half_loss(first).backward();
   }
   check(ddp.buckets_reduced() == 0, "no_sync communicates nothing");
-  (nn::cross_entropy(ddp(x.narrow(0, r * rows + half, half)), y.narrow(0, r * rows + half, half)) /
-   2.0)
-      .backward();
+  half_loss(first + half).backward();
   check(ddp.buckets_reduced() == ddp.buckets().size(), "then every bucket once");
-  const auto ref = reference->parameters();
-  const auto got = model->parameters();
-  for (size_t i = 0; i < got.size(); ++i) {
-    check(
-        max_difference(got[i].grad(), ref[i].grad()) < 1e-6,
-        fmt::format("parameter {} differs by {}", i, max_difference(got[i].grad(), ref[i].grad())));
-  }
+  setup.check_gradients(*model, "after no_sync and a synced backward");
   return failures() == 0 ? 0 : 1;
 }
 
