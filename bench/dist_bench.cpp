@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "bench/bench_mlp.h"
 #include "bench/bench_util.h"
 #include "engine/distributed/distributed_data_parallel.h"
 #include "engine/distributed/error.h"
@@ -47,24 +48,11 @@ namespace {
 using namespace memgrad;
 
 constexpr int64_t kAllReduceBytes = int64_t{64} << 20;
-constexpr int64_t kBatch = 128;  // the global batch
-constexpr int64_t kInputs = 784;
-constexpr int64_t kHidden = 512;
-constexpr int64_t kClasses = 10;
-constexpr int kPoolBatches = 16;
-
-class Mlp : public nn::UnaryModule {
- public:
-  Mlp()
-      : fc1_(register_module("fc1", std::make_shared<nn::Linear>(kInputs, kHidden))),
-        fc2_(register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden))),
-        fc3_(register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses))) {}
-  Tensor forward(const Tensor& x) override { return (*fc3_)((*fc2_)((*fc1_)(x).relu()).relu()); }
-  std::string name() const override { return "Mlp"; }
-
- private:
-  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
-};
+using bench::Mlp;
+constexpr int64_t kBatch = bench::kMlpBatch;  // the global batch
+constexpr int64_t kInputs = bench::kMlpInputs;
+constexpr int64_t kClasses = bench::kMlpClasses;
+constexpr int kPoolBatches = bench::kMlpPoolBatches;
 
 bool quick() {
   const char* q = std::getenv("MEMGRAD_DIST_BENCH_QUICK");

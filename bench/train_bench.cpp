@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "bench/bench_mlp.h"
 #include "bench/bench_util.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/linear.h"
@@ -29,26 +30,11 @@ namespace {
 
 using namespace memgrad;
 
-constexpr int64_t kBatch = 128;
-constexpr int64_t kInputs = 784;
-constexpr int64_t kHidden = 512;
-constexpr int64_t kClasses = 10;
-constexpr int kPoolBatches = 16;
-
-class Mlp : public nn::UnaryModule {
- public:
-  Mlp()
-      : fc1_(register_module("fc1", std::make_shared<nn::Linear>(kInputs, kHidden))),
-        fc2_(register_module("fc2", std::make_shared<nn::Linear>(kHidden, kHidden))),
-        fc3_(register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses))) {}
-  Tensor forward(const Tensor& x) override {
-    return fc3_->forward(fc2_->forward(fc1_->forward(x).relu()).relu());
-  }
-  std::string name() const override { return "Mlp"; }
-
- private:
-  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
-};
+using bench::Mlp;
+constexpr int64_t kBatch = bench::kMlpBatch;  // the global batch
+constexpr int64_t kInputs = bench::kMlpInputs;
+constexpr int64_t kClasses = bench::kMlpClasses;
+constexpr int kPoolBatches = bench::kMlpPoolBatches;
 
 struct Batch {
   Tensor input;   // kBatch x kInputs float32
