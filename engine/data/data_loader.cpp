@@ -99,7 +99,10 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
   start_epoch(0);
 }
 
-DataLoader::~DataLoader() { stop_worker(); }
+DataLoader::~DataLoader() {
+  stop_worker();
+  release_prefetched();
+}
 
 size_t DataLoader::num_batches() const {
   const size_t n = dataset_.size(), b = options_.batch_size;
@@ -114,10 +117,9 @@ void DataLoader::start_epoch(size_t epoch) {
     std::mt19937_64 rng(options_.seed + epoch);
     std::shuffle(order_.begin(), order_.end(), rng);
   }
+  release_prefetched();
   next_batch_ = 0;
   scheduled_ = 0;
-  pending_.clear();
-  ready_.clear();
   in_flight_ = false;
   error_ = nullptr;
   stop_ = false;
@@ -216,6 +218,21 @@ void DataLoader::stop_worker() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+}
+
+void DataLoader::release_prefetched() {
+  // Where the stopped worker left each batch (filled or not) depends on its timing; the batches
+  // are freed in batch order whatever it was, so the frees too are the same on every run.
+  std::vector<std::pair<size_t, Example>> batches;
+  for (auto* queue : {&ready_, &pending_}) {
+    for (auto& job : *queue) batches.push_back(std::move(job));
+    queue->clear();
+  }
+  std::sort(batches.begin(), batches.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [index, batch] : batches) {
+    Example released = std::move(batch);  // frees its target, then its input
+  }
 }
 
 void DataLoader::wait_until_prefetched() {

@@ -70,6 +70,8 @@ class DataLoader {
   Example deliver(Example host_batch);
   void worker_loop();
   void stop_worker();
+  // Frees the batches prepared ahead (the worker must be stopped), in batch order.
+  void release_prefetched();
 
   const Dataset& dataset_;
   DataLoaderOptions options_;

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -99,6 +101,33 @@ class Generated final : public data::Dataset {
 
  private:
   size_t n_;
+};
+
+// Generated items whose first batch takes `delay` to fill; it records where each batch's input
+// buffer lies and when the worker starts filling batch 0.
+class SlowFirstBatch final : public data::Dataset {
+ public:
+  SlowFirstBatch(size_t n, std::chrono::milliseconds delay) : items_(n), delay_(delay) {}
+  size_t size() const override { return items_.size(); }
+  data::Example get(size_t i) const override { return items_.get(i); }
+  data::Example empty_batch(size_t n) const override {
+    data::Example out = items_.empty_batch(n);
+    inputs.push_back(reinterpret_cast<uint64_t>(out.input.data_ptr()));
+    return out;
+  }
+  void fill_batch(const std::vector<size_t>& indices, data::Example& out) const override {
+    if (indices.front() == 0) {
+      filling_first = true;
+      std::this_thread::sleep_for(delay_);
+    }
+    items_.fill_batch(indices, out);
+  }
+  mutable std::vector<uint64_t> inputs;  // batch k's input buffer (caller's thread only)
+  mutable std::atomic<bool> filling_first{false};
+
+ private:
+  Generated items_;
+  std::chrono::milliseconds delay_;
 };
 
 // A dataset whose item `bad` cannot be produced.
@@ -291,6 +320,31 @@ TEST_CASE("DataLoader allocates prefetched batches on the calling thread, in a f
   CHECK_EQ(d.allocated(), 3 * batch);  // the batch handed out, and the next one's buffers
   // An input and a target per batch: no per-batch index tensor, no item copies.
   CHECK_EQ(requests() - requests_before, 3 * 2);
+}
+
+TEST_CASE("DataLoader frees the batches it prepared ahead in batch order, wherever the worker was") {
+  // The worker is still filling batch 0 when a new epoch starts: batch 0 ends up filled, batch 1
+  // still waits. Both are freed in batch order all the same, so two runs of a program record the
+  // same frees (a snapshot of one run equals a snapshot of the next).
+  const SlowFirstBatch ds(40, std::chrono::milliseconds(100));
+  PolicyAllocator& cpu = allocator_for(kCPU);
+  const bool was_tracing = cpu.trace().enabled();
+  cpu.trace().enable();
+  std::vector<uint64_t> freed;
+  {
+    data::DataLoader loader(ds, {.batch_size = 10, .prefetch = 2});
+    REQUIRE_EQ(ds.inputs.size(), 2);
+    while (!ds.filling_first) std::this_thread::yield();
+    const std::vector<uint64_t> first_epoch = ds.inputs;
+    loader.start_epoch(1);
+    for (const TraceEvent& e : cpu.trace().events()) {
+      if (e.action == TraceAction::FreeRequested &&
+          std::find(first_epoch.begin(), first_epoch.end(), e.address) != first_epoch.end())
+        freed.push_back(e.address);
+    }
+    CHECK_EQ(freed, first_epoch);
+  }
+  if (!was_tracing) cpu.trace().disable();
 }
 
 TEST_CASE("fill_batch rejects buffers of the wrong size, naming the sizes") {
