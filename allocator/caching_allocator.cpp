@@ -43,7 +43,6 @@ CachingAllocator::~CachingAllocator() {
   // Return every segment to the source. Blocks still allocated at this point belong to objects
   // that outlive the allocator; their memory goes with it.
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [event, block] : pending_events_) events_->release(event);
   for (detail::Segment* seg : segments_) {
     source_.free(seg->ptr, seg->size);
     delete seg;
@@ -71,7 +70,7 @@ size_t CachingAllocator::allocation_size(size_t rounded) {
 
 Block CachingAllocator::allocate_block(size_t nbytes, StreamId stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!pending_events_.empty()) process_events();
+  deferred_.process([this](BlockRecord* done) { free_block(done); });
   const size_t size = round_size(nbytes);
   BlockPool& pool = pool_for(size);
   const size_t segment_size = allocation_size(size);
@@ -184,15 +183,8 @@ void CachingAllocator::free(const Block& handle) {
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
   trace_event(TraceAction::FreeRequested, block->ptr, block->size, block->requested_size,
               block->stream);
-  if (!block->stream_uses.empty() && events_ != nullptr) {
-    // Other streams may still read it: reuse only after their work recorded so far is done.
-    for (StreamId s : block->stream_uses) {
-      pending_events_.emplace_back(events_->record(s), block);
-      ++block->event_count;
-    }
-    block->stream_uses.clear();
-    return;
-  }
+  // Other streams may still read it: reuse only after their work recorded so far is done.
+  if (deferred_.defer(block)) return;
   free_block(block);
 }
 
@@ -245,43 +237,16 @@ size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool
 }
 
 void CachingAllocator::record_stream(const Block& handle, StreamId stream) {
-  if (handle.record == nullptr || events_ == nullptr) return;
+  if (handle.record == nullptr) return;
   auto* block = static_cast<BlockRecord*>(handle.record);
   std::lock_guard<std::mutex> lock(mutex_);
   if (stream == block->stream) return;  // uses on the allocation stream are ordered already
-  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
-      block->stream_uses.end()) {
-    block->stream_uses.push_back(stream);
-  }
+  deferred_.record_use(block, stream);
 }
 
 void CachingAllocator::set_stream_events(StreamEvents* events) {
   std::lock_guard<std::mutex> lock(mutex_);
-  events_ = events;
-}
-
-void CachingAllocator::process_events() {
-  // Events complete in record order per stream; stop at the first one still running, as
-  // PyTorch does per stream (one queue here keeps the code short at the cost of some delay).
-  while (!pending_events_.empty()) {
-    auto [event, block] = pending_events_.front();
-    if (!events_->query(event)) break;
-    events_->release(event);
-    pending_events_.pop_front();
-    if (--block->event_count == 0) free_block(block);
-  }
-}
-
-void CachingAllocator::synchronize_and_free_events() {
-  if (pending_events_.empty()) return;
-  ++stats_.num_sync_all_streams;
-  while (!pending_events_.empty()) {
-    auto [event, block] = pending_events_.front();
-    events_->synchronize(event);
-    events_->release(event);
-    pending_events_.pop_front();
-    if (--block->event_count == 0) free_block(block);
-  }
+  deferred_.set_events(events);
 }
 
 // ---- releasing cached memory ----
@@ -324,7 +289,10 @@ bool CachingAllocator::release_available_cached_blocks(BlockPool& pool, StreamId
 }
 
 void CachingAllocator::release_cached_blocks() {
-  synchronize_and_free_events();
+  if (!deferred_.empty()) {
+    ++stats_.num_sync_all_streams;
+    deferred_.synchronize([this](BlockRecord* done) { free_block(done); });
+  }
   for (BlockPool* pool : {&large_, &small_}) {
     for (BlockRecord* block : pool->all_blocks()) {
       if (!block->is_split()) release_segment(block);

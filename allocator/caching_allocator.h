@@ -16,12 +16,12 @@
 // returns only segments with nothing allocated in them.
 #pragma once
 
-#include <deque>
 #include <set>
 
 #include "allocator/block_pool.h"
 #include "allocator/config.h"
 #include "allocator/policy_allocator.h"
+#include "allocator/stream_events.h"
 
 namespace memgrad {
 
@@ -32,21 +32,6 @@ inline constexpr size_t kSmallBuffer = 2 * kMiB;    // small-pool segment size
 inline constexpr size_t kLargeBuffer = 20 * kMiB;   // large-pool segment for 1-10 MiB requests
 inline constexpr size_t kMinLargeAlloc = 10 * kMiB; // from here segments are rounded to kRoundLarge
 inline constexpr size_t kRoundLarge = 2 * kMiB;
-
-// Waits on stream work for record_stream semantics. The CUDA backend implements it with events;
-// without one, record_stream is a no-op (the CPU has a single stream).
-class StreamEvents {
- public:
-  virtual ~StreamEvents() = default;
-  // Records an event on `stream` after the work queued so far; returns its handle.
-  virtual void* record(StreamId stream) = 0;
-  // Whether the event has completed.
-  virtual bool query(void* event) = 0;
-  // Blocks until the event has completed.
-  virtual void synchronize(void* event) = 0;
-  // Destroys the event.
-  virtual void release(void* event) = 0;
-};
 
 class CachingAllocator final : public PolicyAllocator {
  public:
@@ -104,8 +89,6 @@ class CachingAllocator final : public PolicyAllocator {
   bool release_available_cached_blocks(BlockPool& pool, StreamId stream, size_t size);
   void release_cached_blocks();
   void garbage_collect();
-  void process_events();
-  void synchronize_and_free_events();
 
   AllocatorConfig config_;
   bool any_divisions_ = false;  // whether roundup_power2_divisions is set for any bucket
@@ -113,8 +96,7 @@ class CachingAllocator final : public PolicyAllocator {
   BlockPool small_{true};
   BlockPool large_{false};
   std::set<detail::Segment*, bool (*)(const detail::Segment*, const detail::Segment*)> segments_;
-  StreamEvents* events_ = nullptr;
-  std::deque<std::pair<void*, BlockRecord*>> pending_events_;  // (event, block) in record order
+  DeferredFrees<BlockRecord> deferred_;  // freed blocks other streams may still use
 };
 
 }  // namespace memgrad

@@ -25,7 +25,6 @@ PinnedHostAllocator::PinnedHostAllocator(MemorySource& source, const AllocatorCo
 
 PinnedHostAllocator::~PinnedHostAllocator() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [event, record] : pending_events_) events_->release(event);
   for (auto& [ptr, record] : records_) source_.free(ptr, record.size);
 }
 
@@ -37,7 +36,7 @@ Block PinnedHostAllocator::allocate_block(size_t nbytes, StreamId stream) {
   constexpr size_t kLargest = size_t{1} << 62;  // bit_ceil above this is undefined
   std::lock_guard<std::mutex> lock(mutex_);
   if (nbytes > kLargest) throw_oom(nbytes, nbytes, kDefaultStream);
-  if (!pending_events_.empty()) process_events();
+  deferred_.process([this](Record* done) { make_free(done); });
   const size_t size = round_size(nbytes);
   std::vector<Record*>& list = free_lists_[size_class(size)];
   Record* record = nullptr;
@@ -78,15 +77,8 @@ void PinnedHostAllocator::free(const Block& block) {
   trace_event(TraceAction::FreeRequested, record->ptr, record->size, record->requested,
               block.stream);
   record->requested = 0;
-  if (!record->stream_uses.empty() && events_ != nullptr) {
-    // A copy queued on these streams may still read or write the bytes.
-    for (StreamId s : record->stream_uses) {
-      pending_events_.emplace_back(events_->record(s), record);
-      ++record->event_count;
-    }
-    record->stream_uses.clear();
-    return;
-  }
+  // A copy queued on other streams may still read or write the bytes.
+  if (deferred_.defer(record)) return;
   make_free(record);
 }
 
@@ -98,16 +90,14 @@ void PinnedHostAllocator::make_free(Record* record) {
 }
 
 void PinnedHostAllocator::record_stream(const Block& block, StreamId stream) {
-  if (block.record == nullptr || events_ == nullptr) return;
-  auto* record = static_cast<Record*>(block.record);
+  if (block.record == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& uses = record->stream_uses;
-  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  deferred_.record_use(static_cast<Record*>(block.record), stream);
 }
 
 void PinnedHostAllocator::set_stream_events(StreamEvents* events) {
   std::lock_guard<std::mutex> lock(mutex_);
-  events_ = events;
+  deferred_.set_events(events);
 }
 
 size_t PinnedHostAllocator::pending_blocks() const {
@@ -117,20 +107,8 @@ size_t PinnedHostAllocator::pending_blocks() const {
   return n;
 }
 
-void PinnedHostAllocator::process_events() {
-  // Events complete in record order per stream; stop at the first one still running (one queue
-  // for all streams, as in the device policy: simpler, at the cost of some delay).
-  while (!pending_events_.empty()) {
-    auto [event, record] = pending_events_.front();
-    if (!events_->query(event)) break;
-    events_->release(event);
-    pending_events_.pop_front();
-    if (--record->event_count == 0) make_free(record);
-  }
-}
-
 void PinnedHostAllocator::release_cached() {
-  process_events();
+  deferred_.process([this](Record* done) { make_free(done); });
   for (std::vector<Record*>& list : free_lists_) {
     for (Record* record : list) {
       void* ptr = record->ptr;

@@ -18,13 +18,12 @@
 #pragma once
 
 #include <array>
-#include <deque>
 #include <unordered_map>
 #include <vector>
 
-#include "allocator/caching_allocator.h"
 #include "allocator/config.h"
 #include "allocator/policy_allocator.h"
+#include "allocator/stream_events.h"
 
 namespace memgrad {
 
@@ -76,14 +75,12 @@ class PinnedHostAllocator final : public PolicyAllocator {
 
   // All private members below require mutex_.
   void* from_source(size_t size, StreamId stream);  // nullptr when full or over the fraction
-  void process_events();
   void make_free(Record* record);
   void release_cached();
 
-  StreamEvents* events_ = nullptr;
   std::unordered_map<void*, Record> records_;               // every block held, by pointer
   std::array<std::vector<Record*>, kNumClasses> free_lists_;  // cached blocks per size class
-  std::deque<std::pair<void*, Record*>> pending_events_;    // (event, block) in record order
+  DeferredFrees<Record> deferred_;  // freed blocks a copy on another stream may still use
 };
 
 }  // namespace memgrad

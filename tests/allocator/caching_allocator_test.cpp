@@ -6,9 +6,11 @@
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/error.h"
+#include "tests/support/manual_events.h"
 #include "tests/support/stats_delta.h"
 
 using namespace memgrad;
+using memgrad::testing::ManualEvents;
 using memgrad::testing::StatsDelta;
 
 namespace {
@@ -317,22 +319,6 @@ TEST_CASE("freed blocks are reused only on their own stream") {
   d.alloc.free(b);
   d.alloc.free(c);
 }
-
-namespace {
-
-// Events completed by hand, to test record_stream without a GPU.
-struct ManualEvents : StreamEvents {
-  std::vector<int> done;
-  void* record(StreamId) override {
-    done.push_back(0);
-    return reinterpret_cast<void*>(done.size());
-  }
-  bool query(void* e) override { return done[reinterpret_cast<size_t>(e) - 1] != 0; }
-  void synchronize(void* e) override { done[reinterpret_cast<size_t>(e) - 1] = 1; }
-  void release(void*) override {}
-};
-
-}  // namespace
 
 TEST_CASE("a block used by another stream is reused only after that stream's event") {
   Device d;

@@ -10,26 +10,10 @@
 #include "allocator/error.h"
 #include "allocator/host_memory.h"
 #include "allocator/pinned_host_allocator.h"
+#include "tests/support/manual_events.h"
 
 using namespace memgrad;
-
-namespace {
-
-// Events completed by hand; records the stream each was recorded on.
-struct ManualEvents : StreamEvents {
-  std::vector<int> done;
-  std::vector<StreamId> streams;
-  void* record(StreamId stream) override {
-    done.push_back(0);
-    streams.push_back(stream);
-    return reinterpret_cast<void*>(done.size());
-  }
-  bool query(void* e) override { return done[reinterpret_cast<size_t>(e) - 1] != 0; }
-  void synchronize(void* e) override { done[reinterpret_cast<size_t>(e) - 1] = 1; }
-  void release(void*) override {}
-};
-
-}  // namespace
+using memgrad::testing::ManualEvents;
 
 TEST_SUITE("allocator") {
 
