@@ -13,20 +13,6 @@ namespace {
 
 size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// MemAvailable from /proc/meminfo, or free physical pages when that is not readable.
-size_t available_host_bytes() {
-  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    unsigned long long kib = 0;
-    while (std::fgets(line, sizeof line, f)) {
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
-    }
-    std::fclose(f);
-    if (kib > 0) return static_cast<size_t>(kib) * 1024;
-  }
-  return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
-
 }  // namespace
 
 void* HostMemory::allocate(size_t nbytes) {
@@ -43,9 +29,24 @@ void HostMemory::free(void* ptr, size_t nbytes) {
   in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
 }
 
-size_t HostMemory::capacity() const {
+size_t physical_host_bytes() {
   return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
+
+size_t available_host_bytes() {
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    }
+    std::fclose(f);
+    if (kib > 0) return static_cast<size_t>(kib) * 1024;
+  }
+  return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+size_t HostMemory::capacity() const { return physical_host_bytes(); }
 
 size_t HostMemory::free_bytes() const { return available_host_bytes(); }
 

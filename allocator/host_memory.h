@@ -15,6 +15,12 @@
 
 namespace memgrad {
 
+// The machine's physical memory, in bytes.
+size_t physical_host_bytes();
+// MemAvailable from /proc/meminfo (the kernel's estimate of what can be allocated without
+// swapping), or the free physical pages when that is not readable.
+size_t available_host_bytes();
+
 class HostMemory final : public MemorySource {
  public:
   HostMemory() = default;

@@ -1,15 +1,12 @@
 // PinnedHostMemory: cudaHostAlloc / cudaFreeHost; capacity figures from the host.
 #include "allocator/pinned_host_memory.h"
 
-#include <unistd.h>
-
 #include <cuda_runtime_api.h>
-
-#include <cstdio>
 
 #include <fmt/format.h>
 
 #include "allocator/cuda_check.h"
+#include "allocator/host_memory.h"
 
 namespace memgrad {
 namespace {
@@ -41,21 +38,8 @@ void PinnedHostMemory::free(void* ptr, size_t nbytes) {
   check_cuda(cudaFreeHost(ptr), "cudaFreeHost(ptr)", fmt::format("{} bytes", nbytes));
 }
 
-size_t PinnedHostMemory::capacity() const {
-  return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
+size_t PinnedHostMemory::capacity() const { return physical_host_bytes(); }
 
-size_t PinnedHostMemory::free_bytes() const {
-  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    unsigned long long kib = 0;
-    while (std::fgets(line, sizeof line, f)) {
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
-    }
-    std::fclose(f);
-    if (kib > 0) return static_cast<size_t>(kib) * 1024;
-  }
-  return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
+size_t PinnedHostMemory::free_bytes() const { return available_host_bytes(); }
 
 }  // namespace memgrad
