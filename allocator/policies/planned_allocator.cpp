@@ -46,6 +46,11 @@ void add_delta(Stat& into, const Stat& before, const Stat& after) {
   if (added > 0) into.increase(added);
 }
 
+MemoryPlan checked(MemoryPlan plan) {
+  check_plan(plan, plan.source);
+  return plan;
+}
+
 void add_delta(PooledStat& into, const PooledStat& before, const PooledStat& after) {
   for (int p = 0; p < kNumStatPools; ++p) add_delta(into.pools[p], before.pools[p], after.pools[p]);
 }
@@ -53,30 +58,29 @@ void add_delta(PooledStat& into, const PooledStat& before, const PooledStat& aft
 }  // namespace
 
 PlannedAllocator::PlannedAllocator(MemorySource& source, const AllocatorConfig& config)
+    : PlannedAllocator(source, config,
+                       config.planned_plan.empty()
+                           ? std::nullopt
+                           : std::optional(read_plan_file(config.planned_plan))) {}
+
+PlannedAllocator::PlannedAllocator(MemorySource& source, MemoryPlan plan,
+                                   const AllocatorConfig& config)
+    : PlannedAllocator(source, config, checked(std::move(plan))) {}
+
+PlannedAllocator::PlannedAllocator(MemorySource& source, const AllocatorConfig& config,
+                                   std::optional<MemoryPlan> plan)
     : PolicyAllocator(source, config.memory_fraction),
       fallback_(std::make_unique<CachingAllocator>(source, fallback_config(config))),
       exact_(std::make_unique<PassthroughAllocator>(source)) {
   fallback_seen_ = fallback_->stats();
   exact_seen_ = exact_->stats();
   stats_.max_split_size = fallback_seen_.max_split_size;
-  if (!config.planned_plan.empty()) {
-    install_plan(read_plan_file(config.planned_plan));
+  if (plan) {
+    install_plan(std::move(*plan));
   } else {
     warmup_steps_ = config.planned_warmup_steps != 0 ? config.planned_warmup_steps
                                                      : kDefaultPlannedWarmupSteps;
   }
-}
-
-PlannedAllocator::PlannedAllocator(MemorySource& source, MemoryPlan plan,
-                                   const AllocatorConfig& config)
-    : PolicyAllocator(source, config.memory_fraction),
-      fallback_(std::make_unique<CachingAllocator>(source, fallback_config(config))),
-      exact_(std::make_unique<PassthroughAllocator>(source)) {
-  fallback_seen_ = fallback_->stats();
-  exact_seen_ = exact_->stats();
-  stats_.max_split_size = fallback_seen_.max_split_size;
-  check_plan(plan, plan.source);
-  install_plan(std::move(plan));
 }
 
 PlannedAllocator::~PlannedAllocator() {

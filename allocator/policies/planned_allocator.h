@@ -89,6 +89,12 @@ class PlannedAllocator final : public PolicyAllocator {
   PlannedAllocator(MemorySource& source, MemoryPlan plan, const AllocatorConfig& config = {});
   ~PlannedAllocator() override;
 
+ private:
+  // What both constructors do: the fallback and exact policies, then the plan (already checked)
+  // or, without one, the warm-up.
+  PlannedAllocator(MemorySource& source, const AllocatorConfig& config,
+                   std::optional<MemoryPlan> plan);
+
  protected:
   // The fallback's segment size: the arena is obtained once, and a request the plan does not
   // serve goes to the fallback (or, before the plan, to a segment of its own size, no larger).
