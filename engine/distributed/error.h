@@ -2,9 +2,10 @@
 //
 // A collective either completes on every rank or throws on every rank that can still run code:
 //   CollectiveMismatchError  the ranks called a collective with different arguments (another op,
-//                            dtype, element count or root); every rank finds out from the call
-//                            descriptions all ranks exchange first, before any data moves, so
-//                            each one throws the same error instead of waiting forever;
+//                            dtype, element count or root), or a peer's own checks rejected its
+//                            arguments; every rank finds out from the call descriptions all
+//                            ranks exchange first, before any data moves, so each one throws
+//                            instead of waiting forever (the rejecting rank its own typed error);
 //   RankFailureError         a peer closed its connections (its process exited) or did not answer
 //                            within the process group's timeout; the error names the ranks whose
 //                            processes are known to be gone;
@@ -40,8 +41,9 @@ class DistributedError : public Error {
 };
 
 // Ranks disagree on a collective. calls() describes each rank's call, indexed by rank
-// ("all_reduce float32 numel 1024"); mismatching_rank() is the lowest rank whose call differs
-// from rank 0's.
+// ("all_reduce float32 numel 1024", or "all_reduce, rejected by rank 1: <its error's text>" for a
+// rank whose own checks rejected its arguments); mismatching_rank() is the lowest rank that
+// rejected its arguments, or else the lowest rank whose call differs from rank 0's.
 class CollectiveMismatchError : public DistributedError {
  public:
   CollectiveMismatchError(std::string message, std::string op, int rank, uint64_t sequence,

@@ -4,6 +4,11 @@
 // (k, op, dtype, numel, extra) to an all-gather and compares the table with rank 0's row. All ranks
 // see the same table, so either all go on or all throw the same CollectiveMismatchError; a rank
 // that calls something else can never leave the others waiting for data that will not come.
+// A rank whose own argument checks fail (a tensor on the wrong device, not contiguous, of the
+// wrong dtype or shape) still takes part in the call check: its row says "rejected" (the op
+// negated, the length of its error's text in place of numel), and a second all-gather, which
+// only happens when some row says so, carries the texts. That rank then throws its own error,
+// the others a CollectiveMismatchError naming it and quoting its error.
 #include "engine/distributed/process_group.h"
 
 #include <signal.h>
@@ -11,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -53,6 +59,15 @@ const char* op_code_name(int64_t code) {
 }
 
 constexpr size_t kCallFields = 5;  // sequence, op, dtype, numel, extra
+// The most bytes of a rejecting rank's error text its peers receive (the rest is cut).
+constexpr size_t kMaxReasonBytes = 1024;
+
+// `text` in int64 words (zero-padded), `words` long, for the transport's exchange.
+std::vector<int64_t> pack_text(const std::string& text, size_t words) {
+  std::vector<int64_t> packed(words, 0);
+  std::memcpy(packed.data(), text.data(), std::min(text.size(), words * sizeof(int64_t)));
+  return packed;
+}
 
 std::string describe_call(const int64_t* f) {
   if (f[1] == kBarrier) return "barrier";
@@ -131,6 +146,27 @@ std::vector<detail::PeerInfo> rendezvous_peers(Store& store, const std::string& 
   return peers;
 }
 
+// The message of the error `e`.
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+}
+
+// Runs a collective's own argument checks; returns the typed error they threw (null: none),
+// which the call check then shares with the other ranks.
+template <typename F>
+std::exception_ptr argument_error(F&& checks) {
+  try {
+    checks();
+  } catch (const Error&) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
 bool can_sum(DType dtype) {
   return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16 || dtype == kInt64;
 }
@@ -181,37 +217,97 @@ void ProcessGroup::check_tensor(const char* op, const char* what, const Tensor& 
   }
 }
 
-void ProcessGroup::begin(const char* op, const Call& call) {
-  if (failure_ != nullptr) std::rethrow_exception(failure_);
+void ProcessGroup::begin(const char* op, const Call& call, const std::exception_ptr& rejected) {
+  if (failure_ != nullptr) std::rethrow_exception(rejected != nullptr ? rejected : failure_);
   ++sequence_;
-  if (size_ == 1) return;
-  const std::vector<int64_t> mine = {static_cast<int64_t>(sequence_), call.op, call.dtype,
-                                     call.numel, call.extra};
-  std::vector<int64_t> all;
-  try {
-    all = transport_->exchange(mine);
-  } catch (const detail::TransportFailure& e) {
-    fail(op, e.what());
+  if (transport_->local() || (rejected != nullptr && size_ == 1)) {
+    if (rejected != nullptr) std::rethrow_exception(rejected);
+    return;
   }
+  const std::string reason =
+      rejected != nullptr ? error_text(rejected).substr(0, kMaxReasonBytes) : std::string();
+  const auto sequence = static_cast<int64_t>(sequence_);
+  const std::vector<int64_t> mine =
+      rejected != nullptr
+          ? std::vector<int64_t>{sequence, -call.op, 0, static_cast<int64_t>(reason.size()), -1}
+          : std::vector<int64_t>{sequence, call.op, call.dtype, call.numel, call.extra};
+  const std::vector<int64_t> all = exchange_calls(op, mine, rejected);
+  auto row = [&](int r) { return &all[static_cast<size_t>(r) * kCallFields]; };
+  // The texts of the rejecting ranks, when there are any (every rank sees the same table, so
+  // every rank makes this second exchange, or none does).
+  size_t reason_words = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (row(r)[1] < 0) {
+      reason_words = std::max(reason_words, static_cast<size_t>(row(r)[3] + 7) / 8);
+    }
+  }
+  std::vector<std::string> reasons(static_cast<size_t>(size_));
+  if (reason_words > 0) {
+    const std::vector<int64_t> texts =
+        exchange_calls(op, pack_text(reason, reason_words), rejected);
+    for (int r = 0; r < size_; ++r) {
+      if (row(r)[1] >= 0) continue;
+      const size_t nbytes = std::min(static_cast<size_t>(row(r)[3]), reason_words * 8);
+      std::string& text = reasons[static_cast<size_t>(r)];
+      text.resize(nbytes);
+      std::memcpy(text.data(), &texts[static_cast<size_t>(r) * reason_words], nbytes);
+    }
+  }
+  if (rejected != nullptr) std::rethrow_exception(rejected);
+  // The rank to name: the lowest that rejected its call, else the lowest whose call differs
+  // from rank 0's.
   int mismatch = -1;
+  for (int r = 0; r < size_ && mismatch < 0; ++r) {
+    if (row(r)[1] < 0) mismatch = r;
+  }
   for (int r = 1; r < size_ && mismatch < 0; ++r) {
     for (size_t f = 0; f < kCallFields; ++f) {
-      if (all[r * kCallFields + f] != all[f]) mismatch = r;
+      if (row(r)[f] != row(0)[f]) mismatch = r;
     }
   }
   if (mismatch < 0) return;
   std::vector<std::string> calls;
   std::vector<std::string> lines;
+  std::vector<int> rejecting;
   for (int r = 0; r < size_; ++r) {
-    const int64_t* f = &all[static_cast<size_t>(r) * kCallFields];
-    calls.push_back(describe_call(f));
+    const int64_t* f = row(r);
+    if (f[1] < 0) {
+      rejecting.push_back(r);
+      calls.push_back(fmt::format("{}, rejected by rank {}: {}", op_code_name(-f[1]), r,
+                                  reasons[static_cast<size_t>(r)]));
+    } else {
+      calls.push_back(describe_call(f));
+    }
     lines.push_back(fmt::format("rank {}: collective #{} {}", r, f[0], calls.back()));
+  }
+  if (!rejecting.empty()) {
+    throw CollectiveMismatchError(
+        fmt::format("[{}] collective #{} did not run: rank{} {} rejected {} own arguments, so no "
+                    "rank ran it ({})",
+                    op, sequence_, rejecting.size() == 1 ? "" : "s", fmt::join(rejecting, ", "),
+                    rejecting.size() == 1 ? "its" : "their", fmt::join(lines, "; ")),
+        op, rank_, sequence_, calls, mismatch);
   }
   throw CollectiveMismatchError(
       fmt::format("[{}] collective #{} does not match across ranks ({}); every rank must call the "
                   "same collectives in the same order, with tensors of the same dtype and numel",
                   op, sequence_, fmt::join(lines, "; ")),
       op, rank_, sequence_, calls, mismatch);
+}
+
+std::vector<int64_t> ProcessGroup::exchange_calls(const char* op, const std::vector<int64_t>& mine,
+                                                  const std::exception_ptr& rejected) {
+  try {
+    return transport_->exchange(mine);
+  } catch (const detail::TransportFailure& e) {
+    if (rejected == nullptr) fail(op, e.what());
+    // The group is broken all the same, but this rank's own error came first.
+    try {
+      fail(op, e.what());
+    } catch (const RankFailureError&) {
+    }
+    std::rethrow_exception(rejected);
+  }
 }
 
 void ProcessGroup::fail(const char* op, const std::string& transport_message) {
@@ -250,15 +346,19 @@ void ProcessGroup::fail(const char* op, const std::string& transport_message) {
 }
 
 void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor("all_reduce", "tensor", tensor);
-  if (!can_sum(tensor.dtype()) || (op == ReduceOp::Avg && !is_floating(tensor.dtype()))) {
-    throw DTypeError(
-        fmt::format("[all_reduce] cannot {} {} tensors", op == ReduceOp::Avg ? "average" : "sum",
-                    dtype_name(tensor.dtype())),
-        "all_reduce", {tensor.dtype()});
-  }
-  begin("all_reduce", {kAllReduce, static_cast<int64_t>(tensor.dtype()), tensor.numel(), -1});
-  if (size_ > 1 && tensor.numel() > 0) {
+  Call call{kAllReduce};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("all_reduce", "tensor", tensor);
+    if (!can_sum(tensor.dtype()) || (op == ReduceOp::Avg && !is_floating(tensor.dtype()))) {
+      throw DTypeError(
+          fmt::format("[all_reduce] cannot {} {} tensors", op == ReduceOp::Avg ? "average" : "sum",
+                      dtype_name(tensor.dtype())),
+          "all_reduce", {tensor.dtype()});
+    }
+    call = {kAllReduce, static_cast<int64_t>(tensor.dtype()), tensor.numel(), -1};
+  });
+  begin("all_reduce", call, rejected);
+  if (!transport_->local() && tensor.numel() > 0) {
     try {
       transport_->all_reduce_sum(tensor.impl()->data(), static_cast<size_t>(tensor.numel()),
                                  tensor.dtype());
@@ -275,28 +375,31 @@ void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
 }
 
 void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
-  check_tensor("reduce_scatter", "output", output);
-  check_tensor("reduce_scatter", "input", input);
-  if (input.dtype() != output.dtype() || !can_sum(input.dtype()) ||
-      (op == ReduceOp::Avg && !is_floating(input.dtype()))) {
-    throw DTypeError(fmt::format("[reduce_scatter] input ({}) and output ({}) must have one "
-                                 "dtype that can be {}",
-                                 dtype_name(input.dtype()), dtype_name(output.dtype()),
-                                 op == ReduceOp::Avg ? "averaged" : "summed"),
-                     "reduce_scatter", {input.dtype(), output.dtype()});
-  }
-  if (input.numel() != output.numel() * size_) {
-    throw ShapeError(
-        fmt::format("[reduce_scatter] input of shape {} must hold world size ({}) x "
-                    "output's {} elements (output shape {})",
-                    to_string(input.sizes()), size_, output.numel(), to_string(output.sizes())),
-        "reduce_scatter", {input.sizes(), output.sizes()});
-  }
-  begin("reduce_scatter",
-        {kReduceScatter, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()});
+  Call call{kReduceScatter};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("reduce_scatter", "output", output);
+    check_tensor("reduce_scatter", "input", input);
+    if (input.dtype() != output.dtype() || !can_sum(input.dtype()) ||
+        (op == ReduceOp::Avg && !is_floating(input.dtype()))) {
+      throw DTypeError(fmt::format("[reduce_scatter] input ({}) and output ({}) must have one "
+                                   "dtype that can be {}",
+                                   dtype_name(input.dtype()), dtype_name(output.dtype()),
+                                   op == ReduceOp::Avg ? "averaged" : "summed"),
+                       "reduce_scatter", {input.dtype(), output.dtype()});
+    }
+    if (input.numel() != output.numel() * size_) {
+      throw ShapeError(
+          fmt::format("[reduce_scatter] input of shape {} must hold world size ({}) x "
+                      "output's {} elements (output shape {})",
+                      to_string(input.sizes()), size_, output.numel(), to_string(output.sizes())),
+          "reduce_scatter", {input.sizes(), output.sizes()});
+    }
+    call = {kReduceScatter, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
+  });
+  begin("reduce_scatter", call, rejected);
   GradModeGuard no_grad(false);
   Tensor out = output;
-  if (size_ == 1) {
+  if (transport_->local()) {
     out.copy_(input);
     return;
   }
@@ -322,26 +425,29 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
   } catch (const detail::TransportFailure& e) {
     fail("reduce_scatter", e.what());
   }
-  if (op == ReduceOp::Avg) out.div_(static_cast<double>(size_));
+  if (op == ReduceOp::Avg && size_ > 1) out.div_(static_cast<double>(size_));
 }
 
 void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
-  check_tensor("all_gather", "output", output);
-  check_tensor("all_gather", "input", input);
-  if (input.dtype() != output.dtype()) {
-    throw DTypeError(fmt::format("[all_gather] input ({}) and output ({}) must have one dtype",
-                                 dtype_name(input.dtype()), dtype_name(output.dtype())),
-                     "all_gather", {input.dtype(), output.dtype()});
-  }
-  if (output.numel() != input.numel() * size_) {
-    throw ShapeError(
-        fmt::format("[all_gather] output of shape {} must hold world size ({}) x "
-                    "input's {} elements (input shape {})",
-                    to_string(output.sizes()), size_, input.numel(), to_string(input.sizes())),
-        "all_gather", {output.sizes(), input.sizes()});
-  }
-  begin("all_gather",
-        {kAllGather, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()});
+  Call call{kAllGather};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("all_gather", "output", output);
+    check_tensor("all_gather", "input", input);
+    if (input.dtype() != output.dtype()) {
+      throw DTypeError(fmt::format("[all_gather] input ({}) and output ({}) must have one dtype",
+                                   dtype_name(input.dtype()), dtype_name(output.dtype())),
+                       "all_gather", {input.dtype(), output.dtype()});
+    }
+    if (output.numel() != input.numel() * size_) {
+      throw ShapeError(
+          fmt::format("[all_gather] output of shape {} must hold world size ({}) x "
+                      "input's {} elements (input shape {})",
+                      to_string(output.sizes()), size_, input.numel(), to_string(input.sizes())),
+          "all_gather", {output.sizes(), input.sizes()});
+    }
+    call = {kAllGather, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
+  });
+  begin("all_gather", call, rejected);
   const size_t in_bytes = input.nbytes();
   const char* mine = static_cast<const char*>(output.impl()->data()) + in_bytes * rank_;
   const bool in_place = input.impl()->data() == mine;
@@ -357,13 +463,17 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
 }
 
 void ProcessGroup::broadcast(const Tensor& tensor, int src) {
-  check_tensor("broadcast", "tensor", tensor);
-  if (src < 0 || src >= size_) {
-    throw ValueError(
-        fmt::format("[broadcast] src {} is not a rank of this group (0 to {})", src, size_ - 1));
-  }
-  begin("broadcast", {kBroadcast, static_cast<int64_t>(tensor.dtype()), tensor.numel(), src});
-  if (size_ > 1 && tensor.numel() > 0) {
+  Call call{kBroadcast};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("broadcast", "tensor", tensor);
+    if (src < 0 || src >= size_) {
+      throw ValueError(
+          fmt::format("[broadcast] src {} is not a rank of this group (0 to {})", src, size_ - 1));
+    }
+    call = {kBroadcast, static_cast<int64_t>(tensor.dtype()), tensor.numel(), src};
+  });
+  begin("broadcast", call, rejected);
+  if (!transport_->local() && tensor.numel() > 0) {
     try {
       transport_->broadcast(tensor.impl()->data(), tensor.nbytes(), src);
     } catch (const detail::TransportFailure& e) {
@@ -374,8 +484,8 @@ void ProcessGroup::broadcast(const Tensor& tensor, int src) {
 }
 
 void ProcessGroup::barrier() {
-  begin("barrier", {kBarrier, 0, 0, -1});
-  if (size_ == 1) return;
+  begin("barrier", {kBarrier, 0, 0, -1}, nullptr);
+  if (transport_->local()) return;
   try {
     transport_->barrier();
   } catch (const detail::TransportFailure& e) {

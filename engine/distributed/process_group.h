@@ -5,10 +5,15 @@
 // and checks it: before any data moves, the ranks exchange a description of their call (op,
 // dtype, element count, root; 40 bytes each, through the transport, no device memory on Gloo), so
 // a rank that called something else makes every rank throw CollectiveMismatchError instead of
-// waiting forever. A peer whose process exits closes its connections: the others throw
-// RankFailureError naming it at once, and a peer that stays silent makes them throw when the
-// group's timeout (MEMGRAD_DIST_TIMEOUT, default 60 s) runs out. After either failure the group
-// is unusable (every later call throws the same error), as in PyTorch.
+// waiting forever. A rank whose own checks reject its arguments (a tensor on another device, not
+// contiguous, of a dtype or shape the collective cannot take) takes part in that exchange all the
+// same, saying so, and then sends its error's text (at most 1 KiB, a second exchange made only
+// then): it throws its own typed error (DeviceError, ValueError, DTypeError, ShapeError) and
+// every other rank a CollectiveMismatchError naming it and quoting that error, at once.
+// A peer whose process exits closes its connections: the others throw RankFailureError naming it
+// at once, and a peer that stays silent makes them throw when the group's timeout
+// (MEMGRAD_DIST_TIMEOUT, default 60 s) runs out. After either failure the group is unusable
+// (every later call throws the same error), as in PyTorch.
 //
 // Memory: each collective says what it allocates. Outputs are the caller's tensors (allocated
 // by the caller, as in PyTorch's all_gather_into_tensor and reduce_scatter_tensor), and every
@@ -18,6 +23,8 @@
 // channels' buffers (cudaMalloc, per communicator): those bytes are the one thing a collective
 // uses that memgrad's statistics do not see. On NCCL the call check goes through two small
 // device tensors (one 512-byte block each, freed on return), since NCCL moves device memory only.
+// A group of one rank on Gloo needs no engine: its collectives are local copies or nothing. On
+// NCCL even a group of one runs every collective (and its call check) through NCCL.
 // Collectives are not recorded by autograd, and each one completes before it returns (no
 // asynchronous work handles).
 #pragma once
@@ -119,9 +126,14 @@ class ProcessGroup {
     int64_t numel = 0;
     int64_t extra = -1;  // broadcast's root, all_gather/reduce_scatter's input numel
   };
-  // Checks `t` (device, contiguity), counts the call, exchanges and compares the calls of every
-  // rank; throws the group's failure again when it is broken.
-  void begin(const char* op, const Call& call);
+  // Counts the call, exchanges and compares the calls of every rank; throws the group's failure
+  // again when it is broken. `rejected`: the error this rank's own argument checks threw (null:
+  // none), shared with the other ranks, then thrown here.
+  void begin(const char* op, const Call& call, const std::exception_ptr& rejected);
+  // The transport's exchange; a transport failure breaks the group (fail), and a rank that
+  // rejected its arguments throws its own error even then.
+  std::vector<int64_t> exchange_calls(const char* op, const std::vector<int64_t>& mine,
+                                      const std::exception_ptr& rejected);
   [[noreturn]] void fail(const char* op, const std::string& transport_message);
   void check_tensor(const char* op, const char* what, const Tensor& t) const;
 

@@ -50,6 +50,10 @@ class Transport {
   virtual void broadcast(void* data, size_t nbytes, int root) = 0;
   virtual void barrier() = 0;
 
+  // A group of one without an engine: every collective is the identity or a local copy, so
+  // the process group skips the transport (and the call check).
+  virtual bool local() const { return false; }
+
   // See ProcessGroup::wire_bytes_sent.
   virtual std::optional<uint64_t> wire_bytes_sent() const { return std::nullopt; }
   // Where each rank runs, indexed by rank (empty when unknown).

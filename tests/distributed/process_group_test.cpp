@@ -1,6 +1,7 @@
 // ProcessGroup on 2 and 4 CPU ranks over Gloo (loopback, a file store): PyTorch's results for
 // every collective, the bytes each allocates, the typed error of a mismatched call on every
-// rank, the error naming a rank that died, and the failure note that lets a launcher name it.
+// rank (and of a call one rank's own checks rejected), the error naming a rank that died, and the
+// failure note that lets a launcher name it.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -139,6 +140,68 @@ int mismatch_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
+// Seconds since `start`.
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A rank whose own checks reject its arguments: rank 1 all-reduces a tensor that is not
+// contiguous, then rank 0 reduce-scatters into an output too large for its piece. The rejecting
+// rank throws its own typed error, every other rank a CollectiveMismatchError naming it and
+// quoting that error, at once (the timeout is 20 s); then the group still works.
+int rejected_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank(), n = pg->size();
+  auto start = std::chrono::steady_clock::now();
+  try {
+    pg->all_reduce(r == 1 ? ones({3, 2}).t() : ones({2, 3}));
+    check(false, "an all_reduce rank 1 rejected returned");
+  } catch (const CollectiveMismatchError& e) {
+    check(r != 1, fmt::format("rank 1 threw a mismatch, not its own error: {}", e.what()));
+    check(e.op() == "all_reduce" && e.sequence() == 1 && e.rank() == r, "fields");
+    check(e.mismatching_rank() == 1, fmt::format("rank {} named", e.mismatching_rank()));
+    check(e.calls().size() == static_cast<size_t>(n), "one call per rank");
+    check(e.calls()[0] == "all_reduce float32 numel 6", "rank 0's call: " + e.calls()[0]);
+    check(e.calls()[1].find("all_reduce, rejected by rank 1: [all_reduce] tensor of shape [2, 3] "
+                            "is not contiguous") == 0,
+          "rank 1's call: " + e.calls()[1]);
+    check(std::string(e.what()).find("rank 1 rejected its own arguments") != std::string::npos,
+          e.what());
+  } catch (const ValueError& e) {
+    check(r == 1, fmt::format("rank {} threw rank 1's error: {}", r, e.what()));
+    check(std::string(e.what()).find("is not contiguous") != std::string::npos, e.what());
+  }
+  double seconds = seconds_since(start);
+  check(seconds < 2.0, fmt::format("the rejected all_reduce failed after {:.1f} s", seconds));
+
+  start = std::chrono::steady_clock::now();
+  try {
+    Tensor output = empty({r == 0 ? 3 : 2});
+    pg->reduce_scatter(output, ones({2 * n}));
+    check(false, "a reduce_scatter rank 0 rejected returned");
+  } catch (const CollectiveMismatchError& e) {
+    check(r != 0, fmt::format("rank 0 threw a mismatch, not its own error: {}", e.what()));
+    check(e.op() == "reduce_scatter" && e.sequence() == 2, "fields");
+    check(e.mismatching_rank() == 0, fmt::format("rank {} named", e.mismatching_rank()));
+    const std::string expected = fmt::format(
+        "reduce_scatter, rejected by rank 0: [reduce_scatter] input of shape [{}] must hold "
+        "world size ({}) x output's 3 elements",
+        2 * n, n);
+    check(e.calls()[0].find(expected) == 0, "rank 0's call: " + e.calls()[0]);
+  } catch (const ShapeError& e) {
+    check(r == 0, fmt::format("rank {} threw rank 0's error: {}", r, e.what()));
+  }
+  seconds = seconds_since(start);
+  check(seconds < 2.0, fmt::format("the rejected reduce_scatter failed after {:.1f} s", seconds));
+
+  Tensor t = ones({3});
+  pg->all_reduce(t);
+  check(values_are(t, std::vector<double>(3, n)), "the group still works");
+  check(pg->collectives_run() == 3,
+        fmt::format("3 collectives, counted {}", pg->collectives_run()));
+  return failures() == 0 ? 0 : 1;
+}
+
 // The last rank exits without a word after the first barrier; the others' next collective
 // throws RankFailureError naming it, within the timeout, and every later call throws again.
 int dead_rank_worker() {
@@ -242,6 +305,7 @@ int throws_worker() {
 const bool kRegistered = memgrad::testing::register_worker("throws", throws_worker) &&
                          memgrad::testing::register_worker("collectives", collectives_worker) &&
                          memgrad::testing::register_worker("mismatch", mismatch_worker) &&
+                         memgrad::testing::register_worker("rejected", rejected_worker) &&
                          memgrad::testing::register_worker("dead_rank", dead_rank_worker) &&
                          memgrad::testing::register_worker("stuck_rank", stuck_rank_worker) &&
                          memgrad::testing::register_worker("wire_bytes", wire_bytes_worker);
@@ -263,6 +327,17 @@ TEST_SUITE("distributed") {
     for (int n : {2, 4}) {
       CAPTURE(n);
       const SpawnResult result = run_workers("mismatch", n);
+      INFO(outputs(result));
+      CHECK(result.ok());
+    }
+  }
+
+  TEST_CASE(
+      "a rank whose own checks reject its call: its own error there, at once a "
+      "CollectiveMismatchError naming it on the others") {
+    for (int n : {2, 4}) {
+      CAPTURE(n);
+      const SpawnResult result = run_workers("rejected", n, 20);
       INFO(outputs(result));
       CHECK(result.ok());
     }
