@@ -1,7 +1,7 @@
 // DistributedDataParallel on 2 and 4 CPU ranks: the averaged gradients equal the single-process
 // gradients of the same global batch (with and without bucket views, across several buckets, and
-// with no_sync accumulation), rank 0's weights reach every rank, and views save the gradients'
-// bytes.
+// with no_sync accumulation), rank 0's weights reach every rank, views save the gradients'
+// bytes, and a bucket is all-reduced during backward, before the earlier layers' gradients.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "autograd/autograd.h"
 #include "engine/distributed/distributed_data_parallel.h"
@@ -138,8 +139,39 @@ int no_sync_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
+// Two buckets (the last layer's parameters, then the first layer's): the first is all-reduced
+// during backward, as soon as its gradients are in, before the first layer's gradients arrive.
+// Hooks registered before DDP's on the first layer's parameters see one bucket reduced; after
+// backward both are, and the gradients are the whole batch's.
+int overlap_worker() {
+  const Setup setup;
+  auto model = make_model();
+  DistributedDataParallel* ddp_seen = nullptr;
+  std::vector<int64_t> reduced_at;  // buckets_reduced() as each first-layer gradient arrived
+  for (const auto& [name, p] : model->named_parameters()) {
+    if (name.rfind("0.", 0) != 0) continue;
+    p.register_post_accumulate_grad_hook([&](const Tensor&) {
+      reduced_at.push_back(static_cast<int64_t>(ddp_seen->buckets_reduced()));
+    });
+  }
+  DistributedDataParallel ddp(model, setup.pg, {0.0002, false});
+  ddp_seen = &ddp;
+  check(ddp.buckets().size() == 2, fmt::format("{} buckets", ddp.buckets().size()));
+  check(ddp.buckets()[1].parameters.front() == "0.bias", ddp.buckets()[1].parameters.front());
+  const Tensor xr = setup.x.narrow(0, setup.rank * setup.rows, setup.rows);
+  const Tensor yr = setup.y.narrow(0, setup.rank * setup.rows, setup.rows);
+  nn::cross_entropy(ddp(xr), yr).backward();
+  check(reduced_at == std::vector<int64_t>{1, 1},
+        fmt::format("buckets reduced as the first layer's gradients arrived: {} (expected 1, 1)",
+                    fmt::join(reduced_at, ", ")));
+  check(ddp.buckets_reduced() == 2, fmt::format("{} buckets reduced", ddp.buckets_reduced()));
+  setup.check_gradients(*model, "after the overlapped backward");
+  return failures() == 0 ? 0 : 1;
+}
+
 const bool kRegistered = memgrad::testing::register_worker("ddp", ddp_worker) &&
-                         memgrad::testing::register_worker("no_sync", no_sync_worker);
+                         memgrad::testing::register_worker("no_sync", no_sync_worker) &&
+                         memgrad::testing::register_worker("overlap", overlap_worker);
 
 }  // namespace
 
@@ -157,6 +189,15 @@ TEST_SUITE("distributed") {
           CHECK(result.ok());
         }
       }
+    }
+  }
+
+  TEST_CASE("DDP all-reduces a bucket during backward, as soon as its gradients are in") {
+    for (int n : {2, 4}) {
+      CAPTURE(n);
+      const SpawnResult result = run_workers("overlap", n, 20);
+      INFO(outputs(result));
+      CHECK(result.ok());
     }
   }
 
