@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -106,12 +107,35 @@ class RedisServer {
   pid_t pid_ = -1;
 };
 
+// Whether posix_spawnp finds redis-server on PATH.
 bool redis_server_installed() {
-  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
-    if (std::filesystem::exists(std::filesystem::path(dir) / "redis-server")) return true;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, end - start);
+    if (access((std::filesystem::path(dir.empty() ? "." : dir) / "redis-server").c_str(), X_OK) ==
+        0) {
+      return true;
+    }
+    start = end + 1;
   }
   return false;
 }
+
+// Without redis-server the Redis test case is skipped, and doctest's summary counts it as
+// skipped (./memgrad test installs redis-server, so this is for machines without it); the suite
+// says why once (not in its rank programs).
+const bool kNoRedisServer = [] {
+  const bool missing = !redis_server_installed();
+  if (missing && std::getenv("MEMGRAD_TEST_WORKER") == nullptr) {
+    fmt::print(
+        "note: redis-server is not on PATH, so the Redis store test case is skipped "
+        "(./memgrad test installs it)\n");
+  }
+  return missing;
+}();
 
 // Two ranks meet in the Redis store named by MASTER_ADDR and MASTER_PORT and all-reduce.
 int redis_worker() {
@@ -195,11 +219,8 @@ TEST_SUITE("distributed") {
 #endif
   }
 
-  TEST_CASE("ranks meet in Gloo's Redis store on a redis-server (loopback)") {
-    if (!redis_server_installed()) {
-      MESSAGE("redis-server is not installed (./memgrad test installs it): not run");
-      return;
-    }
+  TEST_CASE("ranks meet in Gloo's Redis store on a redis-server (loopback)" *
+            doctest::skip(kNoRedisServer)) {
     const int port = free_port();
     RedisServer server(port);
     REQUIRE(server.started());
