@@ -22,7 +22,6 @@ UnaryOp unary_op_of(OpKind kind, const GeluAttrs& gelu) {
     case OpKind::Sqrt: return UnaryOp::Sqrt;
     case OpKind::Rsqrt: return UnaryOp::Rsqrt;
     case OpKind::Abs: return UnaryOp::Abs;
-    case OpKind::Sign: return UnaryOp::Sign;
     case OpKind::Tanh: return UnaryOp::Tanh;
     case OpKind::Sigmoid: return UnaryOp::Sigmoid;
     case OpKind::Relu: return UnaryOp::Relu;

@@ -21,8 +21,9 @@
 namespace memgrad {
 
 // grad * f'(x) of a unary op, from `saved`: the op's result for exp, tanh, sigmoid, relu, sqrt,
-// rsqrt and reciprocal, its input for log, abs, sign, gelu, silu and square (what each op
-// saves, elementwise.h). `saved` broadcasts to grad's shape. Throws ValueError for another kind.
+// rsqrt and reciprocal, its input for log, abs, gelu, silu and square (what each op saves,
+// elementwise.h; sign saves nothing, its gradient being zero). `saved` broadcasts to grad's
+// shape. Throws ValueError for another kind.
 Tensor unary_backward(OpKind kind, const Tensor& grad, const Tensor& saved,
                       const GeluAttrs& gelu = {});
 
