@@ -2,9 +2,11 @@
 // derivative, f(a, b) of every BinaryOp, the scalar-exponent pow derivative, clamp and its
 // derivative, and the compute-type rules that decide in which type each call computes. The CPU
 // loops (kernels/cpu/elementwise.cpp) and the CUDA kernels (kernels/cuda/elementwise.cu) call
-// these functions, so a CPU test of this header tests the arithmetic the GPU runs; the CPU's
-// Eigen fast path for contiguous float rows of transcendental ops is the one exception (its
-// vectorised exp/tanh/logistic round differently from libm and from CUDA).
+// these functions, so a CPU test of this header tests the arithmetic the GPU runs. The one
+// exception: on contiguous float rows the CPU computes exp, log, sqrt, rsqrt, tanh, sigmoid, silu,
+// tanh-GELU and tanh-GELU's float32 gradient as Eigen array expressions of these same formulas,
+// with Eigen's vectorised exp and tanh in place of libm's (tests/engine/elementwise_test.cpp and
+// tests/nn/functional_test.cpp bound how far they differ).
 //
 // C is the compute type: float (float32 and float16, which is stored as half and computed in
 // float on both sides), double, or int64. Products that feed a sum use mul_rn / add_rn
