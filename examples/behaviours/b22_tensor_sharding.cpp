@@ -15,6 +15,7 @@
 //   ./memgrad launch -n 2 -- build/examples/behaviours/b22_tensor_sharding --worker zero3
 #include "examples/behaviours/b22_tensor_sharding.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -166,6 +167,14 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ShardingRun& 
     if (s == Sharding::Zero3) b.gathered = std::max(b.gathered, rounded(full));
   }
   return b;
+}
+
+int64_t peak_above_held_floor(const ShardingBytes& expected) {
+  // Unsharded gradients (1 process, DDP, ZeRO-1) are freed by zero_grad and made again during
+  // backward; ZeRO 2-3 hold one unit's full gradients, its staging and (stage 3) its gathered
+  // parameters at once while that unit is reduce-scattered (reduction and gathered are both 0
+  // for the others, and the gradients of ZeRO 2-3 are the shards').
+  return std::max(expected.gradients, expected.reduction + expected.gathered);
 }
 
 double formula_bytes_per_parameter(Sharding s, int world) {
@@ -508,6 +517,25 @@ int body(const BehaviourFlags& flags) {
   }
 
   fmt::print(
+      "\nPeak during step {} above what the rank held when it began (max_memory_allocated() "
+      "less memory_allocated() at its start): at least the gradients backward makes again "
+      "(unsharded) or, for ZeRO 2-3, reduction + gathered, which are alive at once while the "
+      "largest unit is reduce-scattered; the rest is activations and temporaries. Match: every "
+      "rank at least the floor.\n",
+      run.steps);
+  fmt::print("{:<22} {:>12} {:>12} {:>12}\n", "", "at least", "measured", "the rest");
+  for (const Config& c : configs) {
+    const int64_t floor = peak_above_held_floor(expected_sharding_bytes(c.sharding, c.world, run));
+    bool match = true;
+    for (const RankMeasurement& m : c.ranks)
+      match = match && m.peak_above_held >= floor;
+    all_match = all_match && match;
+    const int64_t measured = c.ranks[0].peak_above_held;
+    fmt::print("{:<22} {:>12} {:>12} {:>12}  {}\n", label(c), with_commas(floor),
+               with_commas(measured), with_commas(measured - floor), match ? "yes" : "NO");
+  }
+
+  fmt::print(
       "\nLoss of the global batch after each step (the same initial weights everywhere); "
       "the largest difference from 1 process must stay within {:g} (relative): the ranks "
       "add their gradients in another order.\n",
@@ -554,13 +582,14 @@ int body(const BehaviourFlags& flags) {
       "process keeps {} ({:.0f}%), and DDP keeps more than one process ({}: its buckets). What "
       "the per-parameter formulas leave out is memory too: ZeRO-3 gathers each layer while it "
       "runs ({} for the largest), and stages 2 and 3 hold a unit's full gradients and a staging "
-      "buffer while they reduce ({}). And sharding costs traffic: per step ZeRO-3 sent {} from "
-      "rank 0 on 4 ranks, against {} for DDP.",
+      "buffer while they reduce ({}), and the allocator's own peak shows it: during a ZeRO-3 "
+      "step rank 0 rose {} above what it held. And sharding costs traffic: per step ZeRO-3 "
+      "sent {} from rank 0 on 4 ranks, against {} for DDP.",
       human_bytes(zero3->ranks[0].held_measured), human_bytes(single_held),
       100.0 * static_cast<double>(zero3->ranks[0].held_measured) / static_cast<double>(single_held),
       human_bytes(ddp->ranks[0].held_measured), human_bytes(zero3->ranks[0].bytes.gathered),
-      human_bytes(zero3->ranks[0].bytes.reduction), human_bytes(zero3->ranks[0].wire_bytes),
-      human_bytes(ddp->ranks[0].wire_bytes)));
+      human_bytes(zero3->ranks[0].bytes.reduction), human_bytes(zero3->ranks[0].peak_above_held),
+      human_bytes(zero3->ranks[0].wire_bytes), human_bytes(ddp->ranks[0].wire_bytes)));
   return all_match && losses_match ? 0 : 2;
 }
 

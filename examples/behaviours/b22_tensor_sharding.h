@@ -62,6 +62,12 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ShardingRun& 
 // The ZeRO paper's bytes per parameter for Adam in float32 (16 unsharded): stage 1 8 + 8/N,
 // stage 2 4 + 12/N, stage 3 16/N; DDP 16 + 4 (its buckets); DDP with views 16.
 double formula_bytes_per_parameter(Sharding s, int world);
+// The least max_memory_allocated() must rise above what a rank held at the start of a step
+// (peak_above_held), from the expected bytes: the gradients backward makes, all alive when it
+// ends (none with bucket views: they are the buckets, kept), or, for ZeRO 2-3, the largest
+// unit's full gradients and reduce-scatter staging while its gathered parameters (stage 3) are
+// still alive, whichever is more. Activations and temporaries come on top.
+int64_t peak_above_held_floor(const ShardingBytes& expected);
 // Data bytes one rank sends per step, from the collectives' formulas (what the wire carries
 // besides Gloo's message headers and the call checks).
 int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run);

@@ -1,8 +1,10 @@
 // ZeRO stages 1-3 (and DDP) on 2 and 4 CPU ranks through B22's own measurement
 // (examples/behaviours/b22_tensor_sharding.cpp): each rank's bytes of parameters, gradients,
 // optimizer state, buckets, reduction buffers and gathered parameters exactly as B22 expects
-// them from the shapes, the held total equal to memory_allocated(), the losses equal to one
-// process's within B22's tolerance, and at least the collectives' payload on the wire.
+// them from the shapes, the held total equal to memory_allocated(), the allocator's peak during a
+// step at least the transient bytes B22 expects (gradients, or reduction + gathered), the losses
+// equal to one process's within B22's tolerance, and at least the collectives' payload on the
+// wire.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -55,6 +57,11 @@ int sharding_worker() {
   check_bytes("reduction peak", m.bytes.reduction, e.reduction);
   check_bytes("gathered peak", m.bytes.gathered, e.gathered);
   check_bytes("held (memory_allocated)", m.held_measured, e.held());
+  // The allocator's own peak shows what the step made and freed: the gradients, or one unit's
+  // reduction with its gathered parameters.
+  check(m.peak_above_held >= peak_above_held_floor(e),
+        fmt::format("peak above held: measured {} B, at least {} B expected", m.peak_above_held,
+                    peak_above_held_floor(e)));
   for (size_t k = 0; k < m.losses.size(); ++k) {
     const double diff = std::abs(m.losses[k] - single.losses[k]) / std::abs(single.losses[k]);
     check(diff <= 1e-5, fmt::format("step {}: loss {} against {} in one process", k + 1,
