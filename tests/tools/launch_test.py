@@ -2,7 +2,8 @@
 """Tests of `./memgrad launch` (tools/launch.py): the ranks' environment, the rank prefix on every
 line, the exit status of the first rank that fails (following failure notes), and a C++ rank that throws in the middle of
 collectives (the distributed suite's "throws" worker) stopping the launch fast, with the rank
-named; train_mlp's --ddp and --zero on 2 ranks.
+named; train_mlp's --ddp and --zero on 2 ranks; train_charlm's --ddp and --zero 3 on 2 ranks against
+one process.
 
 usage: launch_test.py BUILD_DIR
 """
@@ -17,7 +18,9 @@ BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(
 LAUNCH = os.path.join(ROOT, "tools", "launch.py")
 DIST_TESTS = os.path.join(BUILD, "tests", "distributed", "dist_tests")
 TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
+TRAIN_CHARLM = os.path.join(BUILD, "examples", "train_charlm")
 MNIST = "/usr/share/datasets/fashion-mnist"
+LICENSES = "/usr/share/common-licenses"  # train_charlm's default text
 
 
 def built_with_gloo():
@@ -130,6 +133,42 @@ class LaunchTest(unittest.TestCase):
             self.assertEqual(len(final), 1, proc.stdout)
             accuracies[mode[-1]] = final[0].split()[5]
         self.assertEqual(len(set(accuracies.values())), 1, accuracies)
+
+    @unittest.skipUnless(os.path.exists(TRAIN_CHARLM) and built_with_gloo() and
+                         os.path.isdir(LICENSES),
+                         f"train_charlm is not built, the build has no Gloo, or {LICENSES} is "
+                         "missing")
+    def test_train_charlm_ddp_and_zero3_train_as_one_process_on_two_ranks(self):
+        # A small model for 4 steps (well under a second per run). The ranks split each global
+        # batch of 8 windows, so the losses are one process's but for the order in which the
+        # ranks' gradients are added (about 1e-7 relative): equal to within 1.5 units of the
+        # last printed digit (the running training loss has 4 decimals, validation 3).
+        args = ["--steps", "4", "--layers", "1", "--width", "64", "--heads", "4", "--context",
+                "32", "--batch-size", "8", "--sample-length", "16"]
+
+        def losses(stdout, prefix):
+            train = [line for line in stdout.splitlines()
+                     if line.startswith(prefix + "training [") and " 4/4 loss " in line]
+            val = [line for line in stdout.splitlines()
+                   if line.startswith(prefix + "validation loss ")]
+            self.assertEqual((len(train), len(val)), (1, 1), stdout)
+            return (float(train[0].split(" loss ")[1].split()[0]),
+                    float(val[0][len(prefix + "validation loss "):].split()[0]))
+
+        single = subprocess.run([TRAIN_CHARLM] + args, capture_output=True, text=True,
+                                timeout=60)
+        self.assertEqual(single.returncode, 0, single.stdout + single.stderr)
+        reference = losses(single.stdout, "")
+        for mode in (["--ddp"], ["--zero", "3"]):
+            with self.subTest(mode=mode):
+                proc = launch(["-n", "2", "--", TRAIN_CHARLM] + mode + args, timeout=60)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                self.assertNotIn("[rank 1] validation", proc.stdout)  # rank 0 alone reports
+                train, val = losses(proc.stdout, "[rank 0] ")
+                self.assertLessEqual(abs(train - reference[0]), 1.5e-4,
+                                     f"{mode}: training loss {train}, one process {reference[0]}")
+                self.assertLessEqual(abs(val - reference[1]), 1.5e-3,
+                                     f"{mode}: validation loss {val}, one process {reference[1]}")
 
 
 if __name__ == "__main__":
