@@ -1,10 +1,12 @@
 // The nccl backend on one GPU: a process group of world size 1 on cuda:0 (NCCL's communicator of
-// one rank, no store), its collectives with PyTorch's results and the call checks, and
-// DistributedDataParallel and ZeRO-3 over it giving one process's gradients and step. Several
-// GPU ranks need several GPUs; the CPU suite (tests/distributed/) runs 2 and 4 ranks over Gloo.
+// one rank, no store), its collectives with PyTorch's results, each run through NCCL (call check
+// included) even for one rank, the argument checks, and DistributedDataParallel and ZeRO-3 over
+// it giving one process's gradients and step. Several GPU ranks need several GPUs; the CPU
+// suite (tests/distributed/) runs 2 and 4 ranks over Gloo.
 // Built with the CUDA suite; without a device its main returns 77 (skipped).
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -63,6 +65,20 @@ TEST_CASE("nccl on one GPU: collectives of world size 1 give PyTorch's results")
   pg->broadcast(t, 0);
   pg->barrier();
   CHECK_GE(pg->collectives_run(), 6u);
+  // A group of one still runs each collective through NCCL, call check first: the two device
+  // tensors the call descriptions travel in (40 bytes each, as allocated at least that) show in
+  // the peak; a group that skipped the transport would allocate nothing here.
+  auto device_peak_of = [&](auto&& collective) {
+    reset_peak_memory_stats(kGpu);
+    const auto before = static_cast<int64_t>(memory_allocated(kGpu));
+    collective();
+    return static_cast<int64_t>(max_memory_allocated(kGpu)) - before;
+  };
+  CHECK_GE(device_peak_of([&] { pg->all_reduce(t, ReduceOp::Sum); }), 80);
+  CHECK_GE(device_peak_of([&] { pg->reduce_scatter(out, t, ReduceOp::Avg); }), 80);
+  CHECK_GE(device_peak_of([&] { pg->broadcast(t, 0); }), 80);
+  CHECK_GE(device_peak_of([&] { pg->barrier(); }), 80);
+  CHECK_EQ(out.to(kCPU).to_vector<float>(), t.to(kCPU).to_vector<float>());
   // The call checks hold on NCCL too: a CPU tensor or a non-contiguous one is refused.
   CHECK_THROWS_AS(pg->all_reduce(ones({3})), Error);
   CHECK_THROWS_AS(pg->all_reduce(ones({2, 3}, on_gpu()).t()), ValueError);
