@@ -61,6 +61,13 @@ Items trace_entries(const std::vector<TraceEvent>& events, const std::vector<PyV
     const PyValue stream = static_cast<int64_t>(e.stream);
     const PyValue time_us = e.time_ns / 1000;
     const std::string action(trace_action_name(e.action));
+    if (e.action == TraceAction::Snapshot) {
+      // As PyTorch writes it: address 0, the active bytes, no frames (it records none).
+      out.push_back(PyValue::dict({{"action", action}, {"addr", 0}, {"size", e.nbytes},
+                                   {"stream", stream}, {"time_us", time_us},
+                                   {"compile_context", ""}, {"user_metadata", ""}}));
+      continue;
+    }
     if (e.action == TraceAction::Oom) {
       out.push_back(PyValue::dict({{"action", action}, {"device_free", e.address},
                                    {"size", e.nbytes}, {"stream", stream}, {"time_us", time_us},
@@ -188,8 +195,18 @@ PyValue allocator_settings_of(const AllocatorConfig& config) {
   });
 }
 
-PyValue memory_snapshot(const PolicyAllocator& allocator, const AllocatorConfig& config,
+PyValue memory_snapshot(PolicyAllocator& allocator, const AllocatorConfig& config,
                         int device_index) {
+  // The segments first, then the snapshot entry, then the trace that ends with it: the order of
+  // PyTorch's snapshot(), whose entry records the active bytes of the segments it returns.
+  const std::vector<SegmentSnapshot> state = allocator.snapshot();
+  uint64_t active = 0;
+  for (const SegmentSnapshot& s : state) {
+    for (const BlockSnapshot& b : s.blocks) {
+      if (b.allocated || b.pending_free) active += b.nbytes;
+    }
+  }
+  allocator.mark_in_trace(TraceAction::Snapshot, active);
   const TraceRecorder& trace = allocator.trace();
   const std::vector<TraceEvent> events = trace.events();
   const std::vector<TraceContextRecord> contexts = trace.contexts();
@@ -200,7 +217,7 @@ PyValue memory_snapshot(const PolicyAllocator& allocator, const AllocatorConfig&
   }
   const auto live = live_contexts(events);
   Items segments;
-  for (const SegmentSnapshot& s : allocator.snapshot()) {
+  for (const SegmentSnapshot& s : state) {
     segments.push_back(segment_value(s, device_index, live, frames));
   }
   Items traces(static_cast<size_t>(device_index), PyValue::list());

@@ -10,8 +10,10 @@
 //                   requested_size, state, frames);
 //   device_traces   one list per device index: the policy's trace events as PyTorch's
 //                   TraceEntry dicts (alloc, free_requested, free_completed, segment_alloc,
-//                   segment_free, segment_map, segment_unmap, oom with device_free), sizes as
-//                   PyTorch records them (requested bytes for alloc and frees);
+//                   segment_free, segment_map, segment_unmap, oom with device_free, and a
+//                   snapshot entry per snapshot taken while recording: addr 0, size the active
+//                   bytes, no frames), sizes as PyTorch records them (requested bytes for alloc
+//                   and frees);
 //   allocator_settings  the active AllocatorConfig under PyTorch's keys;
 //   memgrad         the device's name, the policy and the source's capacity (ignored by
 //                   PyTorch's tools).
@@ -38,9 +40,13 @@
 namespace memgrad {
 
 // The snapshot of `allocator` as device `device_index` (cuda:N and sim:N: N; cpu: 0), its trace
-// as recorded so far (empty when recording is off), and `config` as allocator_settings.
-// Allocates: host memory for the value only.
-PyValue memory_snapshot(const PolicyAllocator& allocator, const AllocatorConfig& config,
+// as recorded so far (empty when recording is off), and `config` as allocator_settings. When
+// the trace is on, the snapshot is first recorded in it, as PyTorch's _snapshot() does: a
+// TraceAction::Snapshot event (address 0, nbytes the active bytes of the segments returned,
+// allocated and pending-free blocks at their block sizes), the last entry of the trace written
+// unless another thread allocates meanwhile. Allocates: host memory for the value, and the
+// event in the trace's ring (which it may overflow, as in PyTorch).
+PyValue memory_snapshot(PolicyAllocator& allocator, const AllocatorConfig& config,
                         int device_index);
 
 // The settings dict PyTorch writes, from `config` (max_split_size -1 for no limit, as PyTorch).
@@ -76,6 +82,7 @@ struct ImportedSnapshot {
   size_t live_before_history = 0;     // blocks allocated before the trace begins
   size_t frees_before_history = 0;    // frees of such blocks within the trace
   size_t failed_requests = 0;         // oom events, replayed as allocations never freed
+  size_t snapshot_markers = 0;        // snapshot entries (no requests: skipped)
   AllocatorConfig config;             // the caching policy with the snapshot's settings
   // What the replay cannot model, one line each with the choice made (several streams,
   // private pools, an overflowed ring buffer, settings memgrad lacks, several devices).

@@ -201,10 +201,10 @@ void PolicyAllocator::throw_oom(size_t requested, size_t alloc_size, StreamId st
   throw OutOfMemoryError(std::move(info));
 }
 
-void PolicyAllocator::mark_in_trace(TraceAction action) {
+void PolicyAllocator::mark_in_trace(TraceAction action, uint64_t nbytes) {
   if (!trace_.enabled()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  trace_.record(action, 0, 0, 0, kDefaultStream, stats_.allocated_bytes.all().current,
+  trace_.record(action, 0, nbytes, 0, kDefaultStream, stats_.allocated_bytes.all().current,
                 stats_.reserved_bytes.all().current);
 }
 

@@ -66,9 +66,11 @@ class PolicyAllocator : public Allocator {
 
   // The source the policy obtains its segments from (not owned).
   MemorySource& source() const { return source_; }
-  // Records a marker event (TraceAction::EmptyCache when the program calls empty_cache()) with
-  // the totals of the moment, when the trace is on, so a replay repeats the call there.
-  void mark_in_trace(TraceAction action);
+  // Records a marker event with the totals of the moment, when the trace is on:
+  // TraceAction::EmptyCache when the program calls empty_cache(), so a replay repeats the call
+  // there; TraceAction::Snapshot when a memory snapshot is taken, with `nbytes` its active bytes
+  // (PyTorch's snapshot entry). The marker's address is 0.
+  void mark_in_trace(TraceAction action, uint64_t nbytes = 0);
 
   // The policy's trace recorder (off until enabled).
   TraceRecorder& trace() { return trace_; }

@@ -288,7 +288,8 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
 std::optional<TraceAction> action_of(const std::string& name) {
   for (TraceAction a : {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
                         TraceAction::SegmentAlloc, TraceAction::SegmentFree,
-                        TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom}) {
+                        TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom,
+                        TraceAction::Snapshot}) {
     if (trace_action_name(a) == name) return a;
   }
   return std::nullopt;
@@ -313,11 +314,19 @@ static_assert(sizeof(RecordedEvent) == 32);
 // A deque grows by blocks: a vector's growth would hold the events read so far twice.
 using RecordedEvents = std::deque<RecordedEvent>;
 
+// The entries of a trace that are no request and no segment decision, counted.
+struct Markers {
+  size_t snapshots = 0;     // `snapshot`: _snapshot() called while recording (addr 0, size the
+                            // active bytes then); the replay has nothing to do there
+  size_t user_defined = 0;  // `user_defined`: the program's own annotations
+};
+
 // One trace entry (free_completed kept as FreeCompleted for now, oom's device_free in `address`
-// as memgrad records it), or nullopt for a snapshot/user_defined marker, which is no request.
-// Throws TraceError naming `where`, the field and its value.
+// as memgrad records it), or nullopt for a snapshot or user_defined marker, which is no request
+// (counted in `markers`; a snapshot entry's addr and size are checked all the same). Throws
+// TraceError naming `where`, the field and its value.
 std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
-                                        ContextTable& contexts) {
+                                        ContextTable& contexts, Markers& markers) {
   const PyValue& e = dict_item(item, where);
   const PyValue* name = e.find("action");
   if (name == nullptr || name->kind() != PyValue::Kind::Str) {
@@ -325,8 +334,17 @@ std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
   }
   const std::optional<TraceAction> action = action_of(name->as_str());
   if (!action) {
-    if (name->as_str() == "snapshot" || name->as_str() == "user_defined") return std::nullopt;
+    if (name->as_str() == "user_defined") {
+      ++markers.user_defined;
+      return std::nullopt;
+    }
     throw TraceError(fmt::format("{}: unknown action '{}'", where.str(), name->as_str()));
+  }
+  if (*action == TraceAction::Snapshot) {
+    (void)field(e, "addr", where);
+    (void)field(e, "size", where);
+    ++markers.snapshots;
+    return std::nullopt;
   }
   RecordedEvent t;
   t.action = *action;
@@ -355,7 +373,7 @@ class TraceSink : public PickleItemSink {
  public:
   struct Trace {
     size_t entries = 0;  // entries taken: events, markers and the unread one
-    size_t markers = 0;  // snapshot/user_defined markers among them
+    Markers markers;     // snapshot and user_defined markers among them
     RecordedEvents events;
     ContextTable contexts;  // their contexts and streams, numbered as reading the list does
     std::optional<size_t> unread_index;  // the first entry that could not be read, if any
@@ -368,11 +386,9 @@ class TraceSink : public PickleItemSink {
     const size_t index = t.entries++;
     if (t.unread_index) return;
     try {
-      if (const std::optional<RecordedEvent> e = read_event(item, Place(list, index), t.contexts)) {
-        t.events.push_back(*e);
-      } else {
-        ++t.markers;
-      }
+      const std::optional<RecordedEvent> e =
+          read_event(item, Place(list, index), t.contexts, t.markers);
+      if (e) t.events.push_back(*e);
     } catch (const TraceError&) {
       t.unread_index = index;
       t.unread = std::move(item);
@@ -425,12 +441,12 @@ int choose_device(const PyValue::Items& traces, std::optional<int> device, Trace
 RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed,
                            ContextTable& contexts, ImportedSnapshot& out) {
   RecordedEvents events;
-  size_t markers = 0;
+  Markers markers;
   const size_t d = static_cast<size_t>(device);
   if (TraceSink::Trace* taken = streamed != nullptr ? streamed->trace(d) : nullptr) {
     if (taken->unread_index) {
       // Every entry before it was read: this one throws its error again, here.
-      (void)read_event(taken->unread, Place(d, *taken->unread_index), taken->contexts);
+      (void)read_event(taken->unread, Place(d, *taken->unread_index), taken->contexts, markers);
       internal_check(false, "a trace entry the sink could not read was read");
     }
     events = std::move(taken->events);
@@ -439,20 +455,19 @@ RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed
   } else {
     const PyValue::Items& items = trace.items();
     for (size_t i = 0; i < items.size(); ++i) {
-      if (const std::optional<RecordedEvent> e = read_event(items[i], Place(d, i), contexts)) {
-        events.push_back(*e);
-      } else {
-        ++markers;
-      }
+      const std::optional<RecordedEvent> e = read_event(items[i], Place(d, i), contexts, markers);
+      if (e) events.push_back(*e);
     }
   }
   std::set<uint32_t> streams;
   for (const RecordedEvent& e : events) {
     if (e.action == TraceAction::Alloc) streams.insert(e.stream);
   }
-  if (markers > 0) {
-    out.notes.push_back(fmt::format("{} snapshot/user_defined markers skipped (not requests)",
-                                    markers));
+  // A snapshot entry needs no note: nothing happened there that the replay leaves out.
+  out.snapshot_markers = markers.snapshots;
+  if (markers.user_defined > 0) {
+    out.notes.push_back(fmt::format("{} user_defined annotations skipped (not requests)",
+                                    markers.user_defined));
   }
   if (streams.size() > 1) {
     out.notes.push_back(fmt::format("{} streams allocate: each is replayed as its own stream; "

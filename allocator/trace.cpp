@@ -57,6 +57,7 @@ std::string_view trace_action_name(TraceAction action) {
     case TraceAction::SegmentUnmap: return "segment_unmap";
     case TraceAction::Oom: return "oom";
     case TraceAction::EmptyCache: return "empty_cache";
+    case TraceAction::Snapshot: return "snapshot";
   }
   return "unknown";
 }

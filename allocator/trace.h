@@ -32,6 +32,7 @@ enum class TraceAction : uint8_t {
   SegmentUnmap,   // pages unmapped from an expandable segment
   Oom,            // an OutOfMemoryError was thrown
   EmptyCache,     // the program called empty_cache() (memgrad's own; PyTorch records none)
+  Snapshot,       // a memory snapshot was taken (nbytes: the active bytes of its segments)
 };
 
 // The action's name as PyTorch's snapshots spell it ("alloc", "segment_free", ...).

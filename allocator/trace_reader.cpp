@@ -37,7 +37,8 @@ std::optional<TraceAction> action_named(std::string_view name) {
   for (TraceAction a :
        {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
         TraceAction::SegmentAlloc, TraceAction::SegmentFree, TraceAction::SegmentMap,
-        TraceAction::SegmentUnmap, TraceAction::Oom, TraceAction::EmptyCache}) {
+        TraceAction::SegmentUnmap, TraceAction::Oom, TraceAction::EmptyCache,
+        TraceAction::Snapshot}) {
     if (trace_action_name(a) == name) return a;
   }
   return std::nullopt;

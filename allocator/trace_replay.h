@@ -8,7 +8,7 @@
 // first OutOfMemoryError (with the trace event it happened at), and the time per request. The
 // requests are the program's, not the recording policy's blocks, so policies are compared on
 // exactly the same work. Frees of blocks allocated before the trace began are skipped; OOM
-// events of the recording are not requests and are skipped too.
+// events and snapshot markers of the recording are not requests and are skipped too.
 #pragma once
 
 #include <cstddef>

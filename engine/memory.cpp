@@ -130,7 +130,7 @@ bool write_snapshots(Registry& r) {
     if (a != nullptr && a->trace().enabled()) slots.push_back(static_cast<int>(s));
   }
   for (int s : slots) {
-    const PolicyAllocator& a = *r.slots[static_cast<size_t>(s)].load(std::memory_order_acquire);
+    PolicyAllocator& a = *r.slots[static_cast<size_t>(s)].load(std::memory_order_acquire);
     const std::string name = a.source().name();
     const std::string path =
         slots.size() == 1 ? *r.snapshot_path : trace_file_for(*r.snapshot_path, name);

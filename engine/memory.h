@@ -88,7 +88,9 @@ void record_memory_history(Device device = kCPU, size_t max_entries = SIZE_MAX,
                            bool enabled = true);
 // PyTorch's torch.cuda.memory._snapshot() of `device`: its segments and blocks now, the events
 // recorded so far, and its allocator settings (allocator/memory_snapshot.h says what each key
-// holds). Allocates: host memory for the value.
+// holds). While history is recorded, the call itself is recorded first, as in PyTorch: a
+// `snapshot` entry with the active bytes, the last of the trace. Allocates: host memory for the
+// value.
 PyValue memory_snapshot(Device device = kCPU);
 // Writes memory_snapshot(device) to `path` (_dump_snapshot): pickle, which pytorch.org/memory_viz
 // and `python -m torch.cuda._memory_viz` open, or JSON for a path ending in ".json". The file is

@@ -16,6 +16,11 @@ one place where the viewer would throw or mislead:
             every step; each segment_alloc undoes an existing segment of exactly that address,
             each segment_map lies inside one; each free_requested names a live block (the
             viewer sets a flag on it); nothing is freed twice.
+  markers   each `snapshot` entry (one per _snapshot() taken while history is recorded) has
+            addr 0 and a size >= 0, as PyTorch records it; the last one, when no alloc or free
+            follows it, records the active bytes of the final segments (the sizes of their
+            active_allocated and active_pending_free blocks), which PyTorch's snapshot() reads
+            right before recording it. The viewer lists it in the state history at that addr.
   category  if any event has a `category`, one of them is "unknown" (the viewer's
             annotate_snapshot pushes to a misspelled list otherwise and the file fails to load).
 
@@ -219,6 +224,32 @@ def check_history(snapshot, errors):
                     errors.append(f"{where}: a live block lies in the range before it is mapped")
 
 
+def check_markers(snapshot, errors):
+    for device, trace in enumerate(snapshot["device_traces"]):
+        last = None  # the last snapshot entry, while no alloc or free follows it
+        for i, e in enumerate(trace):
+            if e["action"] in ("alloc", "free_requested", "free_completed"):
+                last = None
+            if e["action"] != "snapshot":
+                continue
+            where = f"markers: device {device} event {i} (snapshot)"
+            if e["addr"] != 0:
+                errors.append(f"{where}: addr is {e['addr']:#x}, PyTorch records 0")
+            if not isinstance(e["size"], int) or e["size"] < 0:
+                errors.append(f"{where}: size is {e['size']!r}, expected the active bytes")
+                continue
+            last = (i, e["size"])
+        if last is None:
+            continue
+        active = sum(block["size"] for seg in snapshot["segments"] if seg["device"] == device
+                     for block in seg["blocks"]
+                     if block["state"] in ("active_allocated", "active_pending_free"))
+        if last[1] != active:
+            errors.append(f"markers: device {device} event {last[0]} (snapshot): size {last[1]}, "
+                          f"but the final segments hold {active} active bytes and no alloc or "
+                          f"free follows it")
+
+
 def check_categories(snapshot, errors):
     categories = {e["category"] for trace in snapshot["device_traces"] for e in trace
                   if "category" in e}
@@ -233,6 +264,7 @@ def validate(snapshot):
     if check_keys(snapshot, errors):
         check_blocks(snapshot, errors)
         check_history(snapshot, errors)
+        check_markers(snapshot, errors)
         check_categories(snapshot, errors)
     return errors
 

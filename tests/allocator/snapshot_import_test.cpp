@@ -58,10 +58,10 @@ PyValue recorded_snapshot(const std::string& policy, size_t events) {
 // Everything an import gives, one line per field, event and context.
 std::string describe(const ImportedSnapshot& s) {
   std::string out = fmt::format(
-      "device {} {} capacity {} oom {} {} peak {} before {} {} failed {} config {}\n", s.device,
-      s.device_name, s.capacity, s.recorded_oom, s.segments_before_oom,
+      "device {} {} capacity {} oom {} {} peak {} before {} {} failed {} snapshots {} config {}\n",
+      s.device, s.device_name, s.capacity, s.recorded_oom, s.segments_before_oom,
       s.recorded_peak_reserved, s.live_before_history, s.frees_before_history,
-      s.failed_requests, s.config.to_string());
+      s.failed_requests, s.snapshot_markers, s.config.to_string());
   for (const std::string& note : s.notes) out += "note: " + note + "\n";
   for (const TraceContextRecord& c : s.contexts) {
     out += fmt::format("context {}|{}|{}\n", c.phase, c.op, c.label);

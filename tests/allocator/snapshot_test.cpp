@@ -105,8 +105,96 @@ TEST_CASE("a snapshot has PyTorch's keys and its blocks tile each segment") {
   for (const PyValue& e : trace) {
     const std::string& action = e.at("action").as_str();
     CHECK(action != "empty_cache");  // memgrad's marker has no PyTorch entry
-    CHECK(e.find("frames") != nullptr);
+    CHECK_EQ(e.find("frames") != nullptr, action != "snapshot");  // PyTorch's has none
   }
+  CHECK_EQ(trace.back().at("action").as_str(), "snapshot");
+}
+
+TEST_CASE("taking a snapshot while recording adds PyTorch's snapshot entry: addr 0, active bytes") {
+  BoundedMemory memory(kCapacity, "sim:0");
+  std::unique_ptr<PolicyAllocator> a = make_allocator(AllocatorConfig{}, memory);
+  const Block before = a->allocate(3000);  // not recording yet: no entry for the first snapshot
+  const PyValue quiet = memory_snapshot(*a, AllocatorConfig{}, 0);
+  CHECK(quiet.at("device_traces").item(0).items().empty());
+  CHECK_EQ(a->trace().size(), 0);
+  a->trace().enable();
+  const Block small = a->allocate(1000);      // 1024 B block
+  const Block large = a->allocate(5 * kMiB);  // 5 MiB block
+  const size_t active = 3072 + 1024 + 5 * kMiB;
+  const PyValue first = memory_snapshot(*a, AllocatorConfig{}, 0);
+  a->free(large);
+  const PyValue second = memory_snapshot(*a, AllocatorConfig{}, 0);
+  // The first snapshot's trace ends with its own entry; the second holds both, in order.
+  const PyValue::Items& t1 = first.at("device_traces").item(0).items();
+  REQUIRE_EQ(t1.size(), 4);  // alloc (in the small segment `before` made), segment_alloc, alloc
+  const PyValue& entry = t1.back();
+  CHECK_EQ(entry.at("action").as_str(), "snapshot");
+  CHECK_EQ(entry.at("addr").as_int(), 0);
+  CHECK_EQ(entry.at("size").as_int(), static_cast<int64_t>(active));
+  CHECK_EQ(entry.at("stream").as_int(), 0);
+  CHECK(entry.find("frames") == nullptr);
+  std::vector<std::string> actions;
+  for (const PyValue& e : second.at("device_traces").item(0).items()) {
+    actions.push_back(e.at("action").as_str());
+  }
+  CHECK_EQ(actions, std::vector<std::string>{"alloc", "segment_alloc", "alloc", "snapshot",
+                                             "free_requested", "free_completed", "snapshot"});
+  CHECK_EQ(second.at("device_traces").item(0).items().back().at("size").as_int(),
+           static_cast<int64_t>(3072 + 1024));
+  // The recorder holds the entries too (a trace written at exit shows them), with the totals.
+  const std::vector<TraceEvent> events = a->trace().events();
+  CHECK_EQ(events.back().action, TraceAction::Snapshot);
+  CHECK_EQ(events.back().nbytes, 3072 + 1024);
+  CHECK_EQ(events.back().allocated, static_cast<int64_t>(a->memory_allocated()));
+  CHECK_EQ(events.back().reserved, static_cast<int64_t>(a->memory_reserved()));
+  // Imported, the entries are no requests: the same requests as without them.
+  const ImportedSnapshot imported = import_snapshot(second);
+  CHECK_EQ(imported.snapshot_markers, 2);
+  CHECK(imported.notes.empty());
+  for (const TraceEvent& e : imported.events) CHECK(e.action != TraceAction::Snapshot);
+  const ReplayPlan plan = plan_replay(imported.events);
+  CHECK_EQ(plan.allocs, 3);  // `before` (live at time zero), small, large
+  CHECK_EQ(plan.frees, 1);
+  a->free(small);
+  a->free(before);
+}
+
+TEST_CASE("a trace written with snapshot entries reads back and replays as without them") {
+  BoundedMemory memory(kCapacity, "sim:0");
+  std::unique_ptr<PolicyAllocator> a = make_allocator(AllocatorConfig{}, memory);
+  a->trace().enable();
+  run_workload(*a);
+  const size_t before = a->trace().size();
+  const ReplayPlan without = plan_replay(a->trace().events());
+  (void)memory_snapshot(*a, AllocatorConfig{}, 0);
+  REQUIRE_EQ(a->trace().size(), before + 1);
+  const RecordedTrace read = parse_trace(a->trace().to_json("sim:0", "caching", kCapacity));
+  CHECK_EQ(read.events.back().action, TraceAction::Snapshot);
+  const ReplayPlan with = plan_replay(read.events);
+  CHECK_EQ(with.ops.size(), without.ops.size());
+  CHECK_EQ(with.ideal_peak, without.ideal_peak);
+}
+
+TEST_CASE("a snapshot after the ring buffer overflowed says so and still replays identically") {
+  BoundedMemory memory(kCapacity, "sim:0");
+  std::unique_ptr<PolicyAllocator> a = make_allocator(AllocatorConfig{}, memory);
+  a->trace().enable(64);  // record_memory_history(device, 64)
+  run_workload(*a);
+  const PyValue s = memory_snapshot(*a, AllocatorConfig{}, 0);
+  const PyValue& settings = s.at("allocator_settings");
+  CHECK(settings.at("trace_alloc_overflowed").as_bool());
+  CHECK_EQ(settings.at("trace_alloc_max_entries").as_int(), 64);
+  const PyValue::Items& trace = s.at("device_traces").item(0).items();
+  CHECK_EQ(trace.size(), 64);
+  CHECK_EQ(trace.back().at("action").as_str(), "snapshot");
+  const ImportedSnapshot imported = import_snapshot(s);
+  std::string notes;
+  for (const std::string& n : imported.notes) notes += n + "\n";
+  CHECK_MESSAGE(notes.find("the trace's ring buffer overflowed") != std::string::npos, notes);
+  CHECK(imported.live_before_history > 0);  // blocks whose alloc the ring lost
+  const ReplayResult replayed = replay(plan_replay(imported.events), imported.config,
+                                       imported.capacity, {.record_trace = true});
+  CHECK_FALSE(replayed.oom);
 }
 
 TEST_CASE("lab replay tells a snapshot from a trace by the first 4 KiB of the file") {
@@ -257,7 +345,8 @@ TEST_CASE("what a replay cannot model is named in a note") {
   CHECK(notes.find("2 streams allocate") != std::string::npos);
   CHECK(notes.find("ring buffer overflowed") != std::string::npos);
   CHECK(notes.find("expandable_segments") != std::string::npos);
-  CHECK(notes.find("snapshot/user_defined markers skipped") != std::string::npos);
+  CHECK(notes.find("snapshot") == std::string::npos);  // a snapshot entry leaves nothing out
+  CHECK_EQ(imported.snapshot_markers, 1);
   CHECK_EQ(imported.device_name, "cuda:0");
   CHECK_EQ(imported.contexts.back().op, "train.py");
 }

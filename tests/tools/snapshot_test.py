@@ -210,6 +210,17 @@ class MemgradSnapshots(unittest.TestCase):
                 self.assertIn(ops[0][1], (2, 3, 4))
                 self.assertEqual(set(name for name, _ in ops) - VIEWER_OPCODES, set())
 
+    def test_every_snapshot_ends_with_its_snapshot_entry(self):
+        # Taken at exit while recording: PyTorch's snapshot entry, addr 0, the active bytes of
+        # the segments written (the validator's `markers` rule checks the size).
+        for path in self.pickles():
+            with self.subTest(snapshot=os.path.basename(path)):
+                traces = [t for t in load(path)["device_traces"] if t]
+                self.assertTrue(traces)
+                last = traces[-1][-1]
+                self.assertEqual((last["action"], last["addr"]), ("snapshot", 0))
+                self.assertNotIn("frames", last)
+
     def test_every_snapshot_replays_identically(self):
         for path in self.pickles():
             with self.subTest(snapshot=os.path.basename(path)):
@@ -368,7 +379,6 @@ class PytorchFixtures(unittest.TestCase):
             "are taken from the final segments, as live at time zero",
             "note: 1 segments belong to private pools (CUDA graphs, MemPool): their requests "
             "are replayed in the default pool",
-            "note: 1 snapshot/user_defined markers skipped (not requests)",
             "note: 2 streams allocate: each is replayed as its own stream; frees take effect at "
             "free_completed (record_stream waits are not modelled)",
             "note: 3 blocks were live before the history began: allocated first, at time zero",

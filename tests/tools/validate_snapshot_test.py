@@ -114,6 +114,27 @@ class ValidateSnapshot(unittest.TestCase):
         s["device_traces"][0].append(event("free_requested", 0x7F0000000000 + 512, 1000))
         self.assertEqual(self.errors(s), [])
 
+    def test_a_final_snapshot_entry_records_the_active_bytes(self):
+        s = valid_snapshot()
+        trace = s["device_traces"][0]
+        trace.append(event("snapshot", 0, 1024))  # b's block, 1024 B, is the one active
+        self.assertEqual(self.errors(s), [])
+        trace[-1]["size"] = 1000  # b's requested bytes, not its block's
+        self.assertEqual(self.errors(s), [
+            "markers: device 0 event 7 (snapshot): size 1000, but the final segments hold 1024 "
+            "active bytes and no alloc or free follows it"])
+        trace[-1]["addr"] = 0x7F0000000000
+        trace[-1]["size"] = 1024
+        self.assertEqual(self.errors(s), [
+            "markers: device 0 event 7 (snapshot): addr is 0x7f0000000000, PyTorch records 0"])
+
+    def test_an_earlier_snapshot_entry_is_not_held_to_the_final_state(self):
+        s = valid_snapshot()
+        s["device_traces"][0].insert(3, event("snapshot", 0, 1536))  # a and b active then
+        self.assertEqual(self.errors(s), [])
+        s["device_traces"][0][3]["size"] = -1
+        self.assertTrue(any("size is -1" in e for e in self.errors(s)))
+
     def test_categories_need_one_unknown(self):
         s = valid_snapshot()
         for e in s["device_traces"][0]:
