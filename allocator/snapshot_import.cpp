@@ -172,61 +172,6 @@ class ContextTable {
   uint32_t last_stream_ = 0;       // the last one interned
 };
 
-// ---- allocator_settings -> the replay's config ----
-
-void read_settings(const PyValue* settings, ImportedSnapshot& out) {
-  AllocatorConfig& c = out.config;
-  if (settings == nullptr || settings->kind() != PyValue::Kind::Dict) {
-    out.notes.push_back("no allocator_settings: replayed with the caching policy's defaults");
-    return;
-  }
-  for (const auto& [key_value, v] : settings->entries()) {
-    if (key_value.kind() != PyValue::Kind::Str) continue;
-    const std::string& key = key_value.as_str();
-    const std::string where = "allocator_settings." + key;
-    if (key == "memgrad_policy" && v.kind() == PyValue::Kind::Str) {
-      c.policy = v.as_str();
-    } else if (key == "max_split_size" && v.kind() == PyValue::Kind::Int) {
-      c.max_split_size = v.as_int() < 0 ? SIZE_MAX : static_cast<size_t>(v.as_int());
-    } else if (key == "garbage_collection_threshold" && v.kind() == PyValue::Kind::Float) {
-      c.garbage_collection_threshold = v.as_float();
-    } else if (key == "per_process_memory_fraction" && v.kind() == PyValue::Kind::Float) {
-      c.memory_fraction = v.as_float();
-    } else if (key == "max_non_split_rounding_size" && v.kind() == PyValue::Kind::Int) {
-      c.max_non_split_rounding_size = field(*settings, key, "allocator_settings");
-    } else if (key == "roundup_power2_divisions" && v.kind() == PyValue::Kind::Dict) {
-      for (const auto& [interval, n] : v.entries()) {
-        const std::string mb = interval.kind() == PyValue::Kind::Str ? interval.as_str() : "";
-        size_t bucket = 0;
-        while (bucket < kRoundupIntervals && std::to_string(size_t{1} << bucket) != mb) ++bucket;
-        if (bucket == kRoundupIntervals || n.kind() != PyValue::Kind::Int || n.as_int() < 0) {
-          out.notes.push_back(fmt::format("{}: interval '{}' is not one memgrad models "
-                                          "(powers of two from 1 to 32768 MB): ignored",
-                                          where, mb));
-          continue;
-        }
-        c.roundup_power2_divisions[bucket] = static_cast<size_t>(n.as_int());
-      }
-    } else if (key == "expandable_segments" && v.kind() == PyValue::Kind::Bool && v.as_bool()) {
-      if (settings->find("memgrad_policy") == nullptr) {
-        c.policy = "expandable";
-        out.notes.push_back("expandable_segments: replayed with memgrad's expandable policy, "
-                            "whose page mapping differs from PyTorch's: segment_map sizes may "
-                            "diverge");
-      }
-    } else if (key == "trace_alloc_overflowed" && v.kind() == PyValue::Kind::Bool && v.as_bool()) {
-      out.notes.push_back("the trace's ring buffer overflowed: allocations older than its first "
-                          "event are taken from the final segments, as live at time zero");
-    }
-  }
-  if (c.policy != "caching" && settings->find("memgrad_policy") == nullptr) return;
-  try {
-    c.validate();
-  } catch (const ConfigError& e) {
-    throw TraceError(fmt::format("allocator_settings: {}", e.what()));
-  }
-}
-
 // ---- the trace -> requests ----
 
 struct LiveBlock {
@@ -567,7 +512,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     }
     if (info->find("capacity") != nullptr) out.capacity = field(*info, "capacity", "memgrad");
   }
-  read_settings(snapshot.find("allocator_settings"), out);
+  read_allocator_settings(snapshot.find("allocator_settings"), out.config, out.notes);
   std::map<uint64_t, LiveBlock> live_at_end = final_live_blocks(segments, out.device, out);
   if (traces.empty()) throw TraceError("device_traces: empty (no history was recorded)");
   const PyValue& trace_value = traces[static_cast<size_t>(out.device)];

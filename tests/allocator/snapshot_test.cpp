@@ -351,6 +351,59 @@ TEST_CASE("what a replay cannot model is named in a note") {
   CHECK_EQ(imported.contexts.back().op, "train.py");
 }
 
+TEST_CASE("allocator settings memgrad lacks are named in one note, with the choice made") {
+  const auto notes_of = [](PyValue::Entries settings) {
+    const PyValue s = PyValue::dict(
+        {{"segments", PyValue::list()},
+         {"device_traces", PyValue::list({PyValue::list()})},
+         {"allocator_settings", PyValue::dict(std::move(settings))}});
+    return import_snapshot(s);
+  };
+  // PyTorch's defaults: nothing to say.
+  const PyValue::Entries defaults = {
+      {"PYTORCH_CUDA_ALLOC_CONF", ""}, {"max_split_size", -1},
+      {"garbage_collection_threshold", 0.0}, {"expandable_segments", false},
+      {"pinned_num_register_threads", 1}, {"release_lock_on_cudamalloc", false},
+      {"pinned_use_cuda_host_register", false}, {"graph_capture_record_stream_reuse", false}};
+  CHECK(notes_of(defaults).notes.empty());
+  const ImportedSnapshot set = notes_of({
+      {"PYTORCH_CUDA_ALLOC_CONF",
+       "backend:native,roundup_power2_divisions:[256:1,>:4],max_non_split_rounding_mb:64,"
+       "pinned_use_background_threads:True"},
+      {"max_split_size", "64"},
+      {"release_lock_on_cudamalloc", true},
+      {"pinned_num_register_threads", 8},
+      {"pinned_use_cuda_host_register", true},
+      {"graph_capture_record_stream_reuse", true},
+      {"future_knob", 3}});
+  REQUIRE_EQ(set.notes.size(), 1);
+  CHECK_EQ(set.notes[0],
+           "allocator settings memgrad does not model, ignored (the replay runs as if they were "
+           "unset): PYTORCH_CUDA_ALLOC_CONF pinned_use_background_threads:True, "
+           "max_split_size='64' (expected an int), release_lock_on_cudamalloc=True (locking "
+           "around cudaMalloc), pinned_num_register_threads=8 (pinned host memory), "
+           "pinned_use_cuda_host_register=True (pinned host memory), "
+           "graph_capture_record_stream_reuse=True (CUDA graph capture), future_knob=3 (unknown "
+           "to memgrad)");
+  CHECK_EQ(set.config.max_split_size, SIZE_MAX);  // the mistyped setting: its default
+  CHECK_EQ(set.config.max_non_split_rounding_size, 64 * kMiB);  // only the text carries it
+  // cudaMallocAsync served the run: a line of its own, the replay still uses caching.
+  const ImportedSnapshot async = notes_of({{"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}});
+  REQUIRE_EQ(async.notes.size(), 1);
+  CHECK(async.notes[0].starts_with("PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync: the run was "
+                                   "served by CUDA's stream-ordered allocator"));
+  CHECK_EQ(async.config.policy, "caching");
+  // memgrad's own snapshot: its configuration text is memgrad's, every key modelled.
+  BoundedMemory memory(kCapacity, "sim:0");
+  AllocatorConfig config = AllocatorConfig::parse("policy:caching,max_split_size_mb:64");
+  std::unique_ptr<PolicyAllocator> a = make_allocator(config, memory);
+  a->trace().enable();
+  run_workload(*a);
+  const ImportedSnapshot own = import_snapshot(memory_snapshot(*a, config, 0));
+  CHECK(own.notes.empty());
+  CHECK_EQ(own.config.max_split_size, 64 * kMiB);
+}
+
 TEST_CASE("a malformed snapshot is a TraceError naming the place and the value") {
   const auto error_of = [](const PyValue& s) -> std::string {
     try {

@@ -377,6 +377,12 @@ class PytorchFixtures(unittest.TestCase):
         expected = [
             "note: the trace's ring buffer overflowed: allocations older than its first event "
             "are taken from the final segments, as live at time zero",
+            "note: allocator settings memgrad does not model, ignored (the replay runs as if "
+            "they were unset): PYTORCH_CUDA_ALLOC_CONF pinned_use_background_threads:True, "
+            "graph_capture_record_stream_reuse=True (CUDA graph capture), "
+            "pinned_num_register_threads=8 (pinned host memory), "
+            "pinned_use_cuda_host_register=True (pinned host memory), "
+            "release_lock_on_cudamalloc=True (locking around cudaMalloc)",
             "note: 1 segments belong to private pools (CUDA graphs, MemPool): their requests "
             "are replayed in the default pool",
             "note: 2 streams allocate: each is replayed as its own stream; frees take effect at "
