@@ -10,7 +10,12 @@ PyTorch run"):
   - B4's --snapshot at its OOM replays to the same OOM; a run under each policy writes a valid
     snapshot; the committed traces/b04_oom.pickle is what B4 writes today;
   - hand-built PyTorch-format snapshots (tests/tools/fixtures/) replay identically or name what
-    the replay cannot model, whether JSON or pickled by CPython (protocols 4 and 5);
+    the replay cannot model, whether JSON or pickled by CPython (protocols 4 and 5); one whose
+    segment decisions are not the caching rules' is reported at its first divergence (status 4);
+  - `./memgrad lab snapshot -- PROGRAM ARGS` (tools/lab.py, which ./memgrad runs once it has
+    built) writes a snapshot that follows the viewer's rules and replays identically;
+  - a snapshot whose ring buffer overflowed (record_memory_history with a small max_entries,
+    written by snapshot_tool) says so, follows the viewer's rules and replays, naming it;
   - bad input ends lab_replay with one error line, never a crash;
   - tools/pytorch_snapshot.py, which records PyTorch's snapshots on a GPU, parses its options,
     says why it cannot record here, and its programs run on the CPU (when torch imports);
@@ -41,6 +46,8 @@ BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(
 LAB = os.path.join(BUILD, "examples", "lab_replay")
 TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
 B04 = os.path.join(BUILD, "examples", "behaviours", "b04_fragmentation_oom")
+SNAPSHOT_TOOL = os.path.join(BUILD, "tests", "docs", "snapshot_tool")
+LAB_PY = os.path.join(ROOT, "tools", "lab.py")
 MNIST = "/usr/share/datasets/fashion-mnist"
 FIXTURES = os.path.join(ROOT, "tests", "tools", "fixtures")
 COMMITTED_B04 = os.path.join(ROOT, "traces", "b04_oom.pickle")
@@ -345,9 +352,67 @@ class PolicySnapshots(unittest.TestCase):
                     self.assertIn("validate: identical", done.stdout)
 
 
+class LabSnapshot(unittest.TestCase):
+    def test_lab_snapshot_runs_a_program_and_writes_a_valid_snapshot(self):
+        out = os.path.join(Recorded.tmp, "lab", "b02.pickle")
+        proc = run([sys.executable, LAB_PY, "--build-dir", BUILD, "snapshot", "--out", out,
+                    "--", "b02"])
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(f"snapshot: {os.path.relpath(out, ROOT)} ({os.path.getsize(out)} bytes)",
+                      proc.stdout)
+        self.assertIn("next: open it in https://pytorch.org/memory_viz", proc.stdout)
+        self.assertRegex(proc.stderr, r"memory snapshot of cpu \(\d+ events\) written to ")
+        snapshot = load(out)
+        self.assertEqual(validate_snapshot.validate(snapshot), [])
+        self.assertEqual(snapshot["memgrad"]["device"], "cpu")
+        actions = [e["action"] for e in snapshot["device_traces"][0]]
+        self.assertIn("segment_free", actions)  # B2's empty_cache() released segments
+        self.assertEqual(actions[-1], "snapshot")
+        # The program's arguments reach it: b20 writes its pictures where --out says.
+        pictures = os.path.join(Recorded.tmp, "lab", "b20-pictures")
+        b20 = os.path.join(Recorded.tmp, "lab", "b20.json")
+        proc = run([sys.executable, LAB_PY, "--build-dir", BUILD, "snapshot", "--out", b20,
+                    "--", "b20", "--out", pictures])
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertTrue(os.listdir(pictures))
+        files = snapshot_files(b20)
+        self.assertTrue(files)
+        for path in files:
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual(validate_snapshot.validate(json.load(f)), [], path)
+            done = replay(path, "--validate")
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            self.assertIn("validate: identical", done.stdout)
+
+
+class RingOverflow(unittest.TestCase):
+    def test_a_snapshot_after_the_ring_overflowed_says_so_and_replays(self):
+        path = os.path.join(Recorded.tmp, "ring.pickle")
+        proc = run([SNAPSHOT_TOOL, "ring", "64", path])
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("ring of 64 entries: 64 events kept, the ring overflowed: yes", proc.stdout)
+        snapshot = load(path)
+        settings = snapshot["allocator_settings"]
+        self.assertIs(settings["trace_alloc_overflowed"], True)
+        self.assertEqual(settings["trace_alloc_max_entries"], 64)
+        trace = snapshot["device_traces"][0]
+        self.assertEqual(len(trace), 64)  # the snapshot entry took the oldest one's place
+        self.assertEqual(trace[-1]["action"], "snapshot")
+        self.assertEqual(validate_snapshot.validate(snapshot), [])
+        proc = replay(path, "--validate")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("note: the trace's ring buffer overflowed: allocations older than its "
+                      "first event are taken from the final segments, as live at time zero",
+                      proc.stdout)
+        self.assertRegex(proc.stdout, r"note: \d+ blocks were live before the history began")
+        # The last segment, obtained within the ring, is compared.
+        self.assertIn("validate: identical: 1 segment events", proc.stdout)
+
+
 class PytorchFixtures(unittest.TestCase):
     RUN = os.path.join(FIXTURES, "pytorch_caching_run.json")
     FEATURES = os.path.join(FIXTURES, "pytorch_features.json")
+    DIVERGENT = os.path.join(FIXTURES, "pytorch_divergent.json")
 
     def test_the_fixtures_are_what_their_script_writes(self):
         for name, build in make_pytorch_fixtures.FIXTURES.items():
@@ -355,7 +420,7 @@ class PytorchFixtures(unittest.TestCase):
                 self.assertEqual(f.read(), make_pytorch_fixtures.text_of(build()), name)
 
     def test_the_fixtures_follow_the_viewers_rules(self):
-        for path in (self.RUN, self.FEATURES):
+        for path in (self.RUN, self.FEATURES, self.DIVERGENT):
             self.assertEqual(validate_snapshot.validate(load(path)), [], path)
 
     def test_a_pytorch_caching_run_replays_identically(self):
@@ -390,6 +455,28 @@ class PytorchFixtures(unittest.TestCase):
             "note: 3 blocks were live before the history began: allocated first, at time zero",
         ]
         self.assertEqual(notes, expected)
+
+    def test_a_divergence_is_reported_with_its_context_and_fails(self):
+        # PyTorch's rule gives F's 12 MiB request a 12 MiB segment; the recording says 20 MiB.
+        proc = replay(self.DIVERGENT, "--validate")
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        self.assertNotIn("validate: identical", proc.stdout)
+        lines = proc.stdout.splitlines()
+        first = lines.index("validate: diverges at segment event #2: recorded segment_alloc "
+                            "20971520, replayed segment_alloc 12582912")
+        self.assertEqual(
+            [re.sub(r" +", " ", line) for line in lines[first + 1:first + 6]],
+            [" #0 recorded segment_alloc 2097152 replayed segment_alloc 2097152",
+             " #1 recorded segment_alloc 20971520 replayed segment_alloc 20971520",
+             " #2 recorded segment_alloc 20971520 replayed segment_alloc 12582912 <- first "
+             "difference",
+             " #3 recorded segment_free 20971520 replayed segment_free 12582912",
+             "validate: peak reserved 34.00 MiB replayed, 42.00 MiB recorded"])
+        # Through ./memgrad lab's own front end, the same status.
+        proc = run([sys.executable, LAB_PY, "--build-dir", BUILD, "replay", self.DIVERGENT,
+                    "--validate", "--policy", "caching", "--timed-passes", "1"])
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        self.assertIn("<- first difference", proc.stdout)
 
     def test_pickles_written_by_cpython_replay_as_the_json(self):
         snapshot = load(self.RUN)
