@@ -90,8 +90,11 @@ class Census {
     if (label == "head") return op == "layer_norm" ? kFinalNorm : op == "linear" ? kHeadInput : kOther;
     if (!label.starts_with("block ")) return kOther;
     const Shape& sizes = t.sizes();
+    // q, k and v are views of one (B, T, 3C) buffer; with C / H == T they have the shape of the
+    // attention probabilities, so the storage tells them apart.
+    const bool qkv_view = t.storage().nbytes() == 3 * t.nbytes();
+    if (sizes == Shape{B_, H, T_, C / H} && qkv_view) return kQkv;
     if (sizes == Shape{B_, H, T_, T_}) return kAttention;
-    if (sizes == Shape{B_, H, T_, C / H}) return kQkv;  // q, k or v: views of one buffer
     if (sizes == Shape{B_, T_, 4 * C}) return kMlp;
     if (op == "layer_norm") return kLayerNorms;
     if (op == "linear") {

@@ -20,12 +20,13 @@ namespace {
 constexpr CharLMShape kShape{16, 16, 2, 2, 64};
 constexpr int64_t kBatch = 2;
 
-ForwardMemory measure(const ForwardMode& mode) {
+ForwardMemory measure(const ForwardMode& mode, const CharLMShape& shape = kShape,
+                      int64_t batch = kBatch) {
   manual_seed(3);
-  CharLM model(kShape, 0.0, mode.checkpoint_segments, kCPU);
+  CharLM model(shape, 0.0, mode.checkpoint_segments, kCPU);
   const TensorOptions ints = TensorOptions(kInt64);
-  const Tensor idx = randint(0, kShape.vocab, {kBatch, kShape.context}, ints);
-  const Tensor target = randint(0, kShape.vocab, {kBatch, kShape.context}, ints);
+  const Tensor idx = randint(0, shape.vocab, {batch, shape.context}, ints);
+  const Tensor target = randint(0, shape.vocab, {batch, shape.context}, ints);
   LossAndAccuracy result;
   ForwardMemory m = measure_forward(model, idx, target, mode, &result);
   CHECK(result.loss.requires_grad());  // the graph is there for backward
@@ -64,6 +65,20 @@ TEST_CASE("every part of the transformer's forward memory matches the shapes in 
   CHECK_EQ(m.attention, 2 * (2 * 2 * 64 * 64 * 4));
   // q, k and v are views of one (B, T, 3C) buffer per block: counted once, with ln1's output.
   CHECK_EQ(part(m, "2 x q/k/v"), 2 * (2 * 64 * 16 * 4 + 2 * 64 * 48 * 4));
+}
+
+TEST_CASE("q, k and v are told from attention probabilities of the same shape (C / H == T)") {
+  // Width 32 over 2 heads and a context of 16: q, k, v and the probabilities are all
+  // (8, 2, 16, 16); only the views of the (B, T, 3C) buffer are q, k and v.
+  const CharLMShape square{16, 32, 2, 2, 16};
+  for (const bool amp : {false, true}) {
+    CAPTURE(amp);
+    const ForwardMemory m = measure({.amp = amp}, square, 8);
+    check_parts(m);
+    const int64_t bytes = amp ? 2 : 4;
+    CHECK_EQ(m.attention, 2 * (8 * 2 * 16 * 16 * 4 + (amp ? 8 * 2 * 16 * 16 * 2 : 0)));
+    CHECK_EQ(part(m, "2 x q/k/v"), 2 * (8 * 16 * 32 * bytes + 8 * 16 * 96 * bytes));
+  }
 }
 
 TEST_CASE("under autocast the float16 parts halve and float16 weight copies appear") {
