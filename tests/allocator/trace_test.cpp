@@ -1,11 +1,15 @@
 // The allocator trace: the exact event sequence of a small program on a simulated device, the
-// context captured from the scoped guards, the JSON dump, the ring buffer, and silence when off.
+// context captured from the scoped guards, the JSON dump, the ring buffer, silence when off, and
+// the SVG timeline's downsampling, which must keep every peak.
 //
 // Addresses are relative to the BoundedMemory's base, so they are the same on every run: the
 // first segment starts at 0 and the next one right after it (first fit).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -69,9 +73,65 @@ void run_program(CachingAllocator& alloc) {
   CHECK_THROWS_AS(alloc.allocate(100 * MiB), OutOfMemoryError);
 }
 
+// The y coordinates of the SVG path of class `cls` ("reserved" or "allocated"): its M point's
+// and every V's, in order (trace_svg.cpp draws each line as M x,y then H x and V y steps).
+std::vector<double> path_ys(const std::string& svg, const std::string& cls) {
+  const std::string tail = "\" class=\"" + cls + "\"/>";
+  const size_t end = svg.find(tail);
+  REQUIRE(end != std::string::npos);
+  const size_t begin = svg.rfind("<path d=\"", end) + 9;
+  const std::string d = svg.substr(begin, end - begin);
+  std::vector<double> ys = {std::strtod(d.c_str() + d.find(',') + 1, nullptr)};
+  for (size_t v = d.find('V'); v != std::string::npos; v = d.find('V', v + 1)) {
+    ys.push_back(std::strtod(d.c_str() + v + 1, nullptr));
+  }
+  return ys;
+}
+
+// The y of the grid line of bytes 0 (the first one drawn).
+double zero_line_y(const std::string& svg) {
+  const size_t grid = svg.find("class=\"grid\"");
+  REQUIRE(grid != std::string::npos);
+  const size_t y1 = svg.rfind("y1=\"", grid);
+  return std::strtod(svg.c_str() + y1 + 4, nullptr);
+}
+
 }  // namespace
 
 TEST_SUITE("allocator") {
+
+TEST_CASE("the SVG timeline keeps a one-event spike when it downsamples to pixel columns") {
+  // 200,000 events a nanosecond apart, about 240 to each of the plot's pixel columns: reserved
+  // is 10 MiB throughout but for one event at 50 MiB, allocated 4 MiB but for one at 30 MiB.
+  std::vector<TraceEvent> events(200'000);
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].time_ns = static_cast<int64_t>(i);
+    events[i].reserved = static_cast<int64_t>(10 * MiB);
+    events[i].allocated = static_cast<int64_t>(4 * MiB);
+  }
+  events[123'457].reserved = static_cast<int64_t>(50 * MiB);
+  events[77'777].allocated = static_cast<int64_t>(30 * MiB);
+  const std::string svg = trace_to_svg(events, {}, "spike", 0);
+  CHECK(svg.size() < 200'000);  // downsampled: a few strokes per column, not one per event
+  const double zero = zero_line_y(svg);
+  for (const auto& [cls, spike, level] : {std::tuple{"reserved", 50.0, 10.0},
+                                          std::tuple{"allocated", 30.0, 4.0}}) {
+    CAPTURE(cls);
+    const std::vector<double> ys = path_ys(svg, cls);
+    CHECK(ys.size() < 4 * 1000);
+    // The first point is the steady level; the highest (least y) must be the spike's, at
+    // spike / level times its height above the zero line (to the path's 1/100 px).
+    const double top = *std::min_element(ys.begin(), ys.end());
+    const double steady = ys.front();
+    CHECK_EQ((zero - top) / (zero - steady), doctest::Approx(spike / level).epsilon(0.001));
+  }
+  // Without the spikes, the lines stay at their steady levels.
+  events[123'457].reserved = static_cast<int64_t>(10 * MiB);
+  events[77'777].allocated = static_cast<int64_t>(4 * MiB);
+  const std::string flat = trace_to_svg(events, {}, "flat", 0);
+  const std::vector<double> ys = path_ys(flat, "reserved");
+  CHECK_EQ(*std::min_element(ys.begin(), ys.end()), ys.front());
+}
 
 TEST_CASE("the trace records each alloc, free, segment map and OOM in order with exact numbers") {
   BoundedMemory memory(64 * kMiB, "sim:0");
