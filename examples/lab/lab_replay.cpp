@@ -5,7 +5,8 @@
 //       serves the trace's requests with each policy on a fresh simulated device and prints
 //       one row per policy: peak reserved and allocated, fragmentation (1 - allocated/reserved
 //       at the peak of reserved, and averaged over requests) with its hard and soft parts
-//       (allocator/fragmentation.h; the rest is other streams'), source calls, the first OOM
+//       (allocator/fragmentation.h; the rest is other streams'), the rounding at the peak
+//       (allocated - requested, inside live blocks), source calls, the first OOM
 //       (with its trace event) and the time per request, then a conclusion from the rows.
 //       TRACE is memgrad's trace JSON or a memory snapshot in PyTorch's format (pickle or
 //       JSON, PyTorch's or memgrad's); what a snapshot's replay cannot model is printed as
@@ -197,12 +198,12 @@ void print_row(const ReplayResult& r) {
       r.oom ? fmt::format("OOM at event {}", r.oom_event) : std::string("ok");
   const FragmentationReport& f = r.fragmentation_report_at_peak;
   const double reserved = static_cast<double>(std::max<size_t>(f.reserved, 1));
-  fmt::print("{:<12} {:>14} {:>15} {:>22} {:>22} {:>13} {:<18} {:.0f} ns\n", r.policy,
+  fmt::print("{:<12} {:>14} {:>15} {:>22} {:>22} {:>14} {:>13} {:<18} {:.0f} ns\n", r.policy,
              mib(r.peak_reserved), mib(r.peak_allocated),
              share(r.fragmentation_at_peak, static_cast<double>(f.hard) / reserved,
                    static_cast<double>(f.soft) / reserved),
-             share(r.fragmentation_mean, r.hard_mean, r.soft_mean), r.source_calls, result,
-             r.ns_per_op);
+             share(r.fragmentation_mean, r.hard_mean, r.soft_mean), format_size(f.rounding),
+             r.source_calls, result, r.ns_per_op);
 }
 
 // One sentence from the rows: who reserved least and most at the peak (against the ideal), who
@@ -380,9 +381,9 @@ int cmd_replay(const std::string& path, const std::string& policy_flag,
   fmt::print("\nideal peak (most requested bytes live at once): {}\n", mib(plan.ideal_peak));
   fmt::print("each policy serves the same requests on a fresh simulated device of {}\n\n",
              mib(capacity));
-  fmt::print("{:<12} {:>14} {:>15} {:>22} {:>22} {:>13} {:<18} {}\n", "policy",
+  fmt::print("{:<12} {:>14} {:>15} {:>22} {:>22} {:>14} {:>13} {:<18} {}\n", "policy",
              "peak reserved", "peak allocated", "frag@peak (hard+soft)", "frag mean (hard+soft)",
-             "source calls", "result", "time per request");
+             "rounding@peak", "source calls", "result", "time per request");
   std::vector<ReplayResult> rows;
   std::optional<PlannedReport> planned;
   for (const std::string& policy : policies_or_all(policy_flag)) {
