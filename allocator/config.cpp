@@ -247,7 +247,7 @@ class Parser {
 }  // namespace
 
 std::string_view known_policies() {
-  return "caching, passthrough, first_fit, buddy, size_class, arena, expandable, planned";
+  return "caching, passthrough, first_fit, buddy, size_class, arena, expandable, stitch, planned";
 }
 
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {

@@ -279,7 +279,7 @@ PyValue allocator_settings_of(const AllocatorConfig& config) {
       {"PYTORCH_CUDA_ALLOC_CONF", config.to_string()},
       {"max_split_size", max_split},
       {"garbage_collection_threshold", config.garbage_collection_threshold},
-      {"expandable_segments", config.policy == "expandable"},
+      {"expandable_segments", config.policy == "expandable" || config.policy == "stitch"},
       {"roundup_power2_divisions", PyValue::dict(std::move(divisions))},
       {"release_lock_on_cudamalloc", false},
       {"pinned_use_cuda_host_register", false},

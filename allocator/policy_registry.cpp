@@ -35,6 +35,9 @@ std::unique_ptr<PolicyAllocator> make_allocator(const AllocatorConfig& config,
     allocator = std::make_unique<ArenaAllocator>(source, config);
   } else if (p == "expandable") {
     allocator = std::make_unique<ExpandableAllocator>(source, config);
+  } else if (p == "stitch") {
+    allocator = std::make_unique<ExpandableAllocator>(source, config,
+                                                      ExpandableAllocator::Stitch());
   } else if (p == "planned") {
     allocator = std::make_unique<PlannedAllocator>(source, config);
   } else {

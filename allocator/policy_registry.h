@@ -1,6 +1,6 @@
 // Creating an allocator policy by name, as MEMGRAD_ALLOC_CONF selects it. The names are those of
 // known_policies(): caching (the default), passthrough, and the policy lab's first_fit, buddy,
-// size_class, arena, expandable and planned (docs/allocator-lab.md).
+// size_class, arena, expandable, stitch and planned (docs/allocator-lab.md).
 #pragma once
 
 #include <memory>

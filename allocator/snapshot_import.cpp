@@ -449,28 +449,42 @@ size_t peak_reserved(const RecordedEvents& events, size_t start) {
   return static_cast<size_t>(std::max<int64_t>(peak, 0));
 }
 
-// Whether the run of segment frees (or unmaps) starting at `first` is an empty_cache() call rather than
-// the allocator's own release: under a policy that gives a segment back when its block is freed
-// (passthrough, and planned before its plan; the caching policy and the lab's others keep free
-// segments until empty_cache() or a failed segment allocation), the segment_free follows that block's
-// free_completed; a retry after a failed segment
-// allocation frees cached segments and then obtains one that would not have fitted
-// (`reserved` + its size above `limit`); garbage collection frees and then serves a request
-// from the cache (only with a threshold set). Anything else freed cached segments on request.
+// Whether the run of segment frees (or unmaps) starting at `first` is an empty_cache() call
+// rather than the allocator's own release:
+// - under a policy that gives a segment back when its block is freed (passthrough, and planned
+//   before its plan; the caching policy and the lab's others keep free segments until
+//   empty_cache() or a failed segment allocation), the segment_free follows that block's
+//   free_completed;
+// - a retry after a failed segment allocation frees cached segments and then obtains one that
+//   would not have fitted (`reserved` + its size above `limit`);
+// - garbage collection frees and then serves a request from the cache (only with a threshold);
+// - the stitch policy (`moves_pages`) unmaps free pages and maps as many bytes or more right
+//   after, for the request it serves.
+// Anything else freed cached segments on request.
 bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved,
-                    size_t limit, bool garbage_collection, bool releases_on_free) {
+                    size_t limit, bool garbage_collection, bool releases_on_free,
+                    bool moves_pages) {
   if (releases_on_free && first > 0 && events[first - 1].action == TraceAction::FreeCompleted &&
       events[first - 1].address == events[first].address) {
     return false;
   }
   size_t next = first;
+  size_t released = 0;
   while (next < events.size() && (events[next].action == TraceAction::SegmentFree ||
                                    events[next].action == TraceAction::SegmentUnmap ||
                                    events[next].action == TraceAction::Oom)) {
+    if (events[next].action != TraceAction::Oom) released += events[next].nbytes;
     ++next;
   }
   if (next == events.size()) return true;
   const RecordedEvent& after = events[next];
+  if (moves_pages && after.action == TraceAction::SegmentMap) {
+    size_t mapped = 0;
+    for (size_t i = next; i < events.size() && events[i].action == TraceAction::SegmentMap; ++i) {
+      mapped += events[i].nbytes;
+    }
+    if (mapped >= released) return false;
+  }
   if (after.action == TraceAction::SegmentAlloc || after.action == TraceAction::SegmentMap) {
     return reserved + after.nbytes <= limit;
   }
@@ -575,7 +589,8 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     if (releases(e.action) && (i == 0 || !releases(recorded[i - 1].action)) &&
         is_empty_cache(recorded, i, static_cast<size_t>(std::max<int64_t>(reserved, 0)), limit,
                        out.config.garbage_collection_threshold > 0.0,
-                       out.config.policy == "passthrough" || out.config.policy == "planned")) {
+                       out.config.policy == "passthrough" || out.config.policy == "planned",
+                       out.config.policy == "stitch")) {
       out.events.push_back({TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0,
                             e.context});
     }

@@ -17,25 +17,34 @@
 namespace memgrad {
 
 ExpandableAllocator::ExpandableAllocator(MemorySource& source, const AllocatorConfig& config)
-    : PolicyAllocator(source, config.memory_fraction) {
+    : ExpandableAllocator(source, config, PageRules{}) {}
+
+ExpandableAllocator::ExpandableAllocator(MemorySource& source, const AllocatorConfig& config,
+                                         PageRules rules)
+    : PolicyAllocator(source, config.memory_fraction), stitch_(rules.stitch) {
   if (!source.supports_expansion()) {
     throw ConfigError(
-        fmt::format("policy:expandable: device {} cannot reserve and map pages (its memory "
-                    "source has no expansion support), so segments cannot grow there; use "
-                    "policy:caching",
-                    source.name()),
-        "policy", "expandable");
+        fmt::format("policy:{}: device {} cannot reserve and map pages (its memory source has "
+                    "no expansion support), so segments cannot grow there; use policy:caching",
+                    policy_name(), source.name()),
+        "policy", std::string(policy_name()));
   }
   const size_t source_page = source.expansion_page_nbytes();
+  if (rules.large_page == 0 || rules.large_page % kSmallPage != 0) {
+    throw ConfigError(fmt::format("policy:{}: large-pool pages of {} bytes are not a multiple of "
+                                  "the {}-byte small-pool page",
+                                  policy_name(), rules.large_page, kSmallPage),
+                      "policy", std::string(policy_name()));
+  }
   if (source_page == 0 || kSmallPage % source_page != 0) {
-    throw ConfigError(fmt::format("policy:expandable: device {} maps pages of {} bytes, which "
-                                  "do not divide the policy's {}-byte pages",
-                                  source.name(), source_page, kSmallPage),
-                      "policy", "expandable");
+    throw ConfigError(fmt::format("policy:{}: device {} maps pages of {} bytes, which do not "
+                                  "divide the policy's {}-byte pages",
+                                  policy_name(), source.name(), source_page, kSmallPage),
+                      "policy", std::string(policy_name()));
   }
   small_.page = kSmallPage;
   small_.pool = StatPool::SmallPool;
-  large_.page = kLargePage;
+  large_.page = rules.large_page;
   large_.pool = StatPool::LargePool;
 }
 
@@ -216,6 +225,31 @@ bool ExpandableAllocator::lowest_run(const Region& r, size_t size, size_t* offse
   return false;
 }
 
+void ExpandableAllocator::stitch_pages(Region& r, size_t offset, size_t size, size_t count) {
+  const size_t run_first = offset / r.page;
+  const size_t run_end = (offset + size - 1) / r.page + 1;
+  std::vector<std::pair<size_t, size_t>> whole;  // (first page, end page) of free pieces
+  for (const auto& [at, piece] : r.pieces) {
+    if (piece.state != State::Free) continue;
+    const size_t first = (at + r.page - 1) / r.page;
+    const size_t end = (at + piece.nbytes) / r.page;
+    if (first < end) whole.emplace_back(first, end);
+  }
+  for (auto it = whole.rbegin(); it != whole.rend() && count > 0; ++it) {
+    for (size_t p = it->second; p-- > it->first && count > 0;) {
+      if (p >= run_first && p < run_end) continue;
+      unmap_pages(r, p, 1);
+      ++stitched_pages_;
+      --count;
+    }
+  }
+}
+
+size_t ExpandableAllocator::stitched_pages() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stitched_pages_;
+}
+
 bool ExpandableAllocator::find_block(Region& r, size_t size, size_t* offset, size_t* tried) {
   auto best = r.free_set.lower_bound({size, 0});
   if (best != r.free_set.end()) {
@@ -225,6 +259,13 @@ bool ExpandableAllocator::find_block(Region& r, size_t size, size_t* offset, siz
   if (!lowest_run(r, size, offset)) {
     *tried = round_up(size, r.page);
     return false;
+  }
+  if (stitch_) {
+    size_t unmapped = 0;
+    for (size_t p = *offset / r.page; p <= (*offset + size - 1) / r.page; ++p) {
+      unmapped += r.mapped[p] ? 0 : 1;
+    }
+    stitch_pages(r, *offset, size, unmapped);
   }
   return map_range(r, *offset, size, tried);
 }

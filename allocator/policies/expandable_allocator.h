@@ -14,6 +14,14 @@
 // num_device_alloc/free follow mapped pages; each contiguous mapped range is one segment in
 // snapshots and in the segment stat; inactive_split stats stay 0, as in PyTorch.
 //
+// The stitch policy is the same in 2 MiB pages for both pools, with one rule more (GMLake's
+// idea, ASPLOS 2024): when a request must map pages, whole free pages elsewhere in the pool are
+// unmapped first and their memory is mapped into the run the request needs, so one contiguous
+// block is stitched from memory the pool already holds instead of growing it. On a GPU that is cuMemUnmap of a page and cuMemMap
+// of the same physical handle at the new address (no cuMemCreate); a simulated device counts it
+// as an unmap and a map, so reserved bytes stay where they were. Pages are taken from the
+// highest addresses down, never from the run itself. It trades mapping calls for a lower peak.
+//
 // The source must support expansion (BoundedMemory and HostMemory do; CudaMemory does through
 // cuMemAddressReserve/cuMemCreate/cuMemMap where the device supports virtual memory management).
 #pragma once
@@ -30,9 +38,20 @@ namespace memgrad {
 
 class ExpandableAllocator final : public PolicyAllocator {
  public:
+  static constexpr size_t kSmallPage = 2 * kMiB;   // small-pool page, bytes (kSmallBuffer)
+  static constexpr size_t kLargePage = 20 * kMiB;  // large-pool page, bytes (kLargeBuffer)
+
+  // How pages are used: the expandable policy's (the default) or the stitch policy's (Stitch()).
+  struct PageRules {
+    size_t large_page = kLargePage;  // a multiple of kSmallPage
+    bool stitch = false;             // move whole free pages into a run instead of growing
+  };
+  static PageRules Stitch() { return {kSmallPage, true}; }
+
   // Uses `config.memory_fraction`. Reserves nothing yet. Throws ConfigError naming the device
   // when `source` cannot reserve and map pages, or its page size does not divide 2 MiB.
   explicit ExpandableAllocator(MemorySource& source, const AllocatorConfig& config = {});
+  ExpandableAllocator(MemorySource& source, const AllocatorConfig& config, PageRules rules);
   ~ExpandableAllocator() override;
 
  protected:
@@ -46,10 +65,11 @@ class ExpandableAllocator final : public PolicyAllocator {
   void empty_cache() override;
   // One segment per contiguous mapped range, tiled by its blocks (coalesced).
   std::vector<SegmentSnapshot> snapshot() const override;
-  std::string_view policy_name() const override { return "expandable"; }
-
-  static constexpr size_t kSmallPage = 2 * kMiB;   // small-pool page, bytes (kSmallBuffer)
-  static constexpr size_t kLargePage = 20 * kMiB;  // large-pool page, bytes (kLargeBuffer)
+  std::string_view policy_name() const override { return stitch_ ? "stitch" : "expandable"; }
+  // Pages the stitch policy moved into a run a request needed instead of mapping new ones.
+  size_t stitched_pages() const;
+  // The page size of the small or the large pool.
+  size_t page_size(bool small_pool) const { return small_pool ? small_.page : large_.page; }
 
  private:
   enum class State : uint8_t { Unmapped, Free, Allocated };
@@ -79,12 +99,16 @@ class ExpandableAllocator final : public PolicyAllocator {
   // of mapped pages) by `segments`: reserved_bytes and num_device_alloc (num_device_free).
   void count_pages(const Region& r, int segments, size_t count, bool mapped);
   size_t unmap_free_pages(Region& r);
+  // Unmaps up to `count` whole free pages of `r` outside [offset, offset + size), highest first.
+  void stitch_pages(Region& r, size_t offset, size_t size, size_t count);
   void split_at(Region& r, size_t offset);
   std::map<size_t, Piece>::iterator set_state(Region& r, size_t offset, size_t nbytes, State s);
   void erase_free(Region& r, std::map<size_t, Piece>::iterator it);
   void insert_free(Region& r, std::map<size_t, Piece>::iterator it);
   void snapshot_region(const Region& r, std::vector<SegmentSnapshot>& out) const;
 
+  const bool stitch_;
+  size_t stitched_pages_ = 0;
   Region small_;
   Region large_;
 };

@@ -307,6 +307,81 @@ TEST_CASE("expandable maps pages into one growing segment and empty_cache unmaps
   CHECK_GE(unmaps, 2);
 }
 
+TEST_CASE("stitch maps a free page elsewhere into the run a request needs instead of growing") {
+  // The rule alone, with expandable's pages of 20 MiB: x on page 0, y on page 1, z on the first half of page 2; x is freed, so
+  // page 0 is whole and free. 30 MiB fits no free block: the lowest run long enough is page 2's
+  // free half and page 3. Expandable maps page 3 (reserved 80 MiB); stitch first unmaps page 0
+  // and maps its memory as page 3 (reserved stays 60 MiB). Both hand out the same address.
+  for (const bool stitch : {false, true}) {
+    CAPTURE(stitch);
+    BoundedMemory memory(200 * kMiB, "sim:0");
+    ExpandableAllocator ex(memory, {}, {ExpandableAllocator::kLargePage, stitch});
+    CHECK_EQ(ex.policy_name(), stitch ? "stitch" : "expandable");
+    ex.trace().enable();
+    const Block x = ex.allocate(20 * kMiB);
+    const Block y = ex.allocate(20 * kMiB);
+    const Block z = ex.allocate(10 * kMiB);
+    ex.free(x);
+    CHECK_EQ(ex.memory_reserved(), 60 * kMiB);
+    const Block w = ex.allocate(30 * kMiB);
+    CHECK_EQ(offset(ex, w) - offset(ex, x), 50 * kMiB);  // after z, across pages 2 and 3
+    CHECK_EQ(ex.memory_reserved(), stitch ? 60 * kMiB : 80 * kMiB);
+    CHECK_EQ(memory.bytes_in_use(), ex.memory_reserved());
+    CHECK_EQ(ex.stitched_pages(), stitch ? 1 : 0);
+    const MemoryStats s = ex.stats();
+    CHECK_EQ(s.num_device_alloc, 4);              // pages 0, 1, 2 and 3
+    CHECK_EQ(s.num_device_free, stitch ? 1 : 0);  // page 0, moved
+    CHECK_EQ(s.segment.all().current, 1);  // pages 0-3, or (stitch) pages 1-3
+    CHECK_MESSAGE(check_allocator(ex).empty(), check_allocator(ex));
+    std::vector<TraceAction> segment_events;
+    for (const TraceEvent& e : ex.trace().events()) {
+      if (e.action == TraceAction::SegmentMap || e.action == TraceAction::SegmentUnmap) {
+        segment_events.push_back(e.action);
+      }
+    }
+    const std::vector<TraceAction> expected =
+        stitch ? std::vector{TraceAction::SegmentMap, TraceAction::SegmentMap,
+                             TraceAction::SegmentMap, TraceAction::SegmentUnmap,
+                             TraceAction::SegmentMap}
+               : std::vector{TraceAction::SegmentMap, TraceAction::SegmentMap,
+                             TraceAction::SegmentMap, TraceAction::SegmentMap};
+    CHECK(segment_events == expected);
+    for (const Block& b : {y, z, w}) ex.free(b);
+  }
+}
+
+TEST_CASE("stitch never takes a page of the run itself, and grows when no other page is free") {
+  BoundedMemory memory(200 * kMiB, "sim:0");
+  auto ex = std::make_unique<ExpandableAllocator>(
+      memory, AllocatorConfig{}, ExpandableAllocator::PageRules{ExpandableAllocator::kLargePage, true});
+  const Block x = ex->allocate(20 * kMiB);  // page 0
+  const Block y = ex->allocate(20 * kMiB);  // page 1
+  ex->free(y);                              // page 1 whole and free, page 2 unmapped
+  // 30 MiB: the run is page 1 and page 2. Page 1 is the only whole free page, and it is part of
+  // the run: it stays, and page 2 is mapped anew.
+  const Block w = ex->allocate(30 * kMiB);
+  CHECK_EQ(offset(*ex, w) - offset(*ex, x), 20 * kMiB);
+  CHECK_EQ(ex->memory_reserved(), 60 * kMiB);
+  CHECK_EQ(ex->stats().num_device_free, 0);
+  CHECK_MESSAGE(check_allocator(*ex).empty(), check_allocator(*ex));
+  for (const Block& blk : {x, w}) ex->free(blk);
+}
+
+TEST_CASE("policy:stitch maps 2 MiB pages in both pools") {
+  BoundedMemory memory(200 * kMiB, "sim:0");
+  auto stitch = make_allocator(AllocatorConfig::parse("policy:stitch"), memory);
+  CHECK_EQ(stitch->policy_name(), "stitch");
+  const Block a = stitch->allocate(3 * kMiB);  // large pool: two 2 MiB pages, not one of 20
+  CHECK_EQ(stitch->memory_reserved(), 4 * kMiB);
+  const Block b = stitch->allocate(1000);  // small pool: one 2 MiB page
+  CHECK_EQ(stitch->memory_reserved(), 6 * kMiB);
+  CHECK_MESSAGE(check_allocator(*stitch).empty(), check_allocator(*stitch));
+  stitch->free(a);
+  stitch->free(b);
+  CHECK_THROWS_WITH_AS(ExpandableAllocator(memory, {}, {3 * kMiB, true}),
+                       doctest::Contains("not a multiple"), ConfigError);
+}
+
 TEST_CASE("expandable refuses a source that cannot map pages, naming the device") {
   NoExpansionSource gpu;
   CHECK_THROWS_WITH_AS(ExpandableAllocator{gpu}, doctest::Contains("cuda:7"), ConfigError);

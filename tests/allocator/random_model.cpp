@@ -235,13 +235,13 @@ class RandomRun {
 
   // After empty_cache or an OOM (which empties the cache before giving up) the only cached bytes
   // left are free blocks inside segments in use: reserved - allocated == inactive_split_bytes.
-  // Expandable: no free block holds a whole page (it would have been unmapped), so each is
-  // shorter than two pages.
+  // Expandable and stitch: no free block holds a whole page (it would have been unmapped), so
+  // each is shorter than two pages.
   std::string check_released_cache() const {
-    if (policy_ == "expandable") {
+    if (policy_ == "expandable" || policy_ == "stitch") {
       for (const SegmentSnapshot& seg : alloc_.snapshot()) {
-        const size_t page = seg.small_pool ? ExpandableAllocator::kSmallPage
-                                           : ExpandableAllocator::kLargePage;
+        const size_t page =
+            dynamic_cast<const ExpandableAllocator&>(alloc_).page_size(seg.small_pool);
         for (const BlockSnapshot& b : seg.blocks) {
           if (!b.allocated && b.nbytes >= 2 * page) {
             return fmt::format("a free block of {} B at {} survived the release of free pages",
@@ -318,9 +318,9 @@ class RandomRun {
   // 1 MiB; large segments are 20 MiB or a multiple of 2 MiB of at least 10 MiB, and hold blocks
   // above 1 MiB (first_fit obtains the same sizes but places blocks in any segment).
   // Passthrough: one allocated block per segment. Buddy: power-of-two arenas and blocks, each at
-  // an offset that is a multiple of its size. size_class: one class per slab. Expandable: whole
-  // pages of its pool. Planned: its arena has the plan's size, a request served before the plan
-  // has a segment of its own, its other segments are caching's.
+  // an offset that is a multiple of its size. size_class: one class per slab. Expandable and
+  // stitch: whole pages of its pool. Planned: its arena has the plan's size, a request served
+  // before the plan has a segment of its own, its other segments are caching's.
   std::string check_segment_rules(const SegmentSnapshot& seg) const {
     if (planned_ != nullptr && planned_->is_arena(seg.address)) return {};
     if (planned_ != nullptr && planned_->is_exact(seg.address)) {
@@ -345,9 +345,9 @@ class RandomRun {
         }
       }
     }
-    if (policy_ == "expandable") {
+    if (policy_ == "expandable" || policy_ == "stitch") {
       const size_t page =
-          seg.small_pool ? ExpandableAllocator::kSmallPage : ExpandableAllocator::kLargePage;
+          dynamic_cast<const ExpandableAllocator&>(alloc_).page_size(seg.small_pool);
       if (seg.nbytes % page != 0) {
         return fmt::format("expandable segment at {} of {} B is not whole pages", seg.address,
                            seg.nbytes);
