@@ -17,10 +17,11 @@
 // The stitch policy is the same in 2 MiB pages for both pools, with one rule more (GMLake's
 // idea, ASPLOS 2024): when a request must map pages, whole free pages elsewhere in the pool are
 // unmapped first and their memory is mapped into the run the request needs, so one contiguous
-// block is stitched from memory the pool already holds instead of growing it. On a GPU that is cuMemUnmap of a page and cuMemMap
-// of the same physical handle at the new address (no cuMemCreate); a simulated device counts it
-// as an unmap and a map, so reserved bytes stay where they were. Pages are taken from the
-// highest addresses down, never from the run itself. It trades mapping calls for a lower peak.
+// block is stitched from memory the pool already holds instead of growing it. On a GPU that is
+// cuMemUnmap of a page and cuMemMap of the same physical handle at the new address (no
+// cuMemCreate); a simulated device counts an unmap and a map, so reserved bytes stay where they
+// were. Pages are taken from the highest addresses down, never from the run itself. It trades
+// mapping calls for a lower peak.
 //
 // The source must support expansion (BoundedMemory and HostMemory do; CudaMemory does through
 // cuMemAddressReserve/cuMemCreate/cuMemMap where the device supports virtual memory management).

@@ -72,7 +72,9 @@ LayoutRules layout_rules_for(std::string_view policy) {
   if (policy == "buddy" || policy == "size_class" || policy == "arena") {
     return {.coalesced = false, .split_stats = true};
   }
-  if (policy == "expandable" || policy == "stitch") return {.coalesced = true, .split_stats = false};
+  if (policy == "expandable" || policy == "stitch") {
+    return {.coalesced = true, .split_stats = false};
+  }
   return {};
 }
 

@@ -308,9 +308,9 @@ TEST_CASE("expandable maps pages into one growing segment and empty_cache unmaps
 }
 
 TEST_CASE("stitch maps a free page elsewhere into the run a request needs instead of growing") {
-  // The rule alone, with expandable's pages of 20 MiB: x on page 0, y on page 1, z on the first half of page 2; x is freed, so
-  // page 0 is whole and free. 30 MiB fits no free block: the lowest run long enough is page 2's
-  // free half and page 3. Expandable maps page 3 (reserved 80 MiB); stitch first unmaps page 0
+  // The rule alone, with expandable's pages of 20 MiB: x on page 0, y on page 1, z on the first
+  // half of page 2; x is freed, so page 0 is whole and free. 30 MiB fits no free block: the
+  // lowest run long enough is page 2's free half and page 3. Expandable maps page 3 (reserved 80 MiB); stitch first unmaps page 0
   // and maps its memory as page 3 (reserved stays 60 MiB). Both hand out the same address.
   for (const bool stitch : {false, true}) {
     CAPTURE(stitch);
@@ -353,7 +353,8 @@ TEST_CASE("stitch maps a free page elsewhere into the run a request needs instea
 TEST_CASE("stitch never takes a page of the run itself, and grows when no other page is free") {
   BoundedMemory memory(200 * kMiB, "sim:0");
   auto ex = std::make_unique<ExpandableAllocator>(
-      memory, AllocatorConfig{}, ExpandableAllocator::PageRules{ExpandableAllocator::kLargePage, true});
+      memory, AllocatorConfig{},
+      ExpandableAllocator::PageRules{ExpandableAllocator::kLargePage, true});
   const Block x = ex->allocate(20 * kMiB);  // page 0
   const Block y = ex->allocate(20 * kMiB);  // page 1
   ex->free(y);                              // page 1 whole and free, page 2 unmapped
