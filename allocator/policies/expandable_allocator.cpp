@@ -189,16 +189,20 @@ bool ExpandableAllocator::map_range(Region& r, size_t offset, size_t size, size_
   return true;
 }
 
-size_t ExpandableAllocator::unmap_free_pages(Region& r) {
-  std::vector<std::pair<size_t, size_t>> free_pieces;  // (offset, nbytes)
+std::vector<std::pair<size_t, size_t>> ExpandableAllocator::whole_free_pages(const Region& r) {
+  std::vector<std::pair<size_t, size_t>> runs;
   for (const auto& [offset, piece] : r.pieces) {
-    if (piece.state == State::Free) free_pieces.emplace_back(offset, piece.nbytes);
-  }
-  size_t released = 0;
-  for (const auto& [offset, nbytes] : free_pieces) {
+    if (piece.state != State::Free) continue;
     const size_t first = (offset + r.page - 1) / r.page;
-    const size_t end = (offset + nbytes) / r.page;
-    if (end <= first) continue;  // no whole page inside this free block
+    const size_t end = (offset + piece.nbytes) / r.page;
+    if (first < end) runs.emplace_back(first, end);  // else no whole page inside this block
+  }
+  return runs;
+}
+
+size_t ExpandableAllocator::unmap_free_pages(Region& r) {
+  size_t released = 0;
+  for (const auto& [first, end] : whole_free_pages(r)) {
     unmap_pages(r, first, end - first);
     released += (end - first) * r.page;
   }
@@ -225,16 +229,12 @@ bool ExpandableAllocator::lowest_run(const Region& r, size_t size, size_t* offse
   return false;
 }
 
-void ExpandableAllocator::stitch_pages(Region& r, size_t offset, size_t size, size_t count) {
+void ExpandableAllocator::stitch_pages(Region& r, size_t offset, size_t size) {
   const size_t run_first = offset / r.page;
   const size_t run_end = (offset + size - 1) / r.page + 1;
-  std::vector<std::pair<size_t, size_t>> whole;  // (first page, end page) of free pieces
-  for (const auto& [at, piece] : r.pieces) {
-    if (piece.state != State::Free) continue;
-    const size_t first = (at + r.page - 1) / r.page;
-    const size_t end = (at + piece.nbytes) / r.page;
-    if (first < end) whole.emplace_back(first, end);
-  }
+  size_t count = 0;  // the run's unmapped pages: what map_range would map anew
+  for (size_t p = run_first; p < run_end; ++p) count += r.mapped[p] ? 0 : 1;
+  const std::vector<std::pair<size_t, size_t>> whole = whole_free_pages(r);
   for (auto it = whole.rbegin(); it != whole.rend() && count > 0; ++it) {
     for (size_t p = it->second; p-- > it->first && count > 0;) {
       if (p >= run_first && p < run_end) continue;
@@ -260,13 +260,7 @@ bool ExpandableAllocator::find_block(Region& r, size_t size, size_t* offset, siz
     *tried = round_up(size, r.page);
     return false;
   }
-  if (stitch_) {
-    size_t unmapped = 0;
-    for (size_t p = *offset / r.page; p <= (*offset + size - 1) / r.page; ++p) {
-      unmapped += r.mapped[p] ? 0 : 1;
-    }
-    stitch_pages(r, *offset, size, unmapped);
-  }
+  if (stitch_) stitch_pages(r, *offset, size);
   return map_range(r, *offset, size, tried);
 }
 

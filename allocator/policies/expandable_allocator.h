@@ -99,9 +99,12 @@ class ExpandableAllocator final : public PolicyAllocator {
   // Counts `count` pages of `r` mapped (or unmapped), which changed its number of segments (runs
   // of mapped pages) by `segments`: reserved_bytes and num_device_alloc (num_device_free).
   void count_pages(const Region& r, int segments, size_t count, bool mapped);
+  // The whole pages inside free blocks, as (first page, end page) runs in address order.
+  static std::vector<std::pair<size_t, size_t>> whole_free_pages(const Region& r);
   size_t unmap_free_pages(Region& r);
-  // Unmaps up to `count` whole free pages of `r` outside [offset, offset + size), highest first.
-  void stitch_pages(Region& r, size_t offset, size_t size, size_t count);
+  // Before the run [offset, offset + size) is mapped: unmaps as many whole free pages of `r`
+  // outside it as the run has unmapped pages (or all there are), highest first.
+  void stitch_pages(Region& r, size_t offset, size_t size);
   void split_at(Region& r, size_t offset);
   std::map<size_t, Piece>::iterator set_state(Region& r, size_t offset, size_t nbytes, State s);
   void erase_free(Region& r, std::map<size_t, Piece>::iterator it);
