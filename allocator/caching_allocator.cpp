@@ -52,18 +52,17 @@ CachingAllocator::~CachingAllocator() {
 // ---- sizes ----
 
 size_t CachingAllocator::round_size(size_t nbytes) const {
+  if (!any_divisions_) return std::max(kMinBlockSize, round_up(nbytes, kMinBlockSize));
+  return round_size(nbytes, config_);
+}
+
+size_t CachingAllocator::round_size(size_t nbytes, const AllocatorConfig& config) {
   if (nbytes < kMinBlockSize) return kMinBlockSize;
-  const size_t divisions = any_divisions_ ? config_.divisions_for(nbytes) : 0;
+  const size_t divisions = config.divisions_for(nbytes);
   if (divisions > 1 && nbytes > kMinBlockSize * divisions) {
     return roundup_power2_next_division(nbytes, divisions);
   }
   return kMinBlockSize * ((nbytes + kMinBlockSize - 1) / kMinBlockSize);
-}
-
-size_t CachingAllocator::allocation_size(size_t rounded) {
-  if (rounded <= kSmallSize) return kSmallBuffer;
-  if (rounded < kMinLargeAlloc) return kLargeBuffer;
-  return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
 }
 
 // ---- allocate ----
@@ -73,7 +72,7 @@ Block CachingAllocator::allocate_block(size_t nbytes, StreamId stream) {
   deferred_.process([this](BlockRecord* done) { free_block(done); });
   const size_t size = round_size(nbytes);
   BlockPool& pool = pool_for(size);
-  const size_t segment_size = allocation_size(size);
+  const size_t segment_size = caching_segment_size(size);
 
   BlockRecord* block = get_free_block(pool, stream, size);
   if (block == nullptr) {

@@ -21,17 +21,10 @@
 #include "allocator/block_pool.h"
 #include "allocator/config.h"
 #include "allocator/policy_allocator.h"
+#include "allocator/sizes.h"
 #include "allocator/stream_events.h"
 
 namespace memgrad {
-
-// PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp), same names.
-inline constexpr size_t kMinBlockSize = 512;        // every size is a multiple of this
-inline constexpr size_t kSmallSize = 1 * kMiB;      // largest request served by the small pool
-inline constexpr size_t kSmallBuffer = 2 * kMiB;    // small-pool segment size
-inline constexpr size_t kLargeBuffer = 20 * kMiB;   // large-pool segment for 1-10 MiB requests
-inline constexpr size_t kMinLargeAlloc = 10 * kMiB; // from here segments are rounded to kRoundLarge
-inline constexpr size_t kRoundLarge = 2 * kMiB;
 
 class CachingAllocator final : public PolicyAllocator {
  public:
@@ -55,13 +48,13 @@ class CachingAllocator final : public PolicyAllocator {
 
   // The size a request of `nbytes` is rounded to (512-byte multiples or power-of-two divisions).
   size_t round_size(size_t nbytes) const;
-  // The segment size obtained from the source for a rounded size.
-  static size_t allocation_size(size_t rounded);
+  // The same under `config`'s roundup_power2_divisions.
+  static size_t round_size(size_t nbytes, const AllocatorConfig& config);
 
  protected:
-  // The segment a request of `nbytes` would obtain: allocation_size(round_size(nbytes)).
+  // The segment a request of `nbytes` would obtain: caching_segment_size(round_size(nbytes)).
   size_t source_bytes_for(size_t nbytes) const override {
-    return allocation_size(round_size(nbytes));
+    return caching_segment_size(round_size(nbytes));
   }
 
  public:

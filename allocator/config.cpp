@@ -246,9 +246,6 @@ class Parser {
 
 }  // namespace
 
-std::string_view known_policies() {
-  return "caching, passthrough, first_fit, buddy, size_class, arena, expandable, stitch, planned";
-}
 
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {
   return Parser(tokenize(text)).run();
@@ -261,19 +258,6 @@ AllocatorConfig AllocatorConfig::from_env(const char* var) {
 }
 
 void AllocatorConfig::validate() const {
-  const std::string_view policies = known_policies();
-  bool known = false;
-  for (size_t start = 0; start <= policies.size();) {
-    size_t end = policies.find(", ", start);
-    if (end == std::string_view::npos) end = policies.size();
-    if (policies.substr(start, end - start) == policy) known = true;
-    start = end + 2;
-  }
-  if (!known) {
-    throw ConfigError(fmt::format("{}: unknown policy '{}' (known policies: {})", kVar, policy,
-                                  policies),
-                      "policy", policy);
-  }
   if (!(garbage_collection_threshold == 0.0 ||
         (garbage_collection_threshold > 0.0 && garbage_collection_threshold < 1.0))) {
     fail("garbage_collection_threshold", fmt::format("{}", garbage_collection_threshold),

@@ -16,18 +16,17 @@
 #include <string>
 #include <string_view>
 
-namespace memgrad {
+#include "allocator/sizes.h"
 
-inline constexpr size_t kKiB = 1024;
-inline constexpr size_t kMiB = 1024 * kKiB;
-inline constexpr size_t kGiB = 1024 * kMiB;
+namespace memgrad {
 
 // Number of power-of-two size buckets for roundup_power2_divisions: bucket i covers
 // [2^i MiB, 2^(i+1) MiB); bucket 0 also covers sizes below 1 MiB, the last one everything above.
 inline constexpr size_t kRoundupIntervals = 16;
 
 struct AllocatorConfig {
-  // Which policy hands out the bytes: one of known_policies(); "caching" by default.
+  // Which policy hands out the bytes: a name of the policy table (lab/policy_registry.h);
+  // "caching" by default. make_allocator refuses a name the table does not hold.
   std::string policy = "caching";
   // Blocks of this size or more are never split (bytes). SIZE_MAX: no limit (PyTorch's default).
   size_t max_split_size = SIZE_MAX;
@@ -72,9 +71,6 @@ struct AllocatorConfig {
 inline constexpr size_t kDefaultPlannedWarmupSteps = 2;
 // The most warm-up steps planned_warmup_steps accepts.
 inline constexpr size_t kMaxPlannedWarmupSteps = 1000;
-
-// The policies this build knows, in the order `./memgrad lab` lists them.
-std::string_view known_policies();
 
 // Parses a size such as "256MiB", "1.5GiB", "512KiB", "4096" (bytes). K/M/G and KiB/MiB/GiB
 // are powers of 1024; KB/MB/GB powers of 1000. Throws ConfigError naming `what` for anything

@@ -52,9 +52,4 @@ std::string format_size(size_t nbytes) {
   return fmt::format("{:.2f} GiB", nbytes / kKiB / kKiB / kKiB);
 }
 
-void throw_internal_error(const char* what, std::source_location where) {
-  throw InternalError(fmt::format("internal error at {}:{} ({}): {}", where.file_name(),
-                                  where.line(), where.function_name(), what));
-}
-
 }  // namespace memgrad

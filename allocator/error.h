@@ -1,33 +1,18 @@
-// The root of memgrad's error hierarchy and the errors of the lowest layer.
+// The allocator's errors: a bad configuration (ConfigError) and a device out of memory
+// (OutOfMemoryError), both on memgrad::Error (base/error.h).
 //
-// Every error memgrad throws derives from memgrad::Error (itself a std::runtime_error), so a
-// program can catch one type at main. Errors a user acts on carry their numbers as fields as well
-// as in the text: an OutOfMemoryError says how much was asked for and where the memory went, so
-// tests assert on numbers rather than parse strings. Internal invariant failures are a separate
-// type (InternalError) that names the file and line; user input never reaches them.
+// An OutOfMemoryError says how much was asked for and where the memory went, as fields as well
+// as in the text, so tests assert on numbers rather than parse strings.
 #pragma once
 
 #include <cstddef>
-#include <source_location>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "allocator/fragmentation.h"
+#include "base/error.h"
 
 namespace memgrad {
-
-// Base of every memgrad error.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// A broken internal invariant: a bug in memgrad, never the user's input.
-class InternalError : public Error {
- public:
-  using Error::Error;
-};
 
 // A bad allocator configuration (MEMGRAD_ALLOC_CONF or the C++ API). `key` is the offending key
 // and `value` its text; both may be empty when the problem is the syntax itself.
@@ -37,31 +22,6 @@ class ConfigError : public Error {
       : Error(std::move(message)), key(std::move(key)), value(std::move(value)) {}
   std::string key;
   std::string value;
-};
-
-// A file that could not be written or read. `path` names it; the message says why.
-class IoError : public Error {
- public:
-  IoError(std::string message, std::string path) : Error(std::move(message)), path(std::move(path)) {}
-  std::string path;
-};
-
-// An allocator trace (or memory snapshot) that is not one or is malformed: the message names the
-// event and the field, with its value.
-class TraceError : public Error {
- public:
-  using Error::Error;
-};
-
-// A memory plan (policy:planned) that cannot be read or used: malformed JSON, a missing or
-// out-of-range field, or offsets that would hand out overlapping blocks. `path` names the file
-// (empty for a plan built in memory) and `field` the offending field ("requests[3].offsets").
-class PlanError : public Error {
- public:
-  PlanError(std::string message, std::string path = {}, std::string field = {})
-      : Error(std::move(message)), path(std::move(path)), field(std::move(field)) {}
-  std::string path;
-  std::string field;
 };
 
 // The numbers behind an out-of-memory failure, all in bytes.
@@ -97,14 +57,5 @@ class OutOfMemoryError : public Error {
 
 // Formats a byte count the way PyTorch's OOM message does: "512 bytes", "2.00 MiB", "1.50 GiB".
 std::string format_size(size_t nbytes);
-
-// Throws InternalError naming `where` (file and line). Prefer internal_check.
-[[noreturn]] void throw_internal_error(const char* what, std::source_location where);
-
-// Throws InternalError naming the caller's file and line when `condition` is false.
-inline void internal_check(bool condition, const char* what,
-                           std::source_location where = std::source_location::current()) {
-  if (!condition) [[unlikely]] throw_internal_error(what, where);
-}
 
 }  // namespace memgrad

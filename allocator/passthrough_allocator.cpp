@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "allocator/caching_allocator.h"
 #include "allocator/error.h"
+#include "allocator/sizes.h"
 
 namespace memgrad {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "allocator/caching_allocator.h"
 #include "allocator/error.h"
+#include "allocator/sizes.h"
 
 namespace memgrad {
 namespace {

@@ -3,10 +3,9 @@
 // Off by default and cheap when off (one relaxed atomic load per allocator call). When on, each
 // event stores its time, address, sizes, stream, the allocated/reserved totals right after it,
 // and the context it happened in: the phase (forward, backward, optimizer, ...), the op, and a
-// free-form user label, all set by scoped guards on the calling thread. The recorder dumps JSON
-// that Perfetto / chrome://tracing open directly (counter tracks for allocated and reserved) and
-// that the policy lab replays against other policies; trace_to_svg (trace_svg.cpp) draws the same
-// events as an SVG timeline.
+// free-form user label, all set by scoped guards on the calling thread. interop/trace_writer.h
+// writes the events as JSON that Perfetto / chrome://tracing open directly and the policy lab
+// replays against other policies; interop/trace_svg.h draws them as an SVG timeline.
 #pragma once
 
 #include <atomic>
@@ -130,12 +129,6 @@ class TraceRecorder {
   std::vector<TraceEvent> events() const;
   std::vector<TraceContextRecord> contexts() const;
 
-  // JSON with the raw events ("memgrad_events"), their contexts, and Chrome trace events
-  // ("traceEvents": allocated/reserved counters, OOM and segment markers, phase slices) so
-  // Perfetto shows the memory timeline. `device` and `policy` are written into the header.
-  std::string to_json(std::string_view device, std::string_view policy,
-                      size_t capacity) const;
-
  private:
   uint32_t intern_context();  // requires mutex_
 
@@ -148,24 +141,5 @@ class TraceRecorder {
   std::vector<TraceEvent> events_;
   std::vector<TraceContextRecord> contexts_;
 };
-
-// The JSON of TraceRecorder::to_json for any events and contexts (a replayed or re-read trace):
-// "memgrad_events" and "contexts" as recorded, and Chrome trace "traceEvents" (allocated and
-// reserved counters, OOM and segment markers, phase slices) that Perfetto opens.
-std::string trace_to_json(const std::vector<TraceEvent>& events,
-                          const std::vector<TraceContextRecord>& contexts, std::string_view device,
-                          std::string_view policy, size_t capacity);
-
-// A self-contained SVG timeline of `events` (as TraceRecorder::events() returns them, with the
-// contexts they index): allocated and reserved bytes over time as two step lines, each run of
-// events in one phase as a shaded, labelled background band, byte and time axes, the peak
-// marked, and a legend listing the largest blocks alive at the peak of allocated bytes with the
-// op, phase and label that allocated them (blocks allocated before the trace started, or lost
-// when the ring wrapped, are not known). `capacity` (bytes, 0: unknown) is drawn as a line when
-// it is on the scale of the trace. Times are relative to the first event. Allocates host memory
-// only (the returned string).
-std::string trace_to_svg(const std::vector<TraceEvent>& events,
-                         const std::vector<TraceContextRecord>& contexts, std::string_view title,
-                         size_t capacity);
 
 }  // namespace memgrad

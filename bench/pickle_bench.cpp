@@ -36,9 +36,10 @@
 #include <fmt/format.h>
 
 #include "allocator/error.h"
-#include "allocator/pickle.h"
-#include "allocator/py_value.h"
 #include "bench/bench_util.h"
+#include "interop/pickle_reader.h"
+#include "interop/pickle_writer.h"
+#include "interop/py_value.h"
 
 namespace {
 

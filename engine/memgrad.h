@@ -15,6 +15,7 @@
 #include "engine/indexing.h"
 #include "engine/linalg.h"
 #include "engine/memory.h"
+#include "engine/memory_snapshot.h"
 #include "engine/reduce.h"
 #include "engine/tensor.h"
 #include "engine/views.h"

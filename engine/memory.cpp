@@ -24,12 +24,13 @@
 #include "allocator/bounded_memory.h"
 #include "allocator/error.h"
 #include "allocator/host_memory.h"
-#include "allocator/memory_snapshot.h"
-#include "allocator/atomic_file.h"
-#include "allocator/policy_registry.h"
 #include "allocator/summary.h"
+#include "base/atomic_file.h"
 #include "engine/device_backend.h"
 #include "engine/error.h"
+#include "interop/memory_snapshot.h"
+#include "interop/trace_writer.h"
+#include "lab/policy_registry.h"
 
 namespace memgrad {
 namespace {
@@ -168,7 +169,7 @@ void write_traces() {
     const std::string path =
         traced.size() == 1 ? *r.trace_path : trace_file_for(*r.trace_path, source.name());
     try {
-      write_file_atomically(path, a->trace().to_json(source.name(), a->policy_name(),
+      write_file_atomically(path, trace_to_json(a->trace(), source.name(), a->policy_name(),
                                                      source.capacity()));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[memgrad] error: MEMGRAD_TRACE: %s\n", e.what());
@@ -202,7 +203,9 @@ void maybe_trace(Registry& r, PolicyAllocator& allocator) {
 PolicyAllocator& install(Registry& r, Device d) {
   const int slot = slot_of(d);
   if (!r.configured[static_cast<size_t>(slot)]) {
-    r.configs[static_cast<size_t>(slot)] = AllocatorConfig::from_env();
+    AllocatorConfig config = AllocatorConfig::from_env();
+    check_policy(config);  // a bad name is refused before it is kept
+    r.configs[static_cast<size_t>(slot)] = std::move(config);
     r.configured[static_cast<size_t>(slot)] = true;
   }
   r.sources.push_back(make_source(r, d));
@@ -268,6 +271,7 @@ void set_per_process_memory_fraction(double fraction, Device device) {
 
 void set_allocator_config(Device device, const AllocatorConfig& config) {
   config.validate();
+  check_policy(config);
   if (device.is_cuda()) check_cuda_device(device.index());
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -326,18 +330,13 @@ void record_memory_history(Device device, size_t max_entries, bool enabled) {
   }
 }
 
-PyValue memory_snapshot(Device device) {
-  PolicyAllocator& a = allocator_for(device);
+AllocatorConfig allocator_config(Device device) {
+  allocator_for(device);  // the device exists and its options were read
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  const int slot = slot_of(device);
-  return memory_snapshot(a, r.configs[static_cast<size_t>(slot)], snapshot_index(slot));
+  return r.configs[static_cast<size_t>(slot_of(device))];
 }
 
 FragmentationReport fragmentation(Device device) { return allocator_for(device).fragmentation(); }
-
-void dump_snapshot(const std::string& path, Device device) {
-  write_snapshot_file(path, memory_snapshot(device));
-}
 
 }  // namespace memgrad

@@ -20,7 +20,7 @@
 //                             event; a replaced allocator's trace is not written.
 //   MEMGRAD_SNAPSHOT          a file path: every allocator records from its creation, and at
 //                             exit each device's memory snapshot (PyTorch's format, see
-//                             memory_snapshot below) is written there: pickle, or JSON for a
+//                             engine/memory_snapshot.h) is written there: pickle, or JSON for a
 //                             ".json" path; several devices as for MEMGRAD_TRACE.
 #pragma once
 
@@ -32,7 +32,6 @@
 #include <utility>
 
 #include "allocator/config.h"
-#include "allocator/memory_snapshot.h"
 #include "allocator/policy_allocator.h"
 #include "engine/device.h"
 
@@ -61,6 +60,10 @@ std::pair<size_t, size_t> mem_get_info(Device device = kCPU);
 // Caps what the allocator may reserve at fraction x capacity. Throws ConfigError.
 void set_per_process_memory_fraction(double fraction, Device device = kCPU);
 
+// The options the allocator of `device` was built with (MEMGRAD_ALLOC_CONF's, or the last
+// set_allocator_config()'s). Allocates: nothing on the device.
+AllocatorConfig allocator_config(Device device);
+
 // Replaces the allocator of `device` with a new one built from `config` (e.g. to switch to the
 // passthrough policy). Tensors allocated before keep their memory and return it to the
 // allocator they came from. Throws ConfigError.
@@ -86,17 +89,6 @@ FragmentationReport fragmentation(Device device = kCPU);
 // false, stops. Recording costs host memory per event (about 56 bytes), nothing on the device.
 void record_memory_history(Device device = kCPU, size_t max_entries = SIZE_MAX,
                            bool enabled = true);
-// PyTorch's torch.cuda.memory._snapshot() of `device`: its segments and blocks now, the events
-// recorded so far, and its allocator settings (allocator/memory_snapshot.h says what each key
-// holds). While history is recorded, the call itself is recorded first, as in PyTorch: a
-// `snapshot` entry with the active bytes, the last of the trace. Allocates: host memory for the
-// value.
-PyValue memory_snapshot(Device device = kCPU);
-// Writes memory_snapshot(device) to `path` (_dump_snapshot): pickle, which pytorch.org/memory_viz
-// and `python -m torch.cuda._memory_viz` open, or JSON for a path ending in ".json". The file is
-// replaced all or nothing. Throws IoError.
-void dump_snapshot(const std::string& path, Device device = kCPU);
-
 // Number of CUDA devices present (0 without the backend or a GPU).
 int cuda_device_count();
 

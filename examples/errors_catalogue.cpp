@@ -15,15 +15,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "allocator/atomic_file.h"
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
-#include "allocator/pickle.h"
-#include "allocator/policies/memory_plan.h"
-#include "allocator/py_value.h"
-#include "allocator/trace_replay.h"
 #include "autograd/autograd.h"
+#include "base/atomic_file.h"
 #include "engine/io/safetensors.h"
+#include "interop/error.h"
+#include "interop/pickle_opcodes.h"
+#include "interop/pickle_reader.h"
+#include "interop/py_value.h"
+#include "interop/trace_reader.h"
+#include "lab/memory_plan.h"
+#include "lab/plan_file.h"
+#include "lab/trace_replay.h"
 
 using namespace memgrad;
 

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_bench  # noqa: E402
 from run_example import resolve_name  # noqa: E402
 
-EXAMPLE_DIRS = ("examples", os.path.join("examples", "behaviours"))
+EXAMPLE_DIRS = ("examples", os.path.join("examples", "behaviours"), os.path.join("lab", "cli"))
 
 
 def executables(build_dir):
@@ -127,8 +127,8 @@ def bench_targets(build_dir, args):
     targets = []
     for bench in selected:
         targets += [p for p in (bench.program, bench.peer) if p and p in defined]
-        if bench.name == "lab_scale" and "examples/lab_replay" in defined:
-            targets.append("examples/lab_replay")  # it times `lab_replay plot` as users run it
+        if bench.name == "lab_scale" and "lab/cli/lab_replay" in defined:
+            targets.append("lab/cli/lab_replay")  # it times `lab_replay plot` as users run it
     return targets
 
 

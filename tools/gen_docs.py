@@ -9,8 +9,8 @@ Markdown files under docs/ (and README.md) quote program output between markers:
     ```
     <!-- end output -->
 
-The first word after "output:" names an executable in <build>/examples or
-<build>/examples/behaviours; the rest are its arguments. `gen_docs.py` runs each program and
+The first word after "output:" names an executable in <build>/examples,
+<build>/examples/behaviours or <build>/lab/cli; the rest are its arguments. `gen_docs.py` runs each program and
 rewrites the block; `gen_docs.py --check` runs them again and fails (exit 1, with a diff and the
 numbers that disagree) when a quoted block differs from the fresh run.
 

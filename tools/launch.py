@@ -12,7 +12,7 @@ When a rank exits with a non-zero status (or dies of a signal), the launcher say
 others (SIGTERM to each rank's process group, SIGKILL after --grace seconds) and exits with that
 rank's status (128 + the signal for a signal). The rank named is the one that failed first: a rank
 whose collective failed because peers had exited says so in its MEMGRAD_ERROR_FILE
-(engine/distributed/failure_note.h), and the launcher names the peer instead, however close
+(distributed/failure_note.h), and the launcher names the peer instead, however close
 together the processes ended. The ranks' own timeouts (MEMGRAD_DIST_TIMEOUT)
 make them fail when a peer dies without the launcher noticing, on another host.
 

@@ -65,13 +65,13 @@ BENCHMARKS = [
     Benchmark("alloc", "bench/alloc_bench",
               "allocate+free pairs: caching and passthrough allocators vs malloc",
               ("--quick",)),
-    Benchmark("lab", "bench/lab_bench",
+    Benchmark("lab", "lab/bench/lab_bench",
               "allocate or free, ns per request, for every allocator policy on the replayed "
               "MLP training-step trace (traces/mlp_step.json); the planned policy against "
               "caching on the three shipped traces (peak reserved / ideal, ns per request, "
               "fallbacks) with its targets",
               ("--quick",)),
-    Benchmark("lab_scale", "bench/lab_scale_bench",
+    Benchmark("lab_scale", "lab/bench/lab_scale_bench",
               "the policy lab at scale: replay of a 10^6-event trace (events/s), its SVG "
               "timeline (bytes) and `lab plot` (s), import of a 100 MB snapshot pickle (s, "
               "peak memory / file size); `./memgrad bench lab` runs it with lab",

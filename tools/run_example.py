@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Runs the example programs: `./memgrad example NAME [ARGS]`, `list`, `all`.
 
-Examples are the executables in <build>/examples (training programs) and
-<build>/examples/behaviours (one per documented behaviour, bNN_name). Each answers --describe
-with one line, which is what `list` prints.
+Examples are the executables in <build>/examples (training programs),
+<build>/examples/behaviours (one per documented behaviour, bNN_name) and <build>/lab/cli (the
+policy lab's programs). Each answers --describe with one line, which is what `list` prints.
 """
 import argparse
 import os
@@ -13,7 +13,7 @@ import sys
 
 def find_examples(build_dir):
     found = {}
-    for sub in ("examples", os.path.join("examples", "behaviours")):
+    for sub in ("examples", os.path.join("examples", "behaviours"), os.path.join("lab", "cli")):
         folder = os.path.join(build_dir, sub)
         if not os.path.isdir(folder):
             continue

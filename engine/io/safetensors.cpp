@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "allocator/atomic_file.h"
+#include "base/atomic_file.h"
 #include "allocator/error.h"
 #include "engine/copy.h"
 #include "engine/error.h"

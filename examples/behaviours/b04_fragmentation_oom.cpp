@@ -17,6 +17,7 @@
 #include "engine/memgrad.h"
 #include "examples/behaviours/behaviour.h"
 #include "examples/common/report.h"
+#include "lab/policy_registry.h"
 
 namespace memgrad::examples {
 namespace {

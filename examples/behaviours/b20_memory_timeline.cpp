@@ -21,14 +21,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "allocator/atomic_file.h"
 #include "autograd/autograd.h"
+#include "base/atomic_file.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/optimizer.h"
 #include "examples/behaviours/behaviour.h"
 #include "examples/common/report.h"
+#include "interop/trace_svg.h"
+#include "interop/trace_writer.h"
 
 namespace memgrad::examples {
 namespace {
@@ -119,7 +121,7 @@ TimelineResult record_training_step(int64_t size, Device device) {
   r.stats_peak = static_cast<int64_t>(max_memory_allocated(device));
   const std::string policy(allocator.policy_name());
   const size_t capacity = mem_get_info(device).second;
-  r.json = allocator.trace().to_json(device.str(), policy, capacity);
+  r.json = trace_to_json(allocator.trace(), device.str(), policy, capacity);
   r.svg = trace_to_svg(allocator.trace().events(), allocator.trace().contexts(),
                        fmt::format("memgrad: one training step of an MLP on {}", device.str()),
                        capacity);

@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
-#include "engine/distributed/distributed_data_parallel.h"
-#include "engine/distributed/zero_data_parallel.h"
+#include "distributed/distributed_data_parallel.h"
+#include "distributed/zero_data_parallel.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
@@ -377,8 +377,8 @@ std::optional<RankMeasurement> from_line(std::string_view text) {
 
 #include <cstdio>
 
-#include "engine/distributed/error.h"
-#include "engine/distributed/spawn.h"
+#include "distributed/error.h"
+#include "distributed/spawn.h"
 #include "examples/behaviours/behaviour.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/distributed/process_group.h"
+#include "distributed/process_group.h"
 
 namespace memgrad::examples {
 

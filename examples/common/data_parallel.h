@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/distributed/distributed_data_parallel.h"
-#include "engine/distributed/zero_data_parallel.h"
+#include "distributed/distributed_data_parallel.h"
+#include "distributed/zero_data_parallel.h"
 #include "engine/nn/module.h"
 #include "engine/optim/optimizer.h"
 #include "examples/common/train_options.h"

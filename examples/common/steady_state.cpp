@@ -6,10 +6,11 @@
 #include <fmt/format.h>
 
 #include "allocator/config.h"
-#include "allocator/policies/planned_allocator.h"
-#include "allocator/trace_replay.h"
 #include "engine/memory.h"
 #include "examples/common/report.h"
+#include "lab/memory_plan.h"
+#include "lab/policies/planned_allocator.h"
+#include "lab/trace_replay.h"
 
 namespace memgrad::examples {
 

@@ -4,7 +4,7 @@
 // The run's requests are recorded (the device allocator's trace, from the start of the run) up
 // to the end of the steady window: the training steps before the first evaluation. There the
 // reserved bytes of the live policy are read, and, when that policy is not caching, the recorded
-// requests are replayed with the caching policy on a simulated device (allocator/trace_replay.h)
+// requests are replayed with the caching policy on a simulated device (lab/trace_replay.h)
 // for its reserved bytes at the same point. `--alloc-policy planned` thus shows its arena next
 // to what caching would have kept for the same steps.
 #pragma once

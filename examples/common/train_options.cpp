@@ -12,6 +12,7 @@
 #include "allocator/error.h"
 #include "engine/error.h"
 #include "engine/memory.h"
+#include "lab/policy_registry.h"
 
 namespace memgrad::examples {
 

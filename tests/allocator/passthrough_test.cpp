@@ -2,14 +2,12 @@
 // bytes back at once, and allocated == reserved at all times.
 #include <doctest/doctest.h>
 
-#include <memory>
 #include <string>
 
 #include "allocator/bounded_memory.h"
 #include "allocator/error.h"
 #include "allocator/host_memory.h"
 #include "allocator/passthrough_allocator.h"
-#include "allocator/policy_registry.h"
 #include "tests/support/stats_delta.h"
 
 using namespace memgrad;
@@ -163,17 +161,6 @@ TEST_CASE("passthrough over host memory hands out usable page-aligned memory") {
   static_cast<char*>(b.ptr)[b.nbytes - 1] = 1;
   alloc.free(b);
   CHECK_EQ(host.bytes_in_use(), 0);
-}
-
-TEST_CASE("make_allocator builds the passthrough policy with the configured fraction") {
-  BoundedMemory memory(8 * kMiB, "sim:0");
-  std::unique_ptr<PolicyAllocator> alloc = make_allocator(
-      AllocatorConfig::parse("policy:passthrough,per_process_memory_fraction:0.25"), memory);
-  CHECK_EQ(alloc->policy_name(), "passthrough");
-  CHECK_THROWS_AS(alloc->allocate(3 * kMiB), OutOfMemoryError);  // 3 MiB > 0.25 x 8 MiB
-  Block b = alloc->allocate(2 * kMiB);
-  CHECK_EQ(alloc->memory_reserved(), 2 * kMiB);
-  alloc->free(b);
 }
 
 }  // TEST_SUITE

@@ -11,10 +11,10 @@
 #include <optional>
 
 #include "autograd/autograd.h"
-#include "engine/distributed/distributed_data_parallel.h"
-#include "engine/distributed/error.h"
-#include "engine/distributed/process_group.h"
-#include "engine/distributed/zero_data_parallel.h"
+#include "distributed/distributed_data_parallel.h"
+#include "distributed/error.h"
+#include "distributed/process_group.h"
+#include "distributed/zero_data_parallel.h"
 #include "engine/memgrad.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"

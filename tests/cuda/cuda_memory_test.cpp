@@ -15,7 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "allocator/cuda_memory.h"
-#include "allocator/policies/expandable_allocator.h"
+#include "lab/policies/expandable_allocator.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "tests/cuda/cuda_twin.h"
 #include "tests/support/stats_delta.h"

@@ -12,8 +12,8 @@
 #include <fmt/ranges.h>
 
 #include "autograd/autograd.h"
-#include "engine/distributed/distributed_data_parallel.h"
-#include "engine/distributed/error.h"
+#include "distributed/distributed_data_parallel.h"
+#include "distributed/error.h"
 #include "engine/memgrad.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"

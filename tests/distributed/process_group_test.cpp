@@ -19,9 +19,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "engine/distributed/error.h"
-#include "engine/distributed/failure_note.h"
-#include "engine/distributed/process_group.h"
+#include "distributed/error.h"
+#include "distributed/failure_note.h"
+#include "distributed/process_group.h"
 #include "engine/memgrad.h"
 #include "tests/distributed/workers.h"
 

@@ -20,9 +20,9 @@
 #include <fmt/format.h>
 
 #include "engine/cuda.h"
-#include "engine/distributed/error.h"
-#include "engine/distributed/process_group.h"
-#include "engine/distributed/rendezvous_env.h"
+#include "distributed/error.h"
+#include "distributed/process_group.h"
+#include "distributed/rendezvous_env.h"
 #include "engine/memgrad.h"
 #include "memgrad_build_config.h"
 #include "tests/distributed/workers.h"

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/distributed/spawn.h"
+#include "distributed/spawn.h"
 
 namespace memgrad::testing {
 

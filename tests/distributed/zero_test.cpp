@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/distributed/process_group.h"
+#include "distributed/process_group.h"
 #include "engine/memgrad.h"
 #include "examples/behaviours/b22_tensor_sharding.h"
 #include "tests/distributed/workers.h"

@@ -1,5 +1,5 @@
 // Behaviours B15-B21 asserted on small sizes through the examples' own measurement code, and
-// the SVG timeline renderer (allocator/trace_svg.cpp) on a hand-made trace.
+// the SVG timeline renderer (interop/trace_svg.cpp) on a hand-made trace.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "examples/behaviours/b19_startup_memory.h"
 #include "examples/behaviours/b20_memory_timeline.h"
 #include "examples/behaviours/b21_model_parallel.h"
+#include "interop/trace_svg.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;

@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "allocator/atomic_file.h"
+#include "base/atomic_file.h"
 #include "allocator/config.h"
 #include "allocator/error.h"
 #include "autograd/autograd.h"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of the layering check (tools/check_layers.py): a tree planted in a temporary folder with
-one include of each kind must pass or fail exactly where the layer order says, naming the file,
-the line and the header. (The repository itself is checked by the `layers` test.)"""
+one include of each kind must pass or fail exactly where the rooms' order says, naming the file,
+the line and the header: one case per rule. (The repository itself is checked by the `layers`
+test.)"""
 import io
 import os
 import sys
@@ -23,9 +24,11 @@ def plant(root, files):
             f.write(text)
 
 
-# A tree whose every include is allowed: down, sideways, into a subfolder, local, system.
+# A tree whose every include is allowed: down, within a room, into a subfolder, local, system,
+# and anything from a program folder (lab/cli inside the lab room).
 CLEAN = {
-    "allocator/error.h": "#pragma once\n#include <string>\n",
+    "base/error.h": "#pragma once\n#include <string>\n",
+    "allocator/error.h": '#pragma once\n#include "base/error.h"\n',
     "allocator/block_pool.h": '#pragma once\n#include "allocator/error.h"\n'
                               '#include "block_pool_inl.h"\n',
     "allocator/block_pool_inl.h": "#pragma once\n",
@@ -36,6 +39,10 @@ CLEAN = {
     "engine/nn/linear.cpp": '#include "engine/tensor.h"\n#include "memgrad_build_config.h"\n',
     "engine/nn/linear.h": "#pragma once\n",
     "autograd/backward.cpp": '#include "engine/tensor.h"\n#include "allocator/error.h"\n',
+    "interop/pickle_reader.cpp": '#include "allocator/error.h"\n#include "base/error.h"\n',
+    "lab/trace_replay.cpp": '#include "interop/pickle_reader.h"\n#include "allocator/error.h"\n',
+    "lab/cli/lab_replay.cpp": '#include "engine/tensor.h"\n#include "examples/common/report.h"\n',
+    "distributed/process_group.cpp": '#include "autograd/backward.h"\n#include "lab/trace_replay.h"\n',
 }
 
 
@@ -52,7 +59,31 @@ class CheckLayersTest(unittest.TestCase):
             plant(d, CLEAN)
             status, out = run_check(d)
             self.assertEqual(status, 0, out)
-            self.assertIn("9 files", out)
+            self.assertIn("13 files", out)  # lab/cli is a program folder, not checked
+
+    def test_each_rule_is_enforced(self):
+        # (room, the header a file of it includes) for every room below another one, and what
+        # the check must say.
+        rules = {
+            ("base", "allocator/error.h"): "base may not use allocator",
+            ("allocator", "interop/py_value.h"): "allocator may not use interop",
+            ("allocator", "lab/policy_registry.h"): "allocator may not use lab",
+            ("interop", "lab/trace_replay.h"): "interop may not use lab",
+            ("kernels", "lab/policy_registry.h"): "kernels may not use lab",
+            ("kernels", "interop/py_value.h"): "kernels may not use interop",
+            ("lab", "kernels/backend.h"): "lab may not use kernels",
+            ("engine", "autograd/node.h"): "engine may not use autograd",
+            ("engine", "distributed/process_group.h"): "engine may not use distributed",
+            ("autograd", "distributed/process_group.h"): "autograd may not use distributed",
+            ("distributed", "examples/common/report.h"): "distributed may not use examples",
+            ("lab", "lab/cli/lab_layout.h"): "lab may not use lab/cli",
+        }
+        for (room, header), says in rules.items():
+            with self.subTest(room=room, header=header), tempfile.TemporaryDirectory() as d:
+                plant(d, dict(CLEAN, **{f"{room}/planted.cpp": f'#include "{header}"\n'}))
+                status, out = run_check(d)
+                self.assertEqual(status, 1, out)
+                self.assertIn(f'{room}/planted.cpp:1: includes "{header}" ({says})', out)
 
     def test_each_upward_include_fails_naming_file_line_and_header(self):
         planted = {
@@ -69,12 +100,12 @@ class CheckLayersTest(unittest.TestCase):
         lines = [line for line in out.splitlines() if not line.startswith("check_layers:")]
         self.assertEqual(lines, [
             'allocator/cuda_memory.cpp:2: includes "kernels/cuda/cuda_check.h" '
-            "(kernels above allocator)",
-            'autograd/node.cpp:1: includes "tests/support/temp_dir.h" (tests above autograd)',
-            'engine/storage.cpp:1: includes "autograd/node.h" (autograd above engine)',
-            'kernels/cpu/gemm.cpp:2: includes "engine/tensor.h" (engine above kernels)',
+            "(allocator may not use kernels)",
+            'autograd/node.cpp:1: includes "tests/support/temp_dir.h" (autograd may not use tests)',
+            'engine/storage.cpp:1: includes "autograd/node.h" (engine may not use autograd)',
+            'kernels/cpu/gemm.cpp:2: includes "engine/tensor.h" (kernels may not use engine)',
         ])
-        self.assertIn("4 upward include(s)", out)
+        self.assertIn("4 forbidden include(s)", out)
 
     def test_a_header_found_next_to_the_file_has_that_folder_s_layer(self):
         with tempfile.TemporaryDirectory() as d:

@@ -15,9 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "allocator/error.h"
-#include "allocator/pickle.h"
-#include "allocator/py_value.h"
-#include "tests/allocator/pickle_samples.h"
+#include "interop/pickle_reader.h"
+#include "interop/pickle_writer.h"
+#include "interop/py_value.h"
+#include "tests/interop/pickle_samples.h"
 
 using namespace memgrad;
 

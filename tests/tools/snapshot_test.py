@@ -12,7 +12,7 @@ PyTorch run"):
   - hand-built PyTorch-format snapshots (tests/tools/fixtures/) replay identically or name what
     the replay cannot model, whether JSON or pickled by CPython (protocols 4 and 5); one whose
     segment decisions are not the caching rules' is reported at its first divergence (status 4);
-  - `./memgrad lab snapshot -- PROGRAM ARGS` (tools/lab.py, which ./memgrad runs once it has
+  - `./memgrad lab snapshot -- PROGRAM ARGS` (lab/cli/lab.py, which ./memgrad runs once it has
     built) writes a snapshot that follows the viewer's rules and replays identically;
   - a snapshot whose ring buffer overflowed (record_memory_history with a small max_entries,
     written by snapshot_tool) says so, follows the viewer's rules and replays, naming it;
@@ -43,11 +43,11 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
-LAB = os.path.join(BUILD, "examples", "lab_replay")
+LAB = os.path.join(BUILD, "lab", "cli", "lab_replay")
 TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
 B04 = os.path.join(BUILD, "examples", "behaviours", "b04_fragmentation_oom")
 SNAPSHOT_TOOL = os.path.join(BUILD, "tests", "docs", "snapshot_tool")
-LAB_PY = os.path.join(ROOT, "tools", "lab.py")
+LAB_PY = os.path.join(ROOT, "lab", "cli", "lab.py")
 MNIST = "/usr/share/datasets/fashion-mnist"
 FIXTURES = os.path.join(ROOT, "tests", "tools", "fixtures")
 COMMITTED_B04 = os.path.join(ROOT, "traces", "b04_oom.pickle")

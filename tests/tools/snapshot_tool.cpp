@@ -18,6 +18,7 @@
 
 #include "allocator/error.h"
 #include "engine/memory.h"
+#include "engine/memory_snapshot.h"
 
 using namespace memgrad;
 

@@ -15,7 +15,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
-LAB = os.path.join(BUILD, "examples", "lab_replay")
+LAB = os.path.join(BUILD, "lab", "cli", "lab_replay")
 B01 = os.path.join(BUILD, "examples", "behaviours", "b01_allocated_vs_reserved")
 TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
 MNIST = "/usr/share/datasets/fashion-mnist"
@@ -43,7 +43,7 @@ class TraceFileTest(unittest.TestCase):
             self.assertEqual(os.listdir(d), ["t.json"])
 
     def test_lab_record_reports_a_trace_it_could_not_write(self):
-        proc = run([sys.executable, os.path.join(ROOT, "tools", "lab.py"), "--build-dir", BUILD,
+        proc = run([sys.executable, os.path.join(ROOT, "lab", "cli", "lab.py"), "--build-dir", BUILD,
                     "record", "--out", "/proc/memgrad-no-such-dir/t.json", "--", B01])
         self.assertNotEqual(proc.returncode, 0)
         self.assertNotIn("Traceback", proc.stderr)

@@ -1,0 +1,573 @@
+// ProcessGroup: argument checks, the call check, staging, and failures as typed errors.
+//
+// The call check: before the data of collective #k moves, every rank contributes five integers
+// (k, op, dtype, numel, extra) to an all-gather and compares the table with rank 0's row. All ranks
+// see the same table, so either all go on or all throw the same CollectiveMismatchError; a rank
+// that calls something else can never leave the others waiting for data that will not come.
+// A rank whose own argument checks fail (a tensor on the wrong device, not contiguous, of the
+// wrong dtype or shape) still takes part in the call check: its row says "rejected" (the op
+// negated, the length of its error's text in place of numel), and a second all-gather, which
+// only happens when some row says so, carries the texts. That rank then throws its own error,
+// the others a CollectiveMismatchError naming it and quoting its error.
+#include "distributed/process_group.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "autograd/grad_mode.h"
+#include "distributed/error.h"
+#include "distributed/failure_note.h"
+#include "distributed/gloo_transport.h"
+#include "distributed/nccl_transport.h"
+#include "distributed/rendezvous_env.h"
+#include "engine/cuda.h"
+#include "engine/error.h"
+#include "engine/factories.h"
+#include "engine/views.h"
+#include "memgrad_build_config.h"
+
+namespace memgrad::distributed {
+namespace {
+
+enum OpCode : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+
+const char* op_code_name(int64_t code) {
+  switch (code) {
+    case kAllReduce:
+      return "all_reduce";
+    case kReduceScatter:
+      return "reduce_scatter";
+    case kAllGather:
+      return "all_gather";
+    case kBroadcast:
+      return "broadcast";
+    case kBarrier:
+      return "barrier";
+    default:
+      return "an unknown collective";
+  }
+}
+
+constexpr size_t kCallFields = 5;  // sequence, op, dtype, numel, extra
+// The most bytes of a rejecting rank's error text its peers receive (the rest is cut).
+constexpr size_t kMaxReasonBytes = 1024;
+
+// `text` in int64 words (zero-padded), `words` long, for the transport's exchange.
+std::vector<int64_t> pack_text(const std::string& text, size_t words) {
+  std::vector<int64_t> packed(words, 0);
+  std::memcpy(packed.data(), text.data(), std::min(text.size(), words * sizeof(int64_t)));
+  return packed;
+}
+
+std::string describe_call(const int64_t* f) {
+  if (f[1] == kBarrier) return "barrier";
+  std::string s =
+      fmt::format("{} {} numel {}", op_code_name(f[1]), dtype_name(static_cast<DType>(f[2])), f[3]);
+  if (f[1] == kBroadcast) s += fmt::format(" from rank {}", f[4]);
+  if (f[1] == kAllGather || f[1] == kReduceScatter) s += fmt::format(" (input numel {})", f[4]);
+  return s;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+// Whether the process `pid` of this host has exited (gone, or a zombie not yet reaped).
+bool process_gone(int64_t pid) {
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close = line.rfind(')');  // the state follows the command name in parentheses
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+// The peers of `peers` that have exited, and those that cannot be checked from here.
+struct Diagnosis {
+  std::vector<int> gone;
+  std::vector<int> elsewhere;  // on another host
+};
+
+Diagnosis diagnose(const std::vector<detail::PeerInfo>& peers, int rank) {
+  Diagnosis d;
+  const std::string host = this_host();
+  for (size_t r = 0; r < peers.size(); ++r) {
+    if (static_cast<int>(r) == rank) continue;
+    if (peers[r].host != host) {
+      d.elsewhere.push_back(static_cast<int>(r));
+    } else if (process_gone(peers[r].pid)) {
+      d.gone.push_back(static_cast<int>(r));
+    }
+  }
+  return d;
+}
+
+// Publishes where this rank runs and reads where the others do. Throws RankFailureError naming
+// the ranks that did not join within `timeout`.
+std::vector<detail::PeerInfo> rendezvous_peers(Store& store, const std::string& prefix, int rank,
+                                               int size, std::chrono::milliseconds timeout) {
+  auto key = [&](int r) { return fmt::format("{}/peer/{}", prefix, r); };
+  store.set(key(rank), fmt::format("{} {}", this_host(), getpid()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r)
+    keys.push_back(key(r));
+  if (!store.wait(keys, timeout)) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      if (!store.wait({key(r)}, std::chrono::milliseconds(1))) missing.push_back(r);
+    }
+    throw RankFailureError(
+        fmt::format("[init_process_group] rank {}: rank{} {} did not join within {} ms ({}; "
+                    "MEMGRAD_DIST_TIMEOUT sets the timeout)",
+                    rank, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), timeout.count(),
+                    store.describe()),
+        "init_process_group", rank, 0, missing, timeout.count(), "");
+  }
+  std::vector<detail::PeerInfo> peers(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    std::istringstream in(store.get(key(r), timeout));
+    in >> peers[static_cast<size_t>(r)].host >> peers[static_cast<size_t>(r)].pid;
+  }
+  return peers;
+}
+
+// The message of the error `e`.
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+}
+
+// Runs a collective's own argument checks; returns the typed error they threw (null: none),
+// which the call check then shares with the other ranks.
+template <typename F>
+std::exception_ptr argument_error(F&& checks) {
+  try {
+    checks();
+  } catch (const Error&) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+bool can_sum(DType dtype) {
+  return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16 || dtype == kInt64;
+}
+
+}  // namespace
+
+std::string_view backend_name(Backend backend) {
+  return backend == Backend::Gloo ? "gloo" : "nccl";
+}
+
+Backend parse_backend(std::string_view name) {
+  if (name == "gloo") return Backend::Gloo;
+  if (name == "nccl") return Backend::Nccl;
+  throw DistributedError(
+      fmt::format("[init_process_group] unknown backend '{}' (gloo or nccl)", name),
+      "init_process_group", -1);
+}
+
+ProcessGroup::ProcessGroup(Backend backend, int rank, int size, Device device,
+                           std::unique_ptr<detail::Transport> transport,
+                           ProcessGroupOptions options)
+    : backend_(backend),
+      rank_(rank),
+      size_(size),
+      device_(device),
+      transport_(std::move(transport)),
+      options_(options) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+std::optional<uint64_t> ProcessGroup::wire_bytes_sent() const {
+  return transport_->wire_bytes_sent();
+}
+
+void ProcessGroup::check_tensor(const char* op, const char* what, const Tensor& t) const {
+  if (!t.defined()) {
+    throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what));
+  }
+  if (t.device() != device_) {
+    throw DeviceError(fmt::format("[{}] {} is on {}, but this {} process group works on {}", op,
+                                  what, t.device().str(), backend_name(backend_), device_.str()));
+  }
+  if (!t.is_contiguous()) {
+    throw ValueError(
+        fmt::format("[{}] {} of shape {} is not contiguous; call .contiguous() "
+                    "first",
+                    op, what, to_string(t.sizes())));
+  }
+}
+
+void ProcessGroup::begin(const char* op, const Call& call, const std::exception_ptr& rejected) {
+  if (failure_ != nullptr) std::rethrow_exception(rejected != nullptr ? rejected : failure_);
+  ++sequence_;
+  if (transport_->local() || (rejected != nullptr && size_ == 1)) {
+    if (rejected != nullptr) std::rethrow_exception(rejected);
+    return;
+  }
+  const std::string reason =
+      rejected != nullptr ? error_text(rejected).substr(0, kMaxReasonBytes) : std::string();
+  const auto sequence = static_cast<int64_t>(sequence_);
+  const std::vector<int64_t> mine =
+      rejected != nullptr
+          ? std::vector<int64_t>{sequence, -call.op, 0, static_cast<int64_t>(reason.size()), -1}
+          : std::vector<int64_t>{sequence, call.op, call.dtype, call.numel, call.extra};
+  const std::vector<int64_t> all = exchange_calls(op, mine, rejected);
+  auto row = [&](int r) { return &all[static_cast<size_t>(r) * kCallFields]; };
+  // The texts of the rejecting ranks, when there are any (every rank sees the same table, so
+  // every rank makes this second exchange, or none does).
+  size_t reason_words = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (row(r)[1] < 0) {
+      reason_words = std::max(reason_words, static_cast<size_t>(row(r)[3] + 7) / 8);
+    }
+  }
+  std::vector<std::string> reasons(static_cast<size_t>(size_));
+  if (reason_words > 0) {
+    const std::vector<int64_t> texts =
+        exchange_calls(op, pack_text(reason, reason_words), rejected);
+    for (int r = 0; r < size_; ++r) {
+      if (row(r)[1] >= 0) continue;
+      const size_t nbytes = std::min(static_cast<size_t>(row(r)[3]), reason_words * 8);
+      std::string& text = reasons[static_cast<size_t>(r)];
+      text.resize(nbytes);
+      std::memcpy(text.data(), &texts[static_cast<size_t>(r) * reason_words], nbytes);
+    }
+  }
+  if (rejected != nullptr) std::rethrow_exception(rejected);
+  // The rank to name: the lowest that rejected its call, else the lowest whose call differs
+  // from rank 0's.
+  int mismatch = -1;
+  for (int r = 0; r < size_ && mismatch < 0; ++r) {
+    if (row(r)[1] < 0) mismatch = r;
+  }
+  for (int r = 1; r < size_ && mismatch < 0; ++r) {
+    for (size_t f = 0; f < kCallFields; ++f) {
+      if (row(r)[f] != row(0)[f]) mismatch = r;
+    }
+  }
+  if (mismatch < 0) return;
+  std::vector<std::string> calls;
+  std::vector<std::string> lines;
+  std::vector<int> rejecting;
+  for (int r = 0; r < size_; ++r) {
+    const int64_t* f = row(r);
+    if (f[1] < 0) {
+      rejecting.push_back(r);
+      calls.push_back(fmt::format("{}, rejected by rank {}: {}", op_code_name(-f[1]), r,
+                                  reasons[static_cast<size_t>(r)]));
+    } else {
+      calls.push_back(describe_call(f));
+    }
+    lines.push_back(fmt::format("rank {}: collective #{} {}", r, f[0], calls.back()));
+  }
+  if (!rejecting.empty()) {
+    throw CollectiveMismatchError(
+        fmt::format("[{}] collective #{} did not run: rank{} {} rejected {} own arguments, so no "
+                    "rank ran it ({})",
+                    op, sequence_, rejecting.size() == 1 ? "" : "s", fmt::join(rejecting, ", "),
+                    rejecting.size() == 1 ? "its" : "their", fmt::join(lines, "; ")),
+        op, rank_, sequence_, calls, mismatch);
+  }
+  throw CollectiveMismatchError(
+      fmt::format("[{}] collective #{} does not match across ranks ({}); every rank must call the "
+                  "same collectives in the same order, with tensors of the same dtype and numel",
+                  op, sequence_, fmt::join(lines, "; ")),
+      op, rank_, sequence_, calls, mismatch);
+}
+
+std::vector<int64_t> ProcessGroup::exchange_calls(const char* op, const std::vector<int64_t>& mine,
+                                                  const std::exception_ptr& rejected) {
+  try {
+    return transport_->exchange(mine);
+  } catch (const detail::TransportFailure& e) {
+    if (rejected == nullptr) fail(op, e.what());
+    // The group is broken all the same, but this rank's own error came first.
+    try {
+      fail(op, e.what());
+    } catch (const RankFailureError&) {
+    }
+    std::rethrow_exception(rejected);
+  }
+}
+
+void ProcessGroup::fail(const char* op, const std::string& transport_message) {
+  // A peer's connections close while its process exits, a moment before the process is gone:
+  // look again for a second before concluding that nobody has exited.
+  Diagnosis d = diagnose(transport_->peers(), rank_);
+  for (int attempt = 0; attempt < 20 && d.gone.empty(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    d = diagnose(transport_->peers(), rank_);
+  }
+  std::string who;
+  if (!d.gone.empty()) {
+    std::vector<std::string> names;
+    for (int r : d.gone) {
+      names.push_back(fmt::format("rank {} (pid {})", r, transport_->peers()[r].pid));
+    }
+    who = fmt::format("{} {} exited", fmt::join(names, ", "), d.gone.size() == 1 ? "has" : "have");
+  } else {
+    who = fmt::format(
+        "no rank on this host has exited; a rank may be stuck before this "
+        "collective or the network is down (waited up to {} ms, "
+        "MEMGRAD_DIST_TIMEOUT)",
+        options_.timeout.count());
+  }
+  if (!d.elsewhere.empty()) {
+    who += fmt::format("; ranks {} run on other hosts and cannot be checked from here",
+                       fmt::join(d.elsewhere, ", "));
+  }
+  const RankFailureError error(fmt::format("[{}] collective #{} failed on rank {}: {}. {}", op,
+                                           sequence_, rank_, who, transport_message),
+                               op, rank_, sequence_, d.gone, options_.timeout.count(),
+                               transport_message);
+  failure_ = std::make_exception_ptr(error);
+  if (!d.gone.empty()) write_failure_note({d.gone, error.what()});
+  throw error;
+}
+
+void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  Call call{kAllReduce};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("all_reduce", "tensor", tensor);
+    if (!can_sum(tensor.dtype()) || (op == ReduceOp::Avg && !is_floating(tensor.dtype()))) {
+      throw DTypeError(
+          fmt::format("[all_reduce] cannot {} {} tensors", op == ReduceOp::Avg ? "average" : "sum",
+                      dtype_name(tensor.dtype())),
+          "all_reduce", {tensor.dtype()});
+    }
+    call = {kAllReduce, static_cast<int64_t>(tensor.dtype()), tensor.numel(), -1};
+  });
+  begin("all_reduce", call, rejected);
+  if (!transport_->local() && tensor.numel() > 0) {
+    try {
+      transport_->all_reduce_sum(tensor.impl()->data(), static_cast<size_t>(tensor.numel()),
+                                 tensor.dtype());
+    } catch (const detail::TransportFailure& e) {
+      fail("all_reduce", e.what());
+    }
+  }
+  tensor.impl()->storage().bump_version();
+  if (op == ReduceOp::Avg && size_ > 1) {
+    NoGradGuard no_grad;
+    Tensor t = tensor;
+    t.div_(static_cast<double>(size_));
+  }
+}
+
+void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  Call call{kReduceScatter};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("reduce_scatter", "output", output);
+    check_tensor("reduce_scatter", "input", input);
+    if (input.dtype() != output.dtype() || !can_sum(input.dtype()) ||
+        (op == ReduceOp::Avg && !is_floating(input.dtype()))) {
+      throw DTypeError(fmt::format("[reduce_scatter] input ({}) and output ({}) must have one "
+                                   "dtype that can be {}",
+                                   dtype_name(input.dtype()), dtype_name(output.dtype()),
+                                   op == ReduceOp::Avg ? "averaged" : "summed"),
+                       "reduce_scatter", {input.dtype(), output.dtype()});
+    }
+    if (input.numel() != output.numel() * size_) {
+      throw ShapeError(
+          fmt::format("[reduce_scatter] input of shape {} must hold world size ({}) x "
+                      "output's {} elements (output shape {})",
+                      to_string(input.sizes()), size_, output.numel(), to_string(output.sizes())),
+          "reduce_scatter", {input.sizes(), output.sizes()});
+    }
+    call = {kReduceScatter, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
+  });
+  begin("reduce_scatter", call, rejected);
+  NoGradGuard no_grad;
+  Tensor out = output;
+  if (transport_->local()) {
+    out.copy_(input);
+    return;
+  }
+  const int64_t k = output.numel();
+  try {
+    if (transport_->has_reduce_scatter()) {
+      transport_->reduce_scatter_sum(output.impl()->data(), input.impl()->data(),
+                                     static_cast<size_t>(k), input.dtype());
+      output.impl()->storage().bump_version();
+    } else {
+      // Row j of the staging buffer is rank j's contribution to this rank's piece; the rows are
+      // summed in rank order, the same order for every element on every rank.
+      const Tensor staging = empty({size_, k}, TensorOptions(input.dtype()).with_device(device_));
+      staging_peak_ = std::max(staging_peak_,
+                               static_cast<int64_t>(staging.impl()->storage().allocated_nbytes()));
+      transport_->all_to_all(staging.impl()->data(), input.impl()->data(),
+                             static_cast<size_t>(k) * element_size(input.dtype()));
+      Tensor flat = out.view({k});
+      flat.copy_(staging.select(0, 0));
+      for (int r = 1; r < size_; ++r)
+        flat.add_(staging.select(0, r));
+    }
+  } catch (const detail::TransportFailure& e) {
+    fail("reduce_scatter", e.what());
+  }
+  if (op == ReduceOp::Avg && size_ > 1) out.div_(static_cast<double>(size_));
+}
+
+void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
+  Call call{kAllGather};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("all_gather", "output", output);
+    check_tensor("all_gather", "input", input);
+    if (input.dtype() != output.dtype()) {
+      throw DTypeError(fmt::format("[all_gather] input ({}) and output ({}) must have one dtype",
+                                   dtype_name(input.dtype()), dtype_name(output.dtype())),
+                       "all_gather", {input.dtype(), output.dtype()});
+    }
+    if (output.numel() != input.numel() * size_) {
+      throw ShapeError(
+          fmt::format("[all_gather] output of shape {} must hold world size ({}) x "
+                      "input's {} elements (input shape {})",
+                      to_string(output.sizes()), size_, input.numel(), to_string(input.sizes())),
+          "all_gather", {output.sizes(), input.sizes()});
+    }
+    call = {kAllGather, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
+  });
+  begin("all_gather", call, rejected);
+  const size_t in_bytes = input.nbytes();
+  const char* mine = static_cast<const char*>(output.impl()->data()) + in_bytes * rank_;
+  const bool in_place = input.impl()->data() == mine;
+  if (in_bytes > 0) {
+    try {
+      transport_->all_gather(output.impl()->data(), in_place ? nullptr : input.impl()->data(),
+                             in_bytes);
+    } catch (const detail::TransportFailure& e) {
+      fail("all_gather", e.what());
+    }
+  }
+  output.impl()->storage().bump_version();
+}
+
+void ProcessGroup::broadcast(const Tensor& tensor, int src) {
+  Call call{kBroadcast};
+  const std::exception_ptr rejected = argument_error([&] {
+    check_tensor("broadcast", "tensor", tensor);
+    if (src < 0 || src >= size_) {
+      throw ValueError(
+          fmt::format("[broadcast] src {} is not a rank of this group (0 to {})", src, size_ - 1));
+    }
+    call = {kBroadcast, static_cast<int64_t>(tensor.dtype()), tensor.numel(), src};
+  });
+  begin("broadcast", call, rejected);
+  if (!transport_->local() && tensor.numel() > 0) {
+    try {
+      transport_->broadcast(tensor.impl()->data(), tensor.nbytes(), src);
+    } catch (const detail::TransportFailure& e) {
+      fail("broadcast", e.what());
+    }
+  }
+  tensor.impl()->storage().bump_version();
+}
+
+void ProcessGroup::barrier() {
+  begin("barrier", {kBarrier, 0, 0, -1}, nullptr);
+  if (transport_->local()) return;
+  try {
+    transport_->barrier();
+  } catch (const detail::TransportFailure& e) {
+    fail("barrier", e.what());
+  }
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int world_size,
+                                                 std::optional<Store> store,
+                                                 ProcessGroupOptions options, int local_rank) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    throw DistributedError(
+        fmt::format("[init_process_group] rank {} is not in a world of size {}", rank, world_size),
+        "init_process_group", rank);
+  }
+  if (options.timeout.count() <= 0) {
+    throw DistributedError("[init_process_group] the timeout must be positive",
+                           "init_process_group", rank);
+  }
+  if (local_rank < 0) local_rank = rank;
+  // Groups are numbered in the order a process makes them; every rank makes them in the same
+  // order (as in PyTorch), so group k meets its peers under the same keys.
+  static int groups_made = 0;
+  const int group = groups_made++;
+  const std::string prefix =
+      fmt::format("memgrad/{}/group{}", env_string("MEMGRAD_RUN_ID").value_or("run"), group);
+  const Device device = backend == Backend::Gloo ? kCPU : Device(DeviceType::CUDA, local_rank);
+  if (backend == Backend::Nccl && MEMGRAD_WITH_NCCL && local_rank >= cuda::device_count()) {
+    const int usable = cuda::device_count();
+    throw DistributedError(
+        fmt::format("[init_process_group] rank {}: the nccl backend runs on cuda:{} (LOCAL_RANK), "
+                    "and this machine has {} usable CUDA device{}",
+                    rank, local_rank, usable, usable == 1 ? "" : "s"),
+        "init_process_group", rank);
+  }
+  if (backend == Backend::Gloo && world_size == 1) {
+    return std::make_shared<ProcessGroup>(backend, rank, world_size, device,
+                                          detail::make_local_transport(), options);
+  }
+  std::vector<detail::PeerInfo> peers;
+  if (world_size > 1) {
+    if (!store) {
+      throw DistributedError(
+          fmt::format("[init_process_group] {} ranks need a store to meet in", world_size),
+          "init_process_group", rank);
+    }
+    peers = rendezvous_peers(*store, prefix, rank, world_size, options.timeout);
+  }
+  std::unique_ptr<detail::Transport> transport;
+  try {
+    if (backend == Backend::Gloo) {
+      transport =
+          detail::make_gloo_transport(rank, world_size, *store, prefix, options.timeout, peers);
+    } else {
+      transport = detail::make_nccl_transport(
+          rank, world_size, local_rank, store ? &*store : nullptr, prefix, peers, options.timeout);
+    }
+  } catch (const detail::TransportFailure& e) {
+    const Diagnosis d = diagnose(peers, rank);
+    RankFailureError error(
+        fmt::format("[init_process_group] rank {} could not connect to its "
+                    "peers within {} ms{}. {}",
+                    rank, options.timeout.count(),
+                    d.gone.empty()
+                        ? std::string()
+                        : fmt::format(" (ranks {} have exited)", fmt::join(d.gone, ", ")),
+                    e.what()),
+        "init_process_group", rank, 0, d.gone, options.timeout.count(), e.what());
+    if (!d.gone.empty()) write_failure_note({d.gone, error.what()});
+    throw error;
+  }
+  return std::make_shared<ProcessGroup>(backend, rank, world_size, device, std::move(transport),
+                                        options);
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(Backend backend) {
+  const RendezvousEnv env = rendezvous_env();
+  ProcessGroupOptions options;
+  options.timeout = timeout_from_env();
+  std::optional<Store> store;
+  if (env.world_size > 1) store = Store::from_env();
+  return init_process_group(backend, env.rank, env.world_size, store, options, env.local_rank);
+}
+
+}  // namespace memgrad::distributed

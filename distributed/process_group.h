@@ -1,0 +1,165 @@
+// ProcessGroup: collectives across processes (ranks), with PyTorch's names and semantics
+// (torch.distributed), over existing engines only: Gloo for CPU tensors, NCCL for CUDA tensors.
+//
+// Every collective works on contiguous tensors of the same dtype and element count on every rank,
+// and checks it: before any data moves, the ranks exchange a description of their call (op,
+// dtype, element count, root; 40 bytes each, through the transport, no device memory on Gloo), so
+// a rank that called something else makes every rank throw CollectiveMismatchError instead of
+// waiting forever. A rank whose own checks reject its arguments (a tensor on another device, not
+// contiguous, of a dtype or shape the collective cannot take) takes part in that exchange all the
+// same, saying so, and then sends its error's text (at most 1 KiB, a second exchange made only
+// then): it throws its own typed error (DeviceError, ValueError, DTypeError, ShapeError) and
+// every other rank a CollectiveMismatchError naming it and quoting that error, at once.
+// A peer whose process exits closes its connections: the others throw RankFailureError naming it
+// at once, and a peer that stays silent makes them throw when the group's timeout
+// (MEMGRAD_DIST_TIMEOUT, default 60 s) runs out. After either failure the group is unusable
+// (every later call throws the same error), as in PyTorch.
+//
+// Memory: each collective says what it allocates. Outputs are the caller's tensors (allocated
+// by the caller, as in PyTorch's all_gather_into_tensor and reduce_scatter_tensor), and every
+// staging buffer memgrad allocates comes from the device's allocator, so it shows in
+// memory_allocated() while the collective runs. Gloo's own ring all-reduce keeps two segments of
+// at most 1 MiB each in memory Gloo allocates itself (new[], freed on return), and NCCL keeps its
+// channels' buffers (cudaMalloc, per communicator): those bytes are the one thing a collective
+// uses that memgrad's statistics do not see. On NCCL the call check goes through two small
+// device tensors (one 512-byte block each, freed on return), since NCCL moves device memory only.
+// A group of one rank on Gloo needs no engine: its collectives are local copies or nothing. On
+// NCCL even a group of one runs every collective (and its call check) through NCCL.
+// Collectives are not recorded by autograd, and each one completes before it returns (no
+// asynchronous work handles).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/device.h"
+#include "distributed/store.h"
+#include "engine/tensor.h"
+
+namespace memgrad::distributed {
+
+namespace detail {
+class Transport;
+}
+
+enum class Backend { Gloo, Nccl };
+
+// "gloo" / "nccl".
+std::string_view backend_name(Backend backend);
+// Parses "gloo" or "nccl". Throws DistributedError for anything else.
+Backend parse_backend(std::string_view name);
+
+// Sum: element-wise sum over ranks. Avg: the sum divided by the number of ranks (the average
+// data-parallel training needs; Gloo has no average, so it is the sum, then a division in place).
+enum class ReduceOp { Sum, Avg };
+
+struct ProcessGroupOptions {
+  // How long a collective (and the rendezvous) waits for a peer.
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+};
+
+class ProcessGroup {
+ public:
+  // Use init_process_group.
+  ProcessGroup(Backend backend, int rank, int size, Device device,
+               std::unique_ptr<detail::Transport> transport, ProcessGroupOptions options);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Backend backend() const { return backend_; }
+  // Where the group's tensors live: cpu for Gloo, cuda:LOCAL_RANK for NCCL.
+  Device device() const { return device_; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+
+  // Reduces `tensor` over all ranks, in place: every rank ends with the sum (or average).
+  // Allocates: nothing (Gloo's ring: its own two segments of at most 1 MiB, see above).
+  // Version: bumps tensor's. Sends per rank: 2 (N - 1) / N x nbytes (ring).
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+
+  // input (N x k elements) is reduced over ranks and rank r receives elements [r k, (r + 1) k) of
+  // the result in `output` (k elements): PyTorch's reduce_scatter_tensor. Allocates: on Gloo one
+  // staging buffer of input's nbytes (the N pieces every rank sends this one, gathered by Gloo's
+  // all-to-all, then summed in rank order into output), freed before it returns; on NCCL nothing.
+  // Version: bumps output's. Sends per rank: (N - 1) / N x input's nbytes.
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum);
+
+  // Concatenates every rank's `input` (k elements) into `output` (N x k), in rank order:
+  // PyTorch's all_gather_into_tensor. When input is exactly this rank's piece of output (a view
+  // at offset rank x k) it runs in place. Allocates: nothing. Version: bumps output's.
+  // Sends per rank: (N - 1) x input's nbytes (ring).
+  void all_gather(const Tensor& output, const Tensor& input);
+
+  // Copies `tensor` of rank `src` into `tensor` of every rank. Allocates: nothing.
+  // Version: bumps tensor's. Sends: N - 1 copies of nbytes in all, along a binomial tree rooted
+  // at src (src sends ceil(log2 N) of them).
+  void broadcast(const Tensor& tensor, int src);
+
+  // Returns when every rank has called it. Allocates: nothing.
+  void barrier();
+
+  // Collectives run so far (the sequence number of the last one).
+  uint64_t collectives_run() const { return sequence_; }
+  // The most staging bytes one collective has held at once since the last reset_staging_peak()
+  // (as allocated: reduce_scatter's buffer on Gloo; 0 for the others).
+  int64_t staging_peak_nbytes() const { return staging_peak_; }
+  void reset_staging_peak() { staging_peak_ = 0; }
+  // Bytes this process has sent to its peers since the group was made, measured by the kernel:
+  // the TCP payload of the group's connections (Linux's tcpi_bytes_sent less retransmissions), so
+  // it includes Gloo's 48-byte message headers and memgrad's call check besides the tensors'
+  // bytes. Empty where it cannot be measured (NCCL, which moves data over NVLink/PCIe/IB).
+  std::optional<uint64_t> wire_bytes_sent() const;
+
+ private:
+  // What one call looks like to its peers (exchanged and compared before the data moves).
+  struct Call {
+    int64_t op = 0;
+    int64_t dtype = 0;
+    int64_t numel = 0;
+    int64_t extra = -1;  // broadcast's root, all_gather/reduce_scatter's input numel
+  };
+  // Counts the call, exchanges and compares the calls of every rank; throws the group's failure
+  // again when it is broken. `rejected`: the error this rank's own argument checks threw (null:
+  // none), shared with the other ranks, then thrown here.
+  void begin(const char* op, const Call& call, const std::exception_ptr& rejected);
+  // The transport's exchange; a transport failure breaks the group (fail), and a rank that
+  // rejected its arguments throws its own error even then.
+  std::vector<int64_t> exchange_calls(const char* op, const std::vector<int64_t>& mine,
+                                      const std::exception_ptr& rejected);
+  [[noreturn]] void fail(const char* op, const std::string& transport_message);
+  void check_tensor(const char* op, const char* what, const Tensor& t) const;
+
+  Backend backend_;
+  int rank_;
+  int size_;
+  Device device_;
+  std::unique_ptr<detail::Transport> transport_;
+  ProcessGroupOptions options_;
+  uint64_t sequence_ = 0;
+  int64_t staging_peak_ = 0;
+  std::exception_ptr failure_;  // set once a collective failed: thrown again by every call
+};
+
+// Joins `world_size` ranks through `store` (needed when world_size > 1) and returns the group.
+// Gloo: this process's CPU tensors; NCCL: cuda:`local_rank` (compiled in the CUDA build only).
+// Blocks until every rank has joined; throws RankFailureError naming the ranks that did not join
+// within options.timeout, DistributedError for a bad argument or a backend this build lacks.
+// Allocates: nothing on the device (Gloo's connections are host memory).
+std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int world_size,
+                                                 std::optional<Store> store,
+                                                 ProcessGroupOptions options = {},
+                                                 int local_rank = -1);
+
+// The same from the environment, as torchrun sets it: RANK, WORLD_SIZE, LOCAL_RANK, and the store
+// of Store::from_env() (not needed for one rank); MEMGRAD_DIST_TIMEOUT sets the timeout.
+std::shared_ptr<ProcessGroup> init_process_group(Backend backend);
+
+}  // namespace memgrad::distributed

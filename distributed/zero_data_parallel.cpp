@@ -1,0 +1,329 @@
+// ZeroDataParallel: units, flat parameters, shards, and the hooks that gather and reduce.
+#include "distributed/zero_data_parallel.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "autograd/grad_mode.h"
+#include "distributed/error.h"
+#include "engine/factories.h"
+
+namespace memgrad::distributed {
+namespace {
+
+// A tensor over `flat`'s storage at `offset` (elements) with `sizes`, contiguous: an alias that
+// is not a view in autograd's sense (no base), as FSDP's parameters over its flat vector.
+Tensor alias(const Tensor& flat, int64_t offset, const Shape& sizes) {
+  return Tensor(std::make_shared<TensorImpl>(flat.impl()->storage_ptr(), sizes,
+                                             contiguous_strides(sizes),
+                                             flat.storage_offset() + offset, flat.dtype()));
+}
+
+int64_t allocated_nbytes(const Tensor& t) {
+  return t.defined() ? static_cast<int64_t>(t.impl()->storage().allocated_nbytes()) : 0;
+}
+
+}  // namespace
+
+struct ZeroDataParallel::State {
+  struct Unit {
+    std::string name;
+    nn::UnaryModule* module = nullptr;
+    std::vector<Tensor> params;
+    std::vector<std::string> names;
+    std::vector<Shape> shapes;     // each parameter's (stage 3's hold 0 elements between uses)
+    std::vector<int64_t> offsets;  // of each parameter in the flat vector, in elements
+    int64_t numel = 0, padded = 0, shard = 0;
+    Tensor flat_param;   // stages 1-2: the whole (padded) parameters; stage 3: while gathered
+    Tensor shard_param;  // this rank's piece: a leaf the optimizer updates
+    Tensor flat_grad;    // stage 1: kept until zero_grad; stages 2-3: while the unit is reduced
+    size_t pending = 0;  // gradients still to arrive in this backward
+    std::vector<bool> ready;
+    std::vector<uint64_t> hook_ids;
+  };
+
+  std::shared_ptr<ProcessGroup> pg;
+  int stage = 1;
+  std::vector<Unit> units;
+  std::vector<Tensor> shards;
+  Tensor placeholder;  // what stage 3's parameters hold between uses: 0 elements, 0 bytes
+  int64_t gathered_now = 0, gathered_peak = 0, reduction_peak = 0;
+
+  Tensor view_of(const Unit& u, size_t i, const Tensor& flat) const {
+    return alias(flat, u.offsets[i], u.shapes[i]);
+  }
+
+  // Stage 3: the unit's parameters from every rank's shard, into a fresh flat vector.
+  void gather(Unit& u) {
+    if (u.flat_param.defined()) return;
+    NoGradGuard no_grad;
+    u.flat_param =
+        empty({u.padded}, TensorOptions(u.shard_param.dtype()).with_device(pg->device()));
+    pg->all_gather(u.flat_param, u.shard_param);
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      u.params[i].impl()->set_data(*view_of(u, i, u.flat_param).impl());
+    }
+    gathered_now += allocated_nbytes(u.flat_param);
+    gathered_peak = std::max(gathered_peak, gathered_now);
+  }
+
+  // Stage 3: the parameters let go of the gathered vector, which is freed.
+  void release(Unit& u) {
+    if (!u.flat_param.defined()) return;
+    for (Tensor& p : u.params)
+      p.impl()->set_data(*placeholder.impl());
+    gathered_now -= allocated_nbytes(u.flat_param);
+    u.flat_param = Tensor();
+  }
+
+  void prepare_backward() {
+    for (Unit& u : units) {
+      u.pending = u.params.size();
+      std::fill(u.ready.begin(), u.ready.end(), false);
+    }
+  }
+
+  void on_gradient(size_t unit, size_t index) {
+    Unit& u = units[unit];
+    if (u.ready[index]) {
+      throw DistributedError(
+          fmt::format("[ZeroDataParallel] parameter '{}' received a gradient twice in one "
+                      "backward (used twice in forward?); each parameter may be used once",
+                      u.names[index]),
+          "ZeroDataParallel", pg->rank());
+    }
+    u.ready[index] = true;
+    NoGradGuard no_grad;
+    Tensor& param = u.params[index];
+    if (!u.flat_grad.defined()) {
+      u.flat_grad = zeros({u.padded}, TensorOptions(param.dtype()).with_device(pg->device()));
+    }
+    Tensor view = view_of(u, index, u.flat_grad);
+    const Tensor grad = param.grad();
+    if (grad.impl()->storage_ptr() != u.flat_grad.impl()->storage_ptr()) view.copy_(grad);
+    // Stage 1 keeps the gradient as a view of the flat one; stages 2-3 free it now.
+    param.set_grad(stage == 1 ? view : Tensor());
+    if (--u.pending > 0) return;
+    u.pending = u.params.size();  // ready for the next backward
+    std::fill(u.ready.begin(), u.ready.end(), false);
+    if (stage == 1) {
+      pg->all_reduce(u.flat_grad, ReduceOp::Avg);
+      return;
+    }
+    reduce_scatter(u);
+    if (stage == 3) release(u);
+  }
+
+  // Stages 2-3: this rank's piece of the averaged gradients, added to its shard's .grad; the
+  // unit's full gradients are freed.
+  void reduce_scatter(Unit& u) {
+    Tensor piece = empty({u.shard}, TensorOptions(u.flat_grad.dtype()).with_device(pg->device()));
+    pg->reset_staging_peak();
+    pg->reduce_scatter(piece, u.flat_grad, ReduceOp::Avg);
+    reduction_peak =
+        std::max(reduction_peak, allocated_nbytes(u.flat_grad) + pg->staging_peak_nbytes());
+    u.flat_grad = Tensor();
+    Tensor shard_grad = u.shard_param.grad();
+    if (shard_grad.defined()) {
+      shard_grad.add_(piece);
+    } else {
+      u.shard_param.set_grad(piece);
+    }
+  }
+};
+
+ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
+                                   std::shared_ptr<ProcessGroup> pg, ZeroOptions options)
+    : module_(std::move(module)), pg_(std::move(pg)), state_(std::make_shared<State>()) {
+  register_module("module", module_);
+  State& s = *state_;
+  s.pg = pg_;
+  s.stage = options.stage;
+  const int rank = pg_->rank();
+  if (s.stage < 1 || s.stage > 3) {
+    throw DistributedError(fmt::format("[ZeroDataParallel] ZeRO stage {} does not exist (1, 2 or "
+                                       "3)",
+                                       s.stage),
+                           "ZeroDataParallel", rank);
+  }
+  NoGradGuard no_grad;
+  // Units: the modules with parameters of their own, root first, then depth first.
+  std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> modules = {{"", module_}};
+  for (size_t m = 0; m < modules.size(); ++m) {
+    const auto [prefix, mod] = modules[m];
+    std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> children;
+    for (const auto& [child, ptr] : mod->named_children()) {
+      children.emplace_back(prefix.empty() ? child : prefix + "." + child, ptr);
+    }
+    modules.insert(modules.begin() + static_cast<std::ptrdiff_t>(m) + 1, children.begin(),
+                   children.end());
+    const auto own = mod->named_parameters(/*recurse=*/false);
+    if (own.empty()) continue;
+    State::Unit u;
+    u.name = prefix;
+    u.module = dynamic_cast<nn::UnaryModule*>(mod.get());
+    if (u.module == nullptr && s.stage == 3) {
+      throw DistributedError(fmt::format("[ZeroDataParallel] stage 3 gathers each unit around its "
+                                         "forward: '{}' ({}) must be a UnaryModule",
+                                         prefix, mod->name()),
+                             "ZeroDataParallel", rank);
+    }
+    for (const auto& [name, t] : own) {
+      if (t.device() != pg_->device() || !t.requires_grad() || t.dtype() != own[0].second.dtype()) {
+        throw DistributedError(fmt::format("[ZeroDataParallel] parameter '{}' must require grad, "
+                                           "share its unit's dtype and live on {}",
+                                           name, pg_->device().str()),
+                               "ZeroDataParallel", rank);
+      }
+      pg_->broadcast(t, 0);
+      u.params.push_back(t);
+      u.names.push_back(prefix.empty() ? name : prefix + "." + name);
+      u.shapes.push_back(t.sizes());
+      u.offsets.push_back(u.numel);
+      u.numel += t.numel();
+    }
+    const int64_t n = pg_->size();
+    u.padded = (u.numel + n - 1) / n * n;
+    u.shard = u.padded / n;
+    u.ready.assign(u.params.size(), false);
+    s.units.push_back(std::move(u));
+  }
+  for (State::Unit& u : s.units) {
+    const DType dtype = u.params[0].dtype();
+    Tensor flat = zeros({u.padded}, TensorOptions(dtype).with_device(pg_->device()));
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      Tensor view = s.view_of(u, i, flat);
+      view.copy_(u.params[i]);
+    }
+    if (s.stage < 3) {
+      for (size_t i = 0; i < u.params.size(); ++i) {
+        u.params[i].impl()->set_data(*s.view_of(u, i, flat).impl());
+      }
+      u.flat_param = flat;
+      u.shard_param = alias(flat, rank * u.shard, {u.shard});
+    } else {
+      u.shard_param = flat.narrow(0, rank * u.shard, u.shard).clone();
+      if (!s.placeholder.defined())
+        s.placeholder = empty({0}, TensorOptions(dtype).with_device(pg_->device()));
+      for (Tensor& p : u.params)
+        p.impl()->set_data(*s.placeholder.impl());
+    }
+    u.shard_param.requires_grad_(true);
+    s.shards.push_back(u.shard_param);
+  }
+  // Ready for the first backward, also when the forward bypasses this wrapper (the units' own
+  // hooks still run): each unit resets itself once all its gradients are in.
+  s.prepare_backward();
+
+  std::weak_ptr<State> weak = state_;
+  for (size_t k = 0; k < s.units.size(); ++k) {
+    State::Unit& u = s.units[k];
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      u.params[i].register_post_accumulate_grad_hook([weak, k, i](const Tensor&) {
+        if (auto state = weak.lock()) state->on_gradient(k, i);
+      });
+    }
+    if (s.stage != 3) continue;
+    u.hook_ids.push_back(
+        u.module->register_forward_pre_hook([weak, k](nn::UnaryModule&, const Tensor&) {
+          if (auto state = weak.lock()) state->gather(state->units[k]);
+        }));
+    u.hook_ids.push_back(u.module->register_forward_hook(
+        [weak, k](nn::UnaryModule&, const Tensor&, const Tensor& output) {
+          auto state = weak.lock();
+          if (!state) return;
+          if (is_grad_enabled() && output.requires_grad()) {
+            // Just before the unit's backward: its parameters again.
+            output.register_hook([weak, k](const Tensor&) {
+              if (auto st = weak.lock()) st->gather(st->units[k]);
+              return Tensor();
+            });
+          }
+          state->release(state->units[k]);
+        }));
+  }
+}
+
+ZeroDataParallel::~ZeroDataParallel() {
+  for (State::Unit& u : state_->units) {
+    for (uint64_t id : u.hook_ids)
+      u.module->remove_forward_hook(id);
+  }
+}
+
+Tensor ZeroDataParallel::forward(const Tensor& x) {
+  state_->prepare_backward();
+  return (*module_)(x);
+}
+
+const std::vector<Tensor>& ZeroDataParallel::shard_parameters() const {
+  return state_->shards;
+}
+
+void ZeroDataParallel::step(optim::Optimizer& optimizer) {
+  State& s = *state_;
+  NoGradGuard no_grad;
+  if (s.stage == 1) {
+    for (State::Unit& u : s.units) {
+      if (u.flat_grad.defined()) {
+        u.shard_param.set_grad(alias(u.flat_grad, pg_->rank() * u.shard, {u.shard}));
+      }
+    }
+  }
+  optimizer.step();
+  if (s.stage == 3) return;
+  for (State::Unit& u : s.units)
+    pg_->all_gather(u.flat_param, u.shard_param);
+}
+
+void ZeroDataParallel::zero_grad() {
+  for (State::Unit& u : state_->units) {
+    u.flat_grad = Tensor();
+    u.shard_param.set_grad(Tensor());
+    for (Tensor& p : u.params)
+      p.set_grad(Tensor());
+  }
+}
+
+int ZeroDataParallel::stage() const {
+  return state_->stage;
+}
+
+std::vector<ZeroUnitInfo> ZeroDataParallel::units() const {
+  std::vector<ZeroUnitInfo> out;
+  for (const State::Unit& u : state_->units)
+    out.push_back({u.name, u.numel, u.padded, u.shard});
+  return out;
+}
+
+int64_t ZeroDataParallel::parameter_nbytes() const {
+  int64_t total = 0;
+  for (const State::Unit& u : state_->units) {
+    total += allocated_nbytes(state_->stage == 3 ? u.shard_param : u.flat_param);
+  }
+  return total;
+}
+
+int64_t ZeroDataParallel::gradient_nbytes() const {
+  int64_t total = 0;
+  for (const State::Unit& u : state_->units) {
+    total +=
+        state_->stage == 1 ? allocated_nbytes(u.flat_grad) : allocated_nbytes(u.shard_param.grad());
+  }
+  return total;
+}
+
+int64_t ZeroDataParallel::gathered_peak_nbytes() const {
+  return state_->gathered_peak;
+}
+int64_t ZeroDataParallel::reduction_peak_nbytes() const {
+  return state_->reduction_peak;
+}
+
+void ZeroDataParallel::reset_peaks() {
+  state_->gathered_peak = state_->gathered_now;
+  state_->reduction_peak = 0;
+}
+
+}  // namespace memgrad::distributed

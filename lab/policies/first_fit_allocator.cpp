@@ -1,0 +1,175 @@
+// FirstFitAllocator: the lowest-addressed free block that fits, split, and merge on free.
+#include "lab/policies/first_fit_allocator.h"
+
+#include "allocator/error.h"
+#include "allocator/sizes.h"
+
+namespace memgrad {
+
+FirstFitAllocator::FirstFitAllocator(MemorySource& source, const AllocatorConfig& config)
+    : PolicyAllocator(source, config.memory_fraction) {}
+
+FirstFitAllocator::~FirstFitAllocator() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Segment* seg : segments_) {
+    for (Rec* r = seg->head; r != nullptr;) {
+      Rec* next = r->next;
+      delete r;
+      r = next;
+    }
+    source_.free(seg->ptr, seg->nbytes);
+    delete seg;
+  }
+}
+
+SplitTally FirstFitAllocator::tally(const Segment& seg) {
+  if (seg.live == 0) return {};
+  return {static_cast<int64_t>(seg.free_blocks), static_cast<int64_t>(seg.free_bytes)};
+}
+
+Block FirstFitAllocator::allocate_block(size_t nbytes, StreamId stream) {
+  const size_t size = round_up(nbytes, kMinBlockSize);
+  std::lock_guard<std::mutex> lock(mutex_);
+  Rec* rec = first_fit(size);
+  if (rec == nullptr) {
+    const size_t segment_size = caching_segment_size(size);
+    rec = new_segment(segment_size);
+    if (rec == nullptr && release_free_segments() > 0) {
+      ++stats_.num_alloc_retries;
+      rec = new_segment(segment_size);
+    }
+    if (rec == nullptr) throw_oom(nbytes, segment_size, stream);
+  }
+  return hand_out(rec, size, nbytes, stream);
+}
+
+FirstFitAllocator::Rec* FirstFitAllocator::first_fit(size_t size) const {
+  for (Rec* r : free_) {
+    if (r->nbytes >= size) return r;
+  }
+  return nullptr;
+}
+
+FirstFitAllocator::Rec* FirstFitAllocator::new_segment(size_t nbytes) {
+  const StatPool pool = pool_of_segment(nbytes);
+  void* ptr = obtain_segment(pool, nbytes);
+  if (ptr == nullptr) return nullptr;
+  auto* seg = new Segment{static_cast<char*>(ptr), nbytes, pool};
+  auto* rec = new Rec{seg->ptr, nbytes, 0, false, seg, nullptr, nullptr};
+  seg->head = rec;
+  segments_.insert(seg);
+  add_free(rec);
+  return rec;
+}
+
+void FirstFitAllocator::add_free(Rec* rec) {
+  free_.insert(rec);
+  ++rec->segment->free_blocks;
+  rec->segment->free_bytes += rec->nbytes;
+}
+
+void FirstFitAllocator::remove_free(Rec* rec) {
+  free_.erase(rec);
+  --rec->segment->free_blocks;
+  rec->segment->free_bytes -= rec->nbytes;
+}
+
+Block FirstFitAllocator::hand_out(Rec* rec, size_t size, size_t requested, StreamId stream) {
+  Segment& seg = *rec->segment;
+  const SplitTally before = tally(seg);
+  remove_free(rec);
+  if (rec->nbytes > size) {
+    // Sizes are multiples of 512, so the rest is always a usable block: split it off.
+    auto* rest = new Rec{rec->ptr + size, rec->nbytes - size, 0, false, &seg, rec, rec->next};
+    if (rest->next != nullptr) rest->next->prev = rest;
+    rec->next = rest;
+    rec->nbytes = size;
+    add_free(rest);
+  }
+  rec->allocated = true;
+  rec->requested = requested;
+  ++seg.live;
+  count_alloc(seg.pool, size, requested);
+  count_split_change(seg.pool, before, tally(seg));
+  trace_event(TraceAction::Alloc, rec->ptr, size, requested, stream);
+  return Block{rec->ptr, size, requested, stream, rec};
+}
+
+FirstFitAllocator::Rec* FirstFitAllocator::merge(Rec* left, Rec* right) {
+  left->nbytes += right->nbytes;
+  left->next = right->next;
+  if (right->next != nullptr) right->next->prev = left;
+  delete right;
+  return left;
+}
+
+void FirstFitAllocator::free(const Block& block) {
+  if (block.record == nullptr) return;
+  auto* rec = static_cast<Rec*>(block.record);
+  std::lock_guard<std::mutex> lock(mutex_);
+  internal_check(rec->allocated, "first_fit: free of a block that is not allocated (double free?)");
+  Segment& seg = *rec->segment;
+  const SplitTally before = tally(seg);
+  rec->allocated = false;
+  --seg.live;
+  count_free(seg.pool, rec->nbytes, rec->requested);
+  trace_event(TraceAction::FreeRequested, rec->ptr, rec->nbytes, rec->requested, block.stream);
+  const size_t nbytes = rec->nbytes;
+  const size_t requested = rec->requested;
+  rec->requested = 0;
+  if (rec->next != nullptr && !rec->next->allocated) {
+    remove_free(rec->next);
+    merge(rec, rec->next);
+  }
+  if (rec->prev != nullptr && !rec->prev->allocated) {
+    Rec* prev = rec->prev;
+    remove_free(prev);
+    rec = merge(prev, rec);
+  }
+  add_free(rec);
+  count_split_change(seg.pool, before, tally(seg));
+  trace_event(TraceAction::FreeCompleted, block.ptr, nbytes, requested, block.stream);
+}
+
+size_t FirstFitAllocator::release_free_segments() {
+  size_t released = 0;
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    Segment* seg = *it;
+    if (seg->live > 0) {
+      ++it;
+      continue;
+    }
+    remove_free(seg->head);  // a segment with nothing allocated is one free block
+    delete seg->head;
+    return_segment(seg->pool, seg->ptr, seg->nbytes);
+    it = segments_.erase(it);
+    delete seg;
+    ++released;
+  }
+  return released;
+}
+
+void FirstFitAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_free_segments();
+}
+
+std::vector<SegmentSnapshot> FirstFitAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uintptr_t base = source_.address_base();
+  std::vector<SegmentSnapshot> out;
+  for (const Segment* seg : segments_) {
+    SegmentSnapshot s;
+    s.address = reinterpret_cast<uintptr_t>(seg->ptr) - base;
+    s.nbytes = seg->nbytes;
+    s.small_pool = seg->pool == StatPool::SmallPool;
+    for (const Rec* r = seg->head; r != nullptr; r = r->next) {
+      s.blocks.push_back({reinterpret_cast<uintptr_t>(r->ptr) - base, r->nbytes, r->requested,
+                          r->allocated, false});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace memgrad

@@ -1,0 +1,157 @@
+// SizeClassAllocator: per-class slabs, a free-slot bitmap per slab, lowest address first.
+#include "lab/policies/size_class_allocator.h"
+
+#include <bit>
+
+#include "allocator/error.h"
+#include "allocator/sizes.h"
+
+namespace memgrad {
+
+SizeClassAllocator::SizeClassAllocator(MemorySource& source, const AllocatorConfig& config)
+    : PolicyAllocator(source, config.memory_fraction) {}
+
+SizeClassAllocator::~SizeClassAllocator() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [ptr, slab] : slabs_) {
+    source_.free(ptr, slab->nbytes);
+    delete slab;
+  }
+}
+
+size_t SizeClassAllocator::class_size(size_t nbytes) {
+  constexpr size_t kFineLimit = 4096;  // up to here: multiples of 512
+  if (nbytes <= kFineLimit) return round_up(std::max<size_t>(nbytes, 1), kMinBlockSize);
+  // Four classes per power of two: (2^k, 2^(k+1)] in steps of 2^k / 4.
+  const size_t step = std::bit_floor(nbytes - 1) / 4;
+  return round_up(nbytes, step);
+}
+
+size_t SizeClassAllocator::slab_size(size_t class_nbytes) {
+  if (class_nbytes >= kSlabTarget) return class_nbytes;
+  return kSlabTarget / class_nbytes * class_nbytes;
+}
+
+SplitTally SizeClassAllocator::tally(const Slab& slab) {
+  if (slab.live == 0) return {};
+  const size_t free_slots = slab.slots() - slab.live;
+  return {static_cast<int64_t>(free_slots), static_cast<int64_t>(free_slots * slab.class_nbytes)};
+}
+
+SizeClassAllocator::Slab* SizeClassAllocator::new_slab(size_t class_nbytes) {
+  const size_t nbytes = slab_size(class_nbytes);
+  const StatPool pool = class_nbytes <= kSmallSize ? StatPool::SmallPool : StatPool::LargePool;
+  void* ptr = obtain_segment(pool, nbytes);
+  if (ptr == nullptr) return nullptr;
+  const size_t slots = nbytes / class_nbytes;
+  auto* slab = new Slab{static_cast<char*>(ptr), nbytes, class_nbytes, pool,
+                        std::vector<size_t>(slots, 0),
+                        std::vector<uint64_t>((slots + 63) / 64, ~uint64_t{0}), 0};
+  if (slots % 64 != 0) slab->free_bits.back() = (uint64_t{1} << (slots % 64)) - 1;
+  slabs_.emplace(slab->ptr, slab);
+  with_free_[class_nbytes].emplace(slab->ptr, slab);
+  return slab;
+}
+
+size_t SizeClassAllocator::take_slot(Slab& slab) {
+  for (size_t w = 0; w < slab.free_bits.size(); ++w) {
+    const uint64_t bits = slab.free_bits[w];
+    if (bits == 0) continue;
+    const auto bit = static_cast<size_t>(std::countr_zero(bits));
+    slab.free_bits[w] &= ~(uint64_t{1} << bit);
+    return w * 64 + bit;
+  }
+  throw_internal_error("size_class: a slab on the free list has no free slot",
+                       std::source_location::current());
+}
+
+Block SizeClassAllocator::allocate_block(size_t nbytes, StreamId stream) {
+  const size_t cls = class_size(nbytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<char*, Slab*>& candidates = with_free_[cls];
+  if (candidates.empty()) {
+    Slab* slab = new_slab(cls);
+    if (slab == nullptr && release_empty_slabs() > 0) {
+      ++stats_.num_alloc_retries;
+      slab = new_slab(cls);
+    }
+    if (slab == nullptr) throw_oom(nbytes, slab_size(cls), stream);
+  }
+  Slab& slab = *candidates.begin()->second;
+  const SplitTally before = tally(slab);
+  const size_t slot = take_slot(slab);
+  slab.requested[slot] = nbytes;
+  if (++slab.live == slab.slots()) candidates.erase(slab.ptr);
+  char* ptr = slab.ptr + slot * cls;
+  count_alloc(slab.pool, cls, nbytes);
+  count_split_change(slab.pool, before, tally(slab));
+  trace_event(TraceAction::Alloc, ptr, cls, nbytes, stream);
+  return Block{ptr, cls, nbytes, stream, &slab};
+}
+
+void SizeClassAllocator::free(const Block& block) {
+  if (block.record == nullptr) return;
+  auto* slab = static_cast<Slab*>(block.record);
+  std::lock_guard<std::mutex> lock(mutex_);
+  char* ptr = static_cast<char*>(block.ptr);
+  const size_t slot = static_cast<size_t>(ptr - slab->ptr) / slab->class_nbytes;
+  const size_t requested = slab->requested[slot];
+  internal_check(requested != 0, "size_class: free of a slot that is not allocated (double free?)");
+  const SplitTally before = tally(*slab);
+  slab->requested[slot] = 0;
+  slab->free_bits[slot / 64] |= uint64_t{1} << (slot % 64);
+  if (slab->live-- == slab->slots()) with_free_[slab->class_nbytes].emplace(slab->ptr, slab);
+  count_free(slab->pool, slab->class_nbytes, requested);
+  trace_event(TraceAction::FreeRequested, ptr, slab->class_nbytes, requested, block.stream);
+  count_split_change(slab->pool, before, tally(*slab));
+  trace_event(TraceAction::FreeCompleted, ptr, slab->class_nbytes, requested, block.stream);
+}
+
+size_t SizeClassAllocator::release_empty_slabs() {
+  size_t released = 0;
+  for (auto it = slabs_.begin(); it != slabs_.end();) {
+    Slab* slab = it->second;
+    if (slab->live > 0) {
+      ++it;
+      continue;
+    }
+    with_free_[slab->class_nbytes].erase(slab->ptr);
+    return_segment(slab->pool, slab->ptr, slab->nbytes);
+    it = slabs_.erase(it);
+    delete slab;
+    ++released;
+  }
+  return released;
+}
+
+void SizeClassAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_empty_slabs();
+}
+
+size_t SizeClassAllocator::internal_waste_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(stats_.allocated_bytes.all().current -
+                             stats_.requested_bytes.all().current);
+}
+
+std::vector<SegmentSnapshot> SizeClassAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uintptr_t base = source_.address_base();
+  std::vector<SegmentSnapshot> out;
+  for (const auto& [ptr, slab] : slabs_) {
+    SegmentSnapshot s;
+    s.address = reinterpret_cast<uintptr_t>(ptr) - base;
+    s.nbytes = slab->nbytes;
+    s.small_pool = slab->pool == StatPool::SmallPool;
+    for (size_t i = 0; i < slab->slots(); ++i) {
+      const size_t requested = slab->requested[i];
+      s.blocks.push_back({s.address + i * slab->class_nbytes, slab->class_nbytes, requested,
+                          requested != 0, false});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace memgrad
