@@ -2,8 +2,9 @@
 //
 // The structure follows the PyTorch source closely so that a reader can hold the two side by
 // side: malloc = round -> pick pool -> best fit -> (new segment | release cache and retry | OOM)
-// -> split; free = merge with free neighbours -> back into the pool. Stats are updated at the
-// same points and by the same amounts, so the numbers match torch.cuda.memory_stats().
+// -> split; free = merge with free neighbours -> back into the pool. The frame
+// (PolicyAllocator) counts at the same points and by the same amounts, so the numbers match
+// torch.cuda.memory_stats().
 #include "allocator/caching_allocator.h"
 
 #include <algorithm>
@@ -35,18 +36,12 @@ CachingAllocator::CachingAllocator(MemorySource& source, AllocatorConfig config)
   config_.policy = "caching";
   config_.validate();
   for (size_t d : config_.roundup_power2_divisions) any_divisions_ |= d > 1;
-  stats_.max_split_size =
-      config_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(config_.max_split_size);
+  set_max_split_size(config_.max_split_size);
 }
 
+// The frame returns the segments' memory; the records go with records_.
 CachingAllocator::~CachingAllocator() {
-  // Return every segment to the source. Blocks still allocated at this point belong to objects
-  // that outlive the allocator; their memory goes with it.
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (detail::Segment* seg : segments_) {
-    source_.free(seg->ptr, seg->size);
-    delete seg;
-  }
+  for (detail::Segment* seg : segments_) delete seg;
 }
 
 // ---- sizes ----
@@ -67,27 +62,27 @@ size_t CachingAllocator::round_size(size_t nbytes, const AllocatorConfig& config
 
 // ---- allocate ----
 
-Block CachingAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  deferred_.process([this](BlockRecord* done) { free_block(done); });
-  const size_t size = round_size(nbytes);
+Placement CachingAllocator::place(const Request& request) {
+  process_events();
+  const size_t size = round_size(request.nbytes);
   BlockPool& pool = pool_for(size);
   const size_t segment_size = caching_segment_size(size);
-
-  BlockRecord* block = get_free_block(pool, stream, size);
-  if (block == nullptr) {
-    if (fraction_set() && config_.garbage_collection_threshold > 0.0) garbage_collect();
-    block = alloc_segment(pool, stream, segment_size, false);
-    if (block == nullptr && release_available_cached_blocks(pool, stream, size)) {
-      block = alloc_segment(pool, stream, segment_size, false);
+  BlockRecord* block = nullptr;
+  if (request.retry) {
+    // After release_cached(), PyTorch tries a new segment only.
+    block = alloc_segment(pool, request.stream, segment_size);
+  } else {
+    block = get_free_block(pool, request.stream, size);
+    if (block == nullptr && fraction_set() && config_.garbage_collection_threshold > 0.0) {
+      garbage_collect();
     }
-    if (block == nullptr) {
-      release_cached_blocks();
-      block = alloc_segment(pool, stream, segment_size, true);
+    if (block == nullptr) block = alloc_segment(pool, request.stream, segment_size);
+    if (block == nullptr && release_available_cached_blocks(pool, request.stream, size)) {
+      block = alloc_segment(pool, request.stream, segment_size);
     }
-    if (block == nullptr) throw_oom(nbytes, segment_size, kDefaultStream);
   }
-  return hand_out(block, size, nbytes);
+  if (block == nullptr) return Placement::refused(segment_size);
+  return split_off(block, size, request.nbytes);
 }
 
 CachingAllocator::BlockRecord* CachingAllocator::get_free_block(BlockPool& pool, StreamId stream,
@@ -107,12 +102,9 @@ CachingAllocator::BlockRecord* CachingAllocator::get_free_block(BlockPool& pool,
 }
 
 CachingAllocator::BlockRecord* CachingAllocator::alloc_segment(BlockPool& pool, StreamId stream,
-                                                               size_t segment_size, bool retry) {
-  if (retry) ++stats_.num_alloc_retries;
-  const StatPool sp = stat_pool(pool);
-  void* ptr = obtain_segment(sp, segment_size, stream);
+                                                               size_t segment_size) {
+  void* ptr = obtain_segment(stat_pool(pool), segment_size, stream);
   if (ptr == nullptr) return nullptr;
-  if (segment_size >= config_.max_split_size) stats_.oversize_segments.increase(1);
 
   auto* segment = new detail::Segment{static_cast<char*>(ptr), segment_size, stream,
                                       pool.is_small(), nullptr};
@@ -132,10 +124,10 @@ bool CachingAllocator::should_split(const BlockRecord* block, size_t size) const
   return size < config_.max_split_size && remaining > kSmallSize;
 }
 
-Block CachingAllocator::hand_out(BlockRecord* block, size_t size, size_t requested) {
-  BlockPool& pool = block->segment->small_pool ? small_ : large_;
-  const StatPool sp = stat_pool(pool);
+Placement CachingAllocator::split_off(BlockRecord* block, size_t size, size_t requested) {
+  BlockPool& pool = pool_of(block);
   const bool already_split = block->is_split();
+  SplitTally split;
   if (should_split(block, size)) {
     // The front stays with the caller; the rest becomes a cached block right after it.
     BlockRecord* rest = records_.make();
@@ -149,68 +141,55 @@ Block CachingAllocator::hand_out(BlockRecord* block, size_t size, size_t request
     block->next = rest;
     block->size = size;
     pool.insert(rest);
-    if (already_split) {
-      // An inactive split block shrinks by the bytes handed out.
-      count_split_delta(sp, 0, -static_cast<int64_t>(size));
-    } else {
-      // A new inactive split block appears in a segment that was whole.
-      count_split_delta(sp, 1, static_cast<int64_t>(rest->size));
-    }
+    // An inactive split block shrinks by the bytes handed out, or a new one appears in a
+    // segment that was whole.
+    split = already_split ? SplitTally{0, -static_cast<int64_t>(size)}
+                          : SplitTally{1, static_cast<int64_t>(rest->size)};
   } else if (already_split) {
     // A whole inactive split block becomes active.
-    count_split_delta(sp, -1, -static_cast<int64_t>(block->size));
+    split = {-1, -static_cast<int64_t>(block->size)};
   }
   block->allocated = true;
   block->requested_size = requested;
-
-  count_alloc(sp, block->size, requested);
-  if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
-  trace_event(TraceAction::Alloc, block->ptr, block->size, requested, block->stream);
-  return Block{block->ptr, block->size, requested, block->stream, block};
+  return Placement{block->ptr, block->size, stat_pool(pool), block, split};
 }
 
 // ---- free ----
 
-void CachingAllocator::free(const Block& handle) {
-  if (handle.record == nullptr) return;
-  auto* block = static_cast<BlockRecord*>(handle.record);
-  std::lock_guard<std::mutex> lock(mutex_);
-  internal_check(block->allocated, "free of a block that is not allocated (double free?)");
-  block->allocated = false;
-  const StatPool sp = block->segment->small_pool ? StatPool::SmallPool : StatPool::LargePool;
-  count_free_requested(sp, block->size);
-  if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
-  trace_event(TraceAction::FreeRequested, block->ptr, block->size, block->requested_size,
-              block->stream);
-  // Other streams may still read it: reuse only after their work recorded so far is done.
-  if (deferred_.defer(block)) return;
-  free_block(block);
+Block CachingAllocator::block_of(BlockRecord* record) {
+  return Block{record->ptr, record->size, record->requested_size, record->stream,
+               stat_pool(pool_of(record)), record};
 }
 
-void CachingAllocator::free_block(BlockRecord* block) {
-  trace_event(TraceAction::FreeCompleted, block->ptr, block->size, block->requested_size,
-              block->stream);
-  BlockPool& pool = block->segment->small_pool ? small_ : large_;
-  const StatPool sp = stat_pool(pool);
-  const size_t original_size = block->size;
-  const size_t requested = block->requested_size;
-  int64_t net_inactive_blocks = 0;
-  int64_t net_inactive_bytes = 0;
+void CachingAllocator::process_events() {
+  deferred_.process([this](BlockRecord* done) { finish_free(block_of(done)); });
+}
+
+bool CachingAllocator::defer_free(const Block& handle) {
+  auto* block = static_cast<BlockRecord*>(handle.record);
+  internal_check(block->allocated, "free of a block that is not allocated (double free?)");
+  block->allocated = false;
+  return deferred_.defer(block);
+}
+
+SplitTally CachingAllocator::take_back(const Block& handle) {
+  auto* block = static_cast<BlockRecord*>(handle.record);
+  BlockPool& pool = pool_of(block);
+  SplitTally split;
   for (BlockRecord* neighbour : {block->prev, block->next}) {
     const size_t subsumed = try_merge(block, neighbour, pool);
     if (subsumed > 0) {
-      net_inactive_blocks -= 1;
-      net_inactive_bytes -= static_cast<int64_t>(subsumed);
+      split.blocks -= 1;
+      split.bytes -= static_cast<int64_t>(subsumed);
     }
   }
   block->requested_size = 0;
   pool.insert(block);
   if (block->is_split()) {
-    net_inactive_blocks += 1;
-    net_inactive_bytes += static_cast<int64_t>(block->size);
+    split.blocks += 1;
+    split.bytes += static_cast<int64_t>(block->size);
   }
-  count_split_delta(sp, net_inactive_blocks, net_inactive_bytes);
-  count_free_completed(sp, original_size, requested);
+  return split;
 }
 
 size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool) {
@@ -235,16 +214,13 @@ size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool
   return subsumed;
 }
 
-void CachingAllocator::record_stream(const Block& handle, StreamId stream) {
-  if (handle.record == nullptr) return;
-  auto* block = static_cast<BlockRecord*>(handle.record);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (stream == block->stream) return;  // uses on the allocation stream are ordered already
-  deferred_.record_use(block, stream);
+void CachingAllocator::note_stream_use(const Block& handle, StreamId stream) {
+  if (stream == handle.stream) return;  // uses on the allocation stream are ordered already
+  deferred_.record_use(static_cast<BlockRecord*>(handle.record), stream);
 }
 
 void CachingAllocator::set_stream_events(StreamEvents* events) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   deferred_.set_events(events);
 }
 
@@ -252,12 +228,10 @@ void CachingAllocator::set_stream_events(StreamEvents* events) {
 
 void CachingAllocator::release_segment(BlockRecord* block) {
   internal_check(!block->is_split() && !block->allocated, "releasing a block that is in use");
-  BlockPool& pool = block->segment->small_pool ? small_ : large_;
-  const StatPool sp = stat_pool(pool);
+  BlockPool& pool = pool_of(block);
   detail::Segment* segment = block->segment;
   pool.erase(block);
-  if (segment->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
-  return_segment(sp, segment->ptr, segment->size, segment->stream);
+  return_segment(stat_pool(pool), segment->ptr, segment->size, segment->stream);
   segments_.erase(segment);
   delete segment;
   records_.recycle(block);
@@ -287,21 +261,17 @@ bool CachingAllocator::release_available_cached_blocks(BlockPool& pool, StreamId
   return released >= wanted;
 }
 
-void CachingAllocator::release_cached_blocks() {
+bool CachingAllocator::release_cached() {
   if (!deferred_.empty()) {
-    ++stats_.num_sync_all_streams;
-    deferred_.synchronize([this](BlockRecord* done) { free_block(done); });
+    count_sync_all_streams();
+    deferred_.synchronize([this](BlockRecord* done) { finish_free(block_of(done)); });
   }
   for (BlockPool* pool : {&large_, &small_}) {
     for (BlockRecord* block : pool->all_blocks()) {
       if (!block->is_split()) release_segment(block);
     }
   }
-}
-
-void CachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_cached_blocks();
+  return true;
 }
 
 void CachingAllocator::garbage_collect() {
@@ -309,7 +279,7 @@ void CachingAllocator::garbage_collect() {
   // segments whose age (lookups since they were cached) is at least the average age.
   const auto threshold =
       static_cast<size_t>(config_.garbage_collection_threshold * static_cast<double>(allowed_bytes()));
-  const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
+  const auto reserved = static_cast<size_t>(counted().reserved_bytes.all().current);
   if (reserved <= threshold) return;
   const size_t target = reserved - threshold;
   size_t reclaimed = 0;
@@ -339,11 +309,8 @@ void CachingAllocator::garbage_collect() {
 
 // ---- snapshots ----
 
-std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+void CachingAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   const uintptr_t base = source_.address_base();
-  std::vector<SegmentSnapshot> out;
-  out.reserve(segments_.size());
   for (const detail::Segment* seg : segments_) {
     SegmentSnapshot s;
     s.address = reinterpret_cast<uintptr_t>(seg->ptr) - base;
@@ -356,7 +323,6 @@ std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
     }
     out.push_back(std::move(s));
   }
-  return out;
 }
 
 }  // namespace memgrad

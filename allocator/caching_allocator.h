@@ -33,14 +33,6 @@ class CachingAllocator final : public PolicyAllocator {
   CachingAllocator(MemorySource& source, AllocatorConfig config = {});
   ~CachingAllocator() override;
 
- protected:
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  void record_stream(const Block& block, StreamId stream) override;
-  void empty_cache() override;
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return "caching"; }
 
   // Installs the event provider for record_stream (the CUDA backend does this). Not owned.
@@ -51,36 +43,50 @@ class CachingAllocator final : public PolicyAllocator {
   // The same under `config`'s roundup_power2_divisions.
   static size_t round_size(size_t nbytes, const AllocatorConfig& config);
 
+  // The options it was built with (set_memory_fraction() changes the limit, not this copy).
+  const AllocatorConfig& config() const { return config_; }
+
  protected:
+  // malloc: round -> pool -> best fit -> (collect garbage | new segment | release oversize
+  // cached blocks and a new segment) -> split; the retry after release_cached() only obtains a
+  // new segment, as PyTorch's does.
+  Placement place(const Request& request) override;
+  // Merges the block with its free neighbours and returns it to its pool.
+  SplitTally take_back(const Block& block) override;
+  // Waits for every pending stream event, then returns every cached segment that is whole.
+  // Always true: PyTorch retries (and counts the retry) whatever was released.
+  bool release_cached() override;
+  void describe(std::vector<SegmentSnapshot>& out) const override;
+  // Waits when other streams used the block (record_stream).
+  bool defer_free(const Block& block) override;
+  void note_stream_use(const Block& block, StreamId stream) override;
   // The segment a request of `nbytes` would obtain: caching_segment_size(round_size(nbytes)).
   size_t source_bytes_for(size_t nbytes) const override {
     return caching_segment_size(round_size(nbytes));
   }
 
- public:
-
-  // The options it was built with (set_memory_fraction() changes the limit, not this copy).
-  const AllocatorConfig& config() const { return config_; }
-
  private:
   using BlockRecord = detail::BlockRecord;
   using BlockPool = detail::BlockPool;
 
-  StatPool stat_pool(const BlockPool& pool) const {
+  static StatPool stat_pool(const BlockPool& pool) {
     return pool.is_small() ? StatPool::SmallPool : StatPool::LargePool;
   }
   BlockPool& pool_for(size_t rounded) { return rounded <= kSmallSize ? small_ : large_; }
+  BlockPool& pool_of(const BlockRecord* block) {
+    return block->segment->small_pool ? small_ : large_;
+  }
+  // The Block a caller holds for `record`.
+  Block block_of(BlockRecord* record);
+  void process_events();
 
-  // All private members below require mutex_.
   BlockRecord* get_free_block(BlockPool& pool, StreamId stream, size_t size);
-  BlockRecord* alloc_segment(BlockPool& pool, StreamId stream, size_t segment_size, bool retry);
-  Block hand_out(BlockRecord* block, size_t size, size_t requested);
-  void free_block(BlockRecord* block);
+  BlockRecord* alloc_segment(BlockPool& pool, StreamId stream, size_t segment_size);
+  Placement split_off(BlockRecord* block, size_t size, size_t requested);
   size_t try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool);
   bool should_split(const BlockRecord* block, size_t size) const;
   void release_segment(BlockRecord* block);
   bool release_available_cached_blocks(BlockPool& pool, StreamId stream, size_t size);
-  void release_cached_blocks();
   void garbage_collect();
 
   AllocatorConfig config_;

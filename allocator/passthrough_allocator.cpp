@@ -1,8 +1,6 @@
 // PassthroughAllocator: each block is its own segment.
 #include "allocator/passthrough_allocator.h"
 
-#include <algorithm>
-
 #include "allocator/error.h"
 #include "allocator/sizes.h"
 
@@ -19,48 +17,29 @@ StatPool pool_of(size_t nbytes) {
 PassthroughAllocator::PassthroughAllocator(MemorySource& source, const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction) {}
 
-Block PassthroughAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  const size_t size = round_up(nbytes, kMinBlockSize);
-  std::lock_guard<std::mutex> lock(mutex_);
-  const StatPool sp = pool_of(size);
-  void* ptr = within_allowed(size) ? obtain_segment(sp, size, stream) : nullptr;
-  if (ptr == nullptr) throw_oom(nbytes, size, stream);
-  count_alloc(sp, size, nbytes);
-  trace_event(TraceAction::Alloc, ptr, size, nbytes, stream);
-  Block block{ptr, size, nbytes, stream, ptr};
-  live_.emplace(ptr, block);
-  return block;
+Placement PassthroughAllocator::place(const Request& request) {
+  const size_t size = round_up(request.nbytes, kMinBlockSize);
+  const StatPool pool = pool_of(size);
+  void* ptr = within_allowed(size) ? obtain_segment(pool, size, request.stream) : nullptr;
+  if (ptr == nullptr) return Placement::refused(size);
+  live_.emplace(ptr, Live{request.nbytes, request.stream});
+  return Placement{ptr, size, pool, ptr};
 }
 
-void PassthroughAllocator::free(const Block& block) {
-  if (block.ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(block.ptr);
-  internal_check(it != live_.end(), "free of a block this allocator does not hold");
-  live_.erase(it);
-  const StatPool sp = pool_of(block.nbytes);
-  count_free(sp, block.nbytes, block.requested);
-  trace_event(TraceAction::FreeRequested, block.ptr, block.nbytes, block.requested, block.stream);
-  trace_event(TraceAction::FreeCompleted, block.ptr, block.nbytes, block.requested, block.stream);
-  return_segment(sp, block.ptr, block.nbytes, block.stream);
+SplitTally PassthroughAllocator::take_back(const Block& block) {
+  internal_check(live_.erase(block.ptr) == 1, "free of a block this allocator does not hold");
+  return_segment(block.pool, block.ptr, block.nbytes, block.stream);
+  return {};
 }
 
-std::vector<SegmentSnapshot> PassthroughAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<SegmentSnapshot> out;
-  for (const auto& [ptr, b] : live_) {
-    const uint64_t address = trace_address(b.ptr);
-    SegmentSnapshot s;
-    s.address = address;
-    s.nbytes = b.nbytes;
-    s.stream = b.stream;
-    s.small_pool = b.nbytes <= kSmallSize;
-    s.blocks.push_back({address, b.nbytes, b.requested, true, false});
+void PassthroughAllocator::describe(std::vector<SegmentSnapshot>& out) const {
+  for (const auto& [ptr, live] : live_) {
+    const uint64_t address = trace_address(ptr);
+    const size_t nbytes = round_up(live.requested, kMinBlockSize);
+    SegmentSnapshot s{address, nbytes, live.stream, nbytes <= kSmallSize, false, {}};
+    s.blocks.push_back({address, nbytes, live.requested, true, false});
     out.push_back(std::move(s));
   }
-  std::sort(out.begin(), out.end(),
-            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
-  return out;
 }
 
 }  // namespace memgrad

@@ -16,23 +16,26 @@ class PassthroughAllocator final : public PolicyAllocator {
   // Uses `config.memory_fraction`; the caching-only options are ignored. Throws ConfigError.
   explicit PassthroughAllocator(MemorySource& source, const AllocatorConfig& config = {});
 
- protected:
-  // Allocates: nbytes rounded up to 512 (the granularity device allocators use), from the source.
-  // A request that would take reserved bytes past fraction x capacity fails without a source
-  // call, fraction set or not. Throws OutOfMemoryError when the source has no room (there is no
-  // cache to release).
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  // Nothing is cached, so nothing to release.
-  void empty_cache() override {}
-  // One segment per live block.
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return "passthrough"; }
 
+ protected:
+  // Allocates: nbytes rounded up to 512 (the granularity device allocators use), a segment of
+  // its own from the source. A request that would take reserved bytes past fraction x capacity
+  // is refused without a source call, fraction set or not.
+  Placement place(const Request& request) override;
+  // Returns the block's segment to the source.
+  SplitTally take_back(const Block& block) override;
+  // Nothing is cached, so nothing to release and nothing to retry.
+  bool release_cached() override { return false; }
+  // One segment per live block.
+  void describe(std::vector<SegmentSnapshot>& out) const override;
+
  private:
-  std::unordered_map<void*, Block> live_;  // by pointer: for free() and snapshots
+  struct Live {
+    size_t requested = 0;
+    StreamId stream = kDefaultStream;
+  };
+  std::unordered_map<void*, Live> live_;  // by block: what snapshots show
 };
 
 }  // namespace memgrad

@@ -23,110 +23,85 @@ size_t size_class(size_t rounded) { return static_cast<size_t>(std::countr_zero(
 PinnedHostAllocator::PinnedHostAllocator(MemorySource& source, const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction) {}
 
-PinnedHostAllocator::~PinnedHostAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [ptr, record] : records_) source_.free(ptr, record.size);
-}
-
 size_t PinnedHostAllocator::round_size(size_t nbytes) {
   return nbytes == 0 ? 0 : std::bit_ceil(nbytes);
 }
 
-Block PinnedHostAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  constexpr size_t kLargest = size_t{1} << 62;  // bit_ceil above this is undefined
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (nbytes > kLargest) throw_oom(nbytes, nbytes, kDefaultStream);
-  deferred_.process([this](Record* done) { make_free(done); });
-  const size_t size = round_size(nbytes);
+void PinnedHostAllocator::process_events() {
+  deferred_.process([this](Record* done) {
+    finish_free(Block{done->ptr, done->size, done->requested, done->stream, kPool, done});
+  });
+}
+
+Placement PinnedHostAllocator::place(const Request& request) {
+  process_events();
+  const size_t size = round_size(request.nbytes);
   std::vector<Record*>& list = free_lists_[size_class(size)];
   Record* record = nullptr;
   if (!list.empty()) {
     record = list.back();  // most recently freed first: its pages are the warmest
     list.pop_back();
   } else {
-    void* ptr = from_source(size, stream);
-    if (ptr == nullptr && stats_.reserved_bytes.all().current > stats_.active_bytes.all().current) {
-      release_cached();  // cached blocks of other sizes may make room
-      ptr = from_source(size, stream);
-    }
-    if (ptr == nullptr) throw_oom(nbytes, size, kDefaultStream);
+    void* ptr = within_allowed(size) ? obtain_segment(kPool, size, request.stream) : nullptr;
+    if (ptr == nullptr) return Placement::refused(size);
     record = &records_[ptr];
     record->ptr = ptr;
     record->size = size;
   }
   record->allocated = true;
-  record->requested = nbytes;
-  count_alloc(kPool, size, nbytes);
-  trace_event(TraceAction::Alloc, record->ptr, size, nbytes, stream);
-  return Block{record->ptr, size, nbytes, stream, record};
+  record->requested = request.nbytes;
+  record->stream = request.stream;
+  return Placement{record->ptr, size, kPool, record};
 }
 
-void* PinnedHostAllocator::from_source(size_t size, StreamId stream) {
-  return within_allowed(size) ? obtain_segment(kPool, size, stream) : nullptr;
-}
-
-void PinnedHostAllocator::free(const Block& block) {
-  if (block.record == nullptr) return;
+bool PinnedHostAllocator::defer_free(const Block& block) {
   auto* record = static_cast<Record*>(block.record);
-  std::lock_guard<std::mutex> lock(mutex_);
   internal_check(record->allocated, "free of a pinned block that is not allocated (double free?)");
   record->allocated = false;
-  count_free_requested(kPool, record->size);
-  // Unlike the device policy, requested bytes drop at once, whether the block waits or not.
-  stats_.requested_bytes.decrease(kPool, static_cast<int64_t>(record->requested));
-  trace_event(TraceAction::FreeRequested, record->ptr, record->size, record->requested,
-              block.stream);
-  record->requested = 0;
   // A copy queued on other streams may still read or write the bytes.
-  if (deferred_.defer(record)) return;
-  make_free(record);
+  return deferred_.defer(record);
 }
 
-void PinnedHostAllocator::make_free(Record* record) {
+SplitTally PinnedHostAllocator::take_back(const Block& block) {
+  auto* record = static_cast<Record*>(block.record);
   record->stream_uses.clear();
-  count_free_completed(kPool, record->size, 0);  // requested bytes dropped in free()
+  record->requested = 0;
   free_lists_[size_class(record->size)].push_back(record);
-  trace_event(TraceAction::FreeCompleted, record->ptr, record->size, 0, kDefaultStream);
+  return {};
 }
 
-void PinnedHostAllocator::record_stream(const Block& block, StreamId stream) {
-  if (block.record == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+void PinnedHostAllocator::note_stream_use(const Block& block, StreamId stream) {
   deferred_.record_use(static_cast<Record*>(block.record), stream);
 }
 
 void PinnedHostAllocator::set_stream_events(StreamEvents* events) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   deferred_.set_events(events);
 }
 
 size_t PinnedHostAllocator::pending_blocks() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   size_t n = 0;
   for (const auto& [ptr, record] : records_) n += record.event_count > 0 ? 1 : 0;
   return n;
 }
 
-void PinnedHostAllocator::release_cached() {
-  deferred_.process([this](Record* done) { make_free(done); });
+bool PinnedHostAllocator::release_cached() {
+  process_events();
+  bool released = false;
   for (std::vector<Record*>& list : free_lists_) {
     for (Record* record : list) {
       void* ptr = record->ptr;
       return_segment(kPool, ptr, record->size);
       records_.erase(ptr);
+      released = true;
     }
     list.clear();
   }
+  return released;
 }
 
-void PinnedHostAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_cached();
-}
-
-std::vector<SegmentSnapshot> PinnedHostAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<SegmentSnapshot> out;
+void PinnedHostAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   for (const auto& [ptr, r] : records_) {
     const auto address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
     SegmentSnapshot s;
@@ -136,9 +111,6 @@ std::vector<SegmentSnapshot> PinnedHostAllocator::snapshot() const {
     s.blocks.push_back({address, r.size, r.requested, r.allocated, pending});
     out.push_back(std::move(s));
   }
-  std::sort(out.begin(), out.end(),
-            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
-  return out;
 }
 
 }  // namespace memgrad

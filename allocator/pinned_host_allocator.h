@@ -31,25 +31,7 @@ class PinnedHostAllocator final : public PolicyAllocator {
  public:
   // Uses `config.memory_fraction`; the device policies' options are ignored. Throws ConfigError.
   explicit PinnedHostAllocator(MemorySource& source, const AllocatorConfig& config = {});
-  ~PinnedHostAllocator() override;
 
- protected:
-  // Allocates: nbytes rounded up to the next power of two, from the size class's free list or
-  // the source. A new block that would take reserved bytes past fraction x capacity is not asked
-  // of the source, fraction set or not. Throws OutOfMemoryError when the source has no room even
-  // after the cache was returned to it.
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  // Caches the block: at once, or after the events of the streams recorded on it complete.
-  void free(const Block& block) override;
-  // Notes that work queued on `stream` uses the block (an asynchronous copy). Unlike the device
-  // policy, the allocation stream is not exempt: host blocks have no stream of their own.
-  void record_stream(const Block& block, StreamId stream) override;
-  // Returns every cached block (not waiting on an event) to the source.
-  void empty_cache() override;
-  // One segment per block (blocks are never split), at absolute host addresses.
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return "pinned"; }
 
   // Installs the event provider for record_stream. Not owned. Without one, record_stream is
@@ -61,22 +43,37 @@ class PinnedHostAllocator final : public PolicyAllocator {
   // Blocks waiting on stream events right now.
   size_t pending_blocks() const;
 
+ protected:
+  // Allocates: nbytes rounded up to the next power of two, from the size class's free list or
+  // the source. A new block that would take reserved bytes past fraction x capacity is not asked
+  // of the source, fraction set or not.
+  Placement place(const Request& request) override;
+  // Caches the block in its size class's free list.
+  SplitTally take_back(const Block& block) override;
+  // Returns every cached block (not waiting on an event) to the source; whether there was one.
+  bool release_cached() override;
+  // One segment per block (blocks are never split), at absolute host addresses.
+  void describe(std::vector<SegmentSnapshot>& out) const override;
+  // Waits when a copy on a stream used the block (record_stream).
+  bool defer_free(const Block& block) override;
+  // Notes that work queued on `stream` uses the block (an asynchronous copy). Unlike the device
+  // policy, the allocation stream is not exempt: host blocks have no stream of their own.
+  void note_stream_use(const Block& block, StreamId stream) override;
+
  private:
   // A block obtained from the source, with the streams that used it.
   struct Record {
     void* ptr = nullptr;
     size_t size = 0;       // power of two
-    size_t requested = 0;  // while allocated
+    size_t requested = 0;  // until its free completes
+    StreamId stream = kDefaultStream;  // the stream it was allocated on
     bool allocated = false;
     int event_count = 0;   // events still to complete before the block is free
     std::vector<StreamId> stream_uses;
   };
   static constexpr size_t kNumClasses = 64;  // one free list per power of two
 
-  // All private members below require mutex_.
-  void* from_source(size_t size, StreamId stream);  // nullptr when full or over the fraction
-  void make_free(Record* record);
-  void release_cached();
+  void process_events();
 
   std::unordered_map<void*, Record> records_;               // every block held, by pointer
   std::array<std::vector<Record*>, kNumClasses> free_lists_;  // cached blocks per size class

@@ -1,6 +1,13 @@
-// PolicyAllocator: the request guard, stats, memory fraction, OOM and trace every policy shares.
+// PolicyAllocator: the request guard, the lock, the place-release-retry rule, the stats, the
+// memory fraction, the OOM and the trace every policy shares.
+//
+// Counting follows PyTorch's DeviceCachingAllocator: a block counts in allocation,
+// allocated_bytes, active and requested_bytes when it is handed out; allocation and
+// allocated_bytes drop when its caller frees it, active and requested_bytes when the free is
+// complete (after the streams that used it, for a policy that waits for them).
 #include "allocator/policy_allocator.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -44,23 +51,99 @@ PolicyAllocator::PolicyAllocator(MemorySource& source, double memory_fraction) :
   fraction_ = memory_fraction;
 }
 
+PolicyAllocator::~PolicyAllocator() {
+  for (const auto& [ptr, nbytes] : held_) source_.free(ptr, nbytes);
+}
+
+// ---- the frame ----
+
 Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
-  if (nbytes == 0) return Block{nullptr, 0, 0, stream, nullptr};
+  if (nbytes == 0) return Block{nullptr, 0, 0, stream};
   if (nbytes > kMaxAllocationBytes) [[unlikely]] {
     OutOfMemoryInfo info = oom_info(source_, nbytes, nbytes, stats());
     info.too_large = true;
     throw OutOfMemoryError(std::move(info));
   }
-  try {
-    return allocate_block(nbytes, stream);
-  } catch (const OutOfMemoryError& e) {
-    // The figures of the failure, with where the reserved but unallocated bytes are (taken
-    // after the policy released what it could, outside its lock).
-    OutOfMemoryInfo info = e.info();
+  std::unique_lock<std::mutex> guard(mutex_);
+  const Placement placed = place_with_retry(*this, Request{nbytes, stream, false});
+  if (placed.ptr == nullptr) [[unlikely]] {
+    OutOfMemoryInfo info = count_oom(nbytes, placed.nbytes, stream);
+    guard.unlock();
+    // Where the reserved but unallocated bytes are, after the policy released what it could.
     info.has_fragmentation = true;
     info.fragmentation = fragmentation(stream);
     throw OutOfMemoryError(std::move(info));
   }
+  return hand_out(placed, nbytes, stream);
+}
+
+Placement PolicyAllocator::place_with_retry(PolicyAllocator& policy, Request request) {
+  Placement placed = policy.place(request);
+  if (placed.ptr != nullptr || !policy.release_cached()) return placed;
+  policy.count_retry();
+  request.retry = true;
+  return policy.place(request);
+}
+
+Block PolicyAllocator::hand_out(const Placement& placed, size_t requested, StreamId stream) {
+  count_alloc(placed.pool, placed.nbytes, requested);
+  count_split(placed.pool, placed.split);
+  if (is_oversize(placed.nbytes)) books_->stats_.oversize_allocations.increase(1);
+  trace_event(TraceAction::Alloc, placed.ptr, placed.nbytes, requested, stream);
+  return Block{placed.ptr, placed.nbytes, requested, stream, placed.pool, placed.record};
+}
+
+void PolicyAllocator::free(const Block& block) {
+  if (block.ptr == nullptr) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  count_free_requested(block.pool, block.nbytes);
+  if (is_oversize(block.nbytes)) books_->stats_.oversize_allocations.decrease(1);
+  trace_event(TraceAction::FreeRequested, block.ptr, block.nbytes, block.requested, block.stream);
+  // Other streams may still read it: it is reused only after their work recorded so far.
+  if (defer_free(block)) return;
+  finish_free(block);
+}
+
+void PolicyAllocator::finish_free(const Block& block) {
+  trace_event(TraceAction::FreeCompleted, block.ptr, block.nbytes, block.requested, block.stream);
+  count_split(block.pool, take_back(block));
+  count_free_completed(block.pool, block.nbytes, block.requested);
+}
+
+void PolicyAllocator::record_stream(const Block& block, StreamId stream) {
+  if (block.ptr == nullptr) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  note_stream_use(block, stream);
+}
+
+void PolicyAllocator::empty_cache() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  release_cached();
+}
+
+std::vector<SegmentSnapshot> PolicyAllocator::snapshot() const {
+  std::vector<SegmentSnapshot> out;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    describe(out);
+  }
+  std::sort(out.begin(), out.end(), [](const SegmentSnapshot& a, const SegmentSnapshot& b) {
+    return a.address < b.address;
+  });
+  return out;
+}
+
+OutOfMemoryInfo PolicyAllocator::count_oom(size_t requested, size_t alloc_size, StreamId stream) {
+  MemoryStats& s = books_->stats_;
+  ++s.num_ooms;
+  OutOfMemoryInfo info = oom_info(source_, requested, alloc_size, s);
+  info.fraction_set = fraction_set();
+  info.allowed = fraction_set() ? allowed_bytes() : source_.capacity();
+  if (books_->trace_.enabled()) {
+    books_->trace_.record(TraceAction::Oom, info.free, alloc_size, requested, stream,
+                          s.allocated_bytes.all().current, s.reserved_bytes.all().current);
+  }
+  return info;
 }
 
 size_t PolicyAllocator::source_bytes_for(size_t nbytes) const {
@@ -71,7 +154,7 @@ FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
   const std::vector<SegmentSnapshot> segments = snapshot();
   size_t budget = source_.free_bytes();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> guard(mutex_);
     const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
     if (fraction_set_) budget = std::min(budget, allowed_bytes() - std::min(allowed_bytes(), reserved));
   }
@@ -82,136 +165,177 @@ FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
 // ---- the public figures ----
 
 MemoryStats PolicyAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
   return stats_;
 }
 
 void PolicyAllocator::reset_peak_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
   stats_.reset_peak();
 }
 
 void PolicyAllocator::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
   stats_.reset_accumulated();
 }
 
 size_t PolicyAllocator::memory_allocated() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
   return static_cast<size_t>(stats_.allocated_bytes.all().current);
 }
 
 size_t PolicyAllocator::memory_reserved() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
   return static_cast<size_t>(stats_.reserved_bytes.all().current);
 }
 
 void PolicyAllocator::set_memory_fraction(double fraction) {
   check_fraction(fraction);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
   fraction_set_ = true;
   fraction_ = fraction;
 }
 
-// ---- helpers for the policies ----
+void PolicyAllocator::mark_in_trace(TraceAction action, uint64_t nbytes) {
+  if (!trace_.enabled()) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  trace_.record(action, 0, nbytes, 0, kDefaultStream, stats_.allocated_bytes.all().current,
+                stats_.reserved_bytes.all().current);
+}
+
+// ---- what the hooks use ----
 
 StatPool PolicyAllocator::pool_of_segment(size_t nbytes) {
   return nbytes <= kSmallBuffer ? StatPool::SmallPool : StatPool::LargePool;
 }
 
+bool PolicyAllocator::fraction_set() const { return books_->fraction_set_; }
+
 size_t PolicyAllocator::allowed_bytes() const {
-  return static_cast<size_t>(fraction_ * static_cast<double>(source_.capacity()));
+  return static_cast<size_t>(books_->fraction_ * static_cast<double>(source_.capacity()));
 }
 
 bool PolicyAllocator::within_fraction(size_t extra) const {
-  return !fraction_set_ || within_allowed(extra);
+  return !fraction_set() || within_allowed(extra);
 }
 
 bool PolicyAllocator::within_allowed(size_t extra) const {
-  return static_cast<size_t>(stats_.reserved_bytes.all().current) + extra <= allowed_bytes();
+  return static_cast<size_t>(counted().reserved_bytes.all().current) + extra <= allowed_bytes();
 }
 
 void* PolicyAllocator::obtain_segment(StatPool pool, size_t nbytes, StreamId stream) {
   void* ptr = within_fraction(nbytes) ? source_.allocate(nbytes) : nullptr;
   if (ptr == nullptr) return nullptr;
-  count_segment_alloc(pool, nbytes);
+  held_.emplace(ptr, nbytes);
+  MemoryStats& s = books_->stats_;
+  s.segment.increase(pool, 1);
+  s.reserved_bytes.increase(pool, static_cast<int64_t>(nbytes));
+  ++s.num_device_alloc;
+  if (is_oversize(nbytes)) s.oversize_segments.increase(1);
   trace_event(TraceAction::SegmentAlloc, ptr, nbytes, 0, stream);
   return ptr;
 }
 
 void PolicyAllocator::return_segment(StatPool pool, void* ptr, size_t nbytes, StreamId stream) {
+  internal_check(held_.erase(ptr) == 1, "returning a segment the policy does not hold");
   source_.free(ptr, nbytes);
-  count_segment_free(pool, nbytes);
+  MemoryStats& s = books_->stats_;
+  s.segment.decrease(pool, 1);
+  s.reserved_bytes.decrease(pool, static_cast<int64_t>(nbytes));
+  ++s.num_device_free;
+  if (is_oversize(nbytes)) s.oversize_segments.decrease(1);
   trace_event(TraceAction::SegmentFree, ptr, nbytes, 0, stream);
 }
 
-void PolicyAllocator::count_segment_alloc(StatPool pool, size_t nbytes) {
-  stats_.segment.increase(pool, 1);
-  stats_.reserved_bytes.increase(pool, static_cast<int64_t>(nbytes));
-  ++stats_.num_device_alloc;
+void PolicyAllocator::count_mapping(StatPool pool, void* ptr, size_t nbytes, size_t calls,
+                                    int segments, bool mapped) {
+  MemoryStats& s = books_->stats_;
+  if (segments > 0) s.segment.increase(pool, segments);
+  if (segments < 0) s.segment.decrease(pool, -segments);
+  if (mapped) {
+    s.reserved_bytes.increase(pool, static_cast<int64_t>(nbytes));
+    s.num_device_alloc += static_cast<int64_t>(calls);
+  } else {
+    s.reserved_bytes.decrease(pool, static_cast<int64_t>(nbytes));
+    s.num_device_free += static_cast<int64_t>(calls);
+  }
+  trace_event(mapped ? TraceAction::SegmentMap : TraceAction::SegmentUnmap, ptr, nbytes, 0,
+              kDefaultStream);
 }
 
-void PolicyAllocator::count_segment_free(StatPool pool, size_t nbytes) {
-  stats_.segment.decrease(pool, 1);
-  stats_.reserved_bytes.decrease(pool, static_cast<int64_t>(nbytes));
-  ++stats_.num_device_free;
+void PolicyAllocator::count_sync_all_streams() { ++books_->stats_.num_sync_all_streams; }
+
+void PolicyAllocator::count_retry() { ++books_->stats_.num_alloc_retries; }
+
+void PolicyAllocator::set_max_split_size(size_t nbytes) {
+  max_split_size_ = nbytes;
+  stats_.max_split_size = nbytes == SIZE_MAX ? -1 : static_cast<int64_t>(nbytes);
 }
 
 void PolicyAllocator::count_alloc(StatPool pool, size_t nbytes, size_t requested) {
+  MemoryStats& s = books_->stats_;
   const auto n = static_cast<int64_t>(nbytes);
-  stats_.allocation.increase(pool, 1);
-  stats_.allocated_bytes.increase(pool, n);
-  stats_.active.increase(pool, 1);
-  stats_.active_bytes.increase(pool, n);
-  stats_.requested_bytes.increase(pool, static_cast<int64_t>(requested));
-}
-
-void PolicyAllocator::count_free(StatPool pool, size_t nbytes, size_t requested) {
-  count_free_requested(pool, nbytes);
-  count_free_completed(pool, nbytes, requested);
+  s.allocation.increase(pool, 1);
+  s.allocated_bytes.increase(pool, n);
+  s.active.increase(pool, 1);
+  s.active_bytes.increase(pool, n);
+  s.requested_bytes.increase(pool, static_cast<int64_t>(requested));
 }
 
 void PolicyAllocator::count_free_requested(StatPool pool, size_t nbytes) {
-  stats_.allocation.decrease(pool, 1);
-  stats_.allocated_bytes.decrease(pool, static_cast<int64_t>(nbytes));
+  MemoryStats& s = books_->stats_;
+  s.allocation.decrease(pool, 1);
+  s.allocated_bytes.decrease(pool, static_cast<int64_t>(nbytes));
 }
 
 void PolicyAllocator::count_free_completed(StatPool pool, size_t nbytes, size_t requested) {
-  stats_.active.decrease(pool, 1);
-  stats_.active_bytes.decrease(pool, static_cast<int64_t>(nbytes));
-  stats_.requested_bytes.decrease(pool, static_cast<int64_t>(requested));
+  MemoryStats& s = books_->stats_;
+  s.active.decrease(pool, 1);
+  s.active_bytes.decrease(pool, static_cast<int64_t>(nbytes));
+  s.requested_bytes.decrease(pool, static_cast<int64_t>(requested));
 }
 
-void PolicyAllocator::count_split_delta(StatPool pool, int64_t blocks, int64_t bytes) {
-  if (blocks > 0) stats_.inactive_split.increase(pool, blocks);
-  if (blocks < 0) stats_.inactive_split.decrease(pool, -blocks);
-  if (bytes > 0) stats_.inactive_split_bytes.increase(pool, bytes);
-  if (bytes < 0) stats_.inactive_split_bytes.decrease(pool, -bytes);
+void PolicyAllocator::count_split(StatPool pool, SplitTally split) {
+  MemoryStats& s = books_->stats_;
+  if (split.blocks > 0) s.inactive_split.increase(pool, split.blocks);
+  if (split.blocks < 0) s.inactive_split.decrease(pool, -split.blocks);
+  if (split.bytes > 0) s.inactive_split_bytes.increase(pool, split.bytes);
+  if (split.bytes < 0) s.inactive_split_bytes.decrease(pool, -split.bytes);
 }
 
-void PolicyAllocator::throw_oom(size_t requested, size_t alloc_size, StreamId stream) {
-  ++stats_.num_ooms;
-  OutOfMemoryInfo info = oom_info(source_, requested, alloc_size, stats_);
-  info.fraction_set = fraction_set_;
-  info.allowed = fraction_set_ ? allowed_bytes() : source_.capacity();
-  if (trace_.enabled()) {
-    trace_.record(TraceAction::Oom, info.free, alloc_size, requested, stream,
-                  stats_.allocated_bytes.all().current, stats_.reserved_bytes.all().current);
-  }
-  throw OutOfMemoryError(std::move(info));
-}
-
-void PolicyAllocator::mark_in_trace(TraceAction action, uint64_t nbytes) {
-  if (!trace_.enabled()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  trace_.record(action, 0, nbytes, 0, kDefaultStream, stats_.allocated_bytes.all().current,
-                stats_.reserved_bytes.all().current);
-}
-
-void PolicyAllocator::record_trace(TraceAction action, const void* ptr, size_t nbytes,
+void PolicyAllocator::record_event(TraceAction action, const void* ptr, size_t nbytes,
                                    size_t requested, StreamId stream) {
-  trace_.record(action, trace_address(ptr), nbytes, requested, stream,
-                stats_.allocated_bytes.all().current, stats_.reserved_bytes.all().current);
+  const MemoryStats& s = books_->stats_;
+  books_->trace_.record(action, trace_address(ptr), nbytes, requested, stream,
+                        s.allocated_bytes.all().current, s.reserved_bytes.all().current);
+}
+
+// ---- a policy made of policies ----
+
+void PolicyAllocator::adopt(PolicyAllocator& inner) { inner.books_ = books_; }
+
+Placement PolicyAllocator::place_in(PolicyAllocator& inner, const Request& request) {
+  return place_with_retry(inner, Request{request.nbytes, request.stream, false});
+}
+
+SplitTally PolicyAllocator::take_back_in(PolicyAllocator& inner, const Block& block) {
+  return inner.take_back(block);
+}
+
+bool PolicyAllocator::defer_free_in(PolicyAllocator& inner, const Block& block) {
+  return inner.defer_free(block);
+}
+
+bool PolicyAllocator::release_cached_in(PolicyAllocator& inner) { return inner.release_cached(); }
+
+void PolicyAllocator::describe_in(const PolicyAllocator& inner,
+                                  std::vector<SegmentSnapshot>& out) {
+  inner.describe(out);
+}
+
+void PolicyAllocator::note_stream_use_in(PolicyAllocator& inner, const Block& block,
+                                         StreamId stream) {
+  inner.note_stream_use(block, stream);
 }
 
 }  // namespace memgrad

@@ -1,23 +1,31 @@
-// The base every allocator policy derives from: the lock, the PyTorch-named stats, the memory
-// fraction, the OutOfMemoryError, the trace and the public allocate(), written once.
+// The frame every allocator policy runs in: PolicyAllocator owns allocate() and free(), and a
+// policy writes only where blocks go.
 //
-// A policy (caching, passthrough, pinned, and the lab's first_fit, buddy, size_class, arena,
-// expandable) derives from PolicyAllocator and writes only its placement rules, the hooks of
-// Allocator (allocator/allocator.h): where a request goes, what a free merges, what empty_cache
-// releases, what its snapshot shows. The helpers below keep the stats consistent across policies
-// (a segment is what the policy obtained from the source, a block what it handed out) so that the
-// same tests, the same summary and the same replay table apply to all of them. Callers hold a
-// PolicyAllocator: allocate, free, read the stats, set the fraction, record the trace.
+// allocate() takes the lock and asks the policy to place the request (place). When the policy
+// refuses (nothing it holds fits and its source said no), it asks it to release what it caches
+// (release_cached) and to place the request once more; a second refusal is an OutOfMemoryError
+// with the figures of the moment. A placed block is counted in the stats with PyTorch's names and
+// recorded in the trace. free() counts and records the free and gives the block back to the
+// policy (take_back), after the streams that used it are done when the policy waits for them
+// (defer_free). empty_cache(), snapshot() and record_stream() call release_cached, describe and
+// note_stream_use under the same lock. So every policy answers the same stats, traces and errors,
+// and any program runs under any policy and can be compared: the caching, passthrough and pinned
+// host policies here, the lab's in lab/policies/, and a policy of your own
+// (docs/allocator-lab.md, "Write your own policy in one file").
 //
-// Thread safety: every public method may be called from any thread. The public methods below
-// take mutex_; a policy's hooks take it themselves (one lock_guard at the top of each).
+// Thread safety: every public method may be called from any thread. The hooks run with the
+// frame's lock held and must not call the public methods.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <string_view>
+#include <vector>
 
 #include "allocator/allocator.h"
+#include "allocator/error.h"
 #include "allocator/fragmentation.h"
 #include "allocator/memory_source.h"
 #include "allocator/stats.h"
@@ -25,22 +33,68 @@
 
 namespace memgrad {
 
-// A segment's contribution to the inactive_split stats: its free blocks and their bytes while it
-// also holds an allocated block (a segment with nothing allocated can be released whole).
+// A change of the inactive_split stats: free blocks, and their bytes, in segments that also hold
+// an allocated block (a segment with nothing allocated can be released whole).
 struct SplitTally {
   int64_t blocks = 0;
   int64_t bytes = 0;
 };
+// The change from `before` to `after` (a segment's tally around a placement or a free).
+inline SplitTally operator-(SplitTally after, SplitTally before) {
+  return {after.blocks - before.blocks, after.bytes - before.bytes};
+}
 
-class PolicyAllocator : public Allocator {
+// One request, as the frame asks a policy to place it.
+struct Request {
+  size_t nbytes = 0;                 // 1 to kMaxAllocationBytes: what the caller asked for
+  StreamId stream = kDefaultStream;
+  bool retry = false;                // the one retry after release_cached()
+};
+
+// Where a policy put a request: the answer of PolicyAllocator::place.
+struct Placement {
+  void* ptr = nullptr;            // the block's first byte; nullptr: refused
+  size_t nbytes = 0;              // the block's bytes after rounding; when refused: the bytes the
+                                  // policy last tried to obtain from its source (the OOM's
+                                  // alloc_size)
+  StatPool pool = StatPool::All;  // the stats pool the block counts in
+  void* record = nullptr;         // the policy's bookkeeping, handed back in the Block
+  SplitTally split;               // how placing it changed the inactive_split stats
+
+  Placement() = default;
+  Placement(void* ptr, size_t nbytes, StatPool pool, void* record = nullptr, SplitTally split = {})
+      : ptr(ptr), nbytes(nbytes), pool(pool), record(record), split(split) {}
+  // Nothing the policy holds fits, and its source refused `tried` bytes.
+  static Placement refused(size_t tried) { return {nullptr, tried, StatPool::All}; }
+};
+
+class PolicyAllocator {
  public:
+  PolicyAllocator(const PolicyAllocator&) = delete;
+  PolicyAllocator& operator=(const PolicyAllocator&) = delete;
+  // Returns every segment the policy still holds to the source (blocks still allocated belong to
+  // objects that outlive the allocator; their memory goes with it).
+  virtual ~PolicyAllocator();
+
   // Hands out at least `nbytes` on `stream`. Allocates: the policy's rounded size (Block::nbytes).
   // A zero-byte request returns an empty Block without touching the source or the stats.
   // Throws OutOfMemoryError when `nbytes` exceeds kMaxAllocationBytes (counted nowhere, as in
-  // PyTorch), and when the source cannot provide the memory even after the policy returned what
-  // it caches (counted in num_ooms). Every request passes here, so no policy sees either of the
-  // first two cases.
+  // PyTorch), and when the policy cannot place it even after releasing what it caches (counted
+  // in num_ooms, with the fragmentation of the moment).
   Block allocate(size_t nbytes, StreamId stream = kDefaultStream);
+  // Returns a Block obtained from allocate(). Freeing an empty Block does nothing; freeing a
+  // Block twice is an InternalError.
+  void free(const Block& block);
+  // Notes that `stream` also uses `block`, so its free waits for that stream's work (PyTorch's
+  // record_stream). Policies without streams ignore it.
+  void record_stream(const Block& block, StreamId stream);
+  // Returns cached memory that holds no allocated block to the source (what release_cached
+  // releases). Allocated memory is never touched.
+  void empty_cache();
+  // The segments and their blocks, sorted by address. Allocates: host memory only.
+  std::vector<SegmentSnapshot> snapshot() const;
+  // The policy's name as MEMGRAD_ALLOC_CONF spells it: "caching", "passthrough", ...
+  virtual std::string_view policy_name() const = 0;
 
   // A copy of the statistics. Allocates: nothing on the device.
   MemoryStats stats() const;
@@ -77,27 +131,72 @@ class PolicyAllocator : public Allocator {
   const TraceRecorder& trace() const { return trace_; }
 
  protected:
+  // A policy over `source` (which must outlive it) limited to `memory_fraction` x its capacity;
+  // 1.0 counts as no fraction set. Throws ConfigError when `memory_fraction` is outside (0, 1].
+  PolicyAllocator(MemorySource& source, double memory_fraction);
+
+  // ---- the hooks a policy writes; the frame calls them with its lock held ----
+
+  // Places `request`: a block of at least request.nbytes from what the policy holds, or from
+  // segments it obtains with obtain_segment(), with the block's rounded size, pool and the change
+  // of the inactive_split stats; or Placement::refused(bytes it last tried to obtain). A retry
+  // (request.retry) follows release_cached() and is the last try before the OutOfMemoryError.
+  // The frame counts the block and records it in the trace.
+  virtual Placement place(const Request& request) = 0;
+  // Takes back a block its caller freed (and, with defer_free, whose streams are done): merges it,
+  // caches it or returns its segment; returns the change of the inactive_split stats. The frame
+  // has counted the free and recorded it in the trace. A block it does not hold allocated is an
+  // InternalError (internal_check).
+  virtual SplitTally take_back(const Block& block) = 0;
+  // Returns cached memory that holds no allocated block to the source with return_segment() (or
+  // unmaps it); returns whether placing again may now succeed (the frame then counts a retry in
+  // num_alloc_retries and places once more; false: the OutOfMemoryError follows at once).
+  virtual bool release_cached() = 0;
+  // Appends a SegmentSnapshot per segment the policy holds, its blocks tiling it in address
+  // order (the frame sorts the segments by address).
+  virtual void describe(std::vector<SegmentSnapshot>& out) const = 0;
+  // Called as the caller frees `block`, before take_back: returns true to finish the free later
+  // with finish_free(), once the streams that used the block are done. The default waits for
+  // nothing. A policy that keeps a block's live state should check it here or in take_back.
+  virtual bool defer_free(const Block& /*block*/) { return false; }
+  // `stream` also uses `block` (record_stream). The default ignores it.
+  virtual void note_stream_use(const Block& /*block*/, StreamId /*stream*/) {}
   // The bytes the policy obtains from its source for a request of `nbytes` (its segment size):
   // what the largest request that would succeed now is computed with. The default, nbytes
   // rounded up to the source's alignment, is exact for policies that obtain one segment per
   // request of the request's size; others override it.
   virtual size_t source_bytes_for(size_t nbytes) const;
 
-  // A policy over `source` (which must outlive it) limited to `memory_fraction` x its capacity;
-  // 1.0 counts as no fraction set. Throws ConfigError when `memory_fraction` is outside (0, 1].
-  PolicyAllocator(MemorySource& source, double memory_fraction);
+  // ---- what the hooks use (with the lock held) ----
 
-  // The stats pool of a segment: small for segments of at most 2 MiB (kSmallBuffer).
-  static StatPool pool_of_segment(size_t nbytes);
-  // `nbytes` rounded up to a multiple of `multiple`.
-  static size_t round_up(size_t nbytes, size_t multiple) {
-    return (nbytes + multiple - 1) / multiple * multiple;
-  }
-
-  // ---- all below require mutex_ ----
+  // Obtains a segment of `nbytes` from the source: nullptr when the memory fraction or the source
+  // says no (nothing counted), otherwise counts it (segment, reserved_bytes, num_device_alloc,
+  // oversize_segments in `pool`) and records SegmentAlloc. The frame holds it until
+  // return_segment() or the destructor. Allocates: nbytes from the source.
+  void* obtain_segment(StatPool pool, size_t nbytes, StreamId stream = kDefaultStream);
+  // Returns a segment obtained by obtain_segment() to the source, counts it (num_device_free) and
+  // records SegmentFree.
+  void return_segment(StatPool pool, void* ptr, size_t nbytes, StreamId stream = kDefaultStream);
+  // Counts pages of `nbytes` at `ptr` mapped into (`mapped`) or unmapped from an expandable
+  // segment of `pool` with `calls` source calls, which changed the number of segments (runs of
+  // mapped pages) by `segments`: reserved_bytes and num_device_alloc (num_device_free). Records
+  // SegmentMap (SegmentUnmap).
+  void count_mapping(StatPool pool, void* ptr, size_t nbytes, size_t calls, int segments,
+                     bool mapped);
+  // Finishes the free of a block defer_free() kept, once its streams are done: records
+  // FreeCompleted, calls take_back and counts it.
+  void finish_free(const Block& block);
+  // Counts a wait on every pending stream event (num_sync_all_streams).
+  void count_sync_all_streams();
+  // Counts a retry a policy makes on its own, inside place(), after releasing memory
+  // (num_alloc_retries; the frame counts its own retry).
+  void count_retry();
+  // Blocks and segments of `nbytes` >= max_split_size count as oversize (caching's option);
+  // SIZE_MAX: none do (the default).
+  void set_max_split_size(size_t nbytes);
 
   // Whether a fraction is set (by the constructor or set_memory_fraction()).
-  bool fraction_set() const { return fraction_set_; }
+  bool fraction_set() const;
   // The limit on reserved bytes: fraction x source capacity (the capacity when none is set).
   size_t allowed_bytes() const;
   // Whether `extra` more reserved bytes stay within allowed_bytes(); always true when no
@@ -106,57 +205,67 @@ class PolicyAllocator : public Allocator {
   // Whether `extra` more reserved bytes stay within allowed_bytes(), fraction set or not (a
   // policy that never asks the source for more than its capacity).
   bool within_allowed(size_t extra) const;
-
-  // Obtains a segment of `nbytes` from the source: nullptr when within_fraction() or the source
-  // says no (nothing counted), otherwise counts it (segment, reserved_bytes, num_device_alloc in
-  // `pool`) and records SegmentAlloc. Allocates: nbytes from the source.
-  void* obtain_segment(StatPool pool, size_t nbytes, StreamId stream = kDefaultStream);
-  // Returns a segment obtained by obtain_segment() to the source, counts it (num_device_free)
-  // and records SegmentFree.
-  void return_segment(StatPool pool, void* ptr, size_t nbytes, StreamId stream = kDefaultStream);
-
-  // Stat updates at the points PyTorch makes them. StatPool::All counts in the aggregate only
-  // (a policy without pools). A free is two steps when the block waits on other streams:
-  // count_free_requested when the caller frees it, count_free_completed when it can be reused;
-  // count_free is both at once.
-  void count_alloc(StatPool pool, size_t nbytes, size_t requested);  // allocation, active, ...
-  void count_free(StatPool pool, size_t nbytes, size_t requested);
-  void count_free_requested(StatPool pool, size_t nbytes);  // allocation, allocated_bytes
-  void count_free_completed(StatPool pool, size_t nbytes, size_t requested);  // active, requested
-  // Moves the inactive_split stats by `blocks` and `bytes` (either sign).
-  void count_split_delta(StatPool pool, int64_t blocks, int64_t bytes);
-  // Moves the inactive_split stats from a segment's old tally to its new one.
-  void count_split_change(StatPool pool, SplitTally before, SplitTally after) {
-    count_split_delta(pool, after.blocks - before.blocks, after.bytes - before.bytes);
-  }
-
-  // Counts the OOM, records it in the trace and throws OutOfMemoryError with the numbers of the
-  // moment. `alloc_size`: what the policy last tried to obtain from the source.
-  [[noreturn]] void throw_oom(size_t requested, size_t alloc_size, StreamId stream);
-
-  // Records one trace event (when tracing is on) with the totals after it.
-  void trace_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
-                   StreamId stream) {
-    if (trace_.enabled()) [[unlikely]] record_trace(action, ptr, nbytes, requested, stream);
-  }
+  // The stats as counted so far (read only: the frame counts).
+  const MemoryStats& counted() const { return books_->stats_; }
   // A pointer as traces and snapshots show it: relative to the source's base.
   uint64_t trace_address(const void* ptr) const {
     return reinterpret_cast<uintptr_t>(ptr) - source_.address_base();
   }
+  // The frame's lock, for a policy's own public methods (the hooks already hold it).
+  std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mutex_); }
+
+  // The stats pool of a segment: small for segments of at most 2 MiB (kSmallBuffer).
+  static StatPool pool_of_segment(size_t nbytes);
+  // `nbytes` rounded up to a multiple of `multiple`.
+  static size_t round_up(size_t nbytes, size_t multiple) {
+    return (nbytes + multiple - 1) / multiple * multiple;
+  }
+
+  // ---- a policy made of policies (the planned policy and its caching fallback) ----
+
+  // Makes `inner` a part of this policy: from then on it counts in this policy's stats, records
+  // in this policy's trace and reserves within this policy's memory fraction. This policy calls
+  // its hooks, under its own lock, through the functions below; `inner`'s public methods are no
+  // longer used.
+  void adopt(PolicyAllocator& inner);
+  // `inner` places `request` as allocate() would (releasing its cache and retrying once), without
+  // the OutOfMemoryError: a refusal comes back as Placement::refused.
+  static Placement place_in(PolicyAllocator& inner, const Request& request);
+  static SplitTally take_back_in(PolicyAllocator& inner, const Block& block);
+  static bool defer_free_in(PolicyAllocator& inner, const Block& block);
+  static bool release_cached_in(PolicyAllocator& inner);
+  static void describe_in(const PolicyAllocator& inner, std::vector<SegmentSnapshot>& out);
+  static void note_stream_use_in(PolicyAllocator& inner, const Block& block, StreamId stream);
 
   MemorySource& source_;
-  TraceRecorder trace_;
-  mutable std::mutex mutex_;
-  MemoryStats stats_;
 
  private:
-  void count_segment_alloc(StatPool pool, size_t nbytes);  // segment, reserved, num_device_alloc
-  void count_segment_free(StatPool pool, size_t nbytes);   // and num_device_free
-  void record_trace(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
+  // place, then release_cached and one retry when refused.
+  static Placement place_with_retry(PolicyAllocator& policy, Request request);
+  Block hand_out(const Placement& placement, size_t requested, StreamId stream);
+  // Counts the OOM, records it and returns its figures.
+  OutOfMemoryInfo count_oom(size_t requested, size_t alloc_size, StreamId stream);
+  bool is_oversize(size_t nbytes) const { return nbytes >= books_->max_split_size_; }
+  void count_alloc(StatPool pool, size_t nbytes, size_t requested);
+  void count_free_requested(StatPool pool, size_t nbytes);
+  void count_free_completed(StatPool pool, size_t nbytes, size_t requested);
+  void count_split(StatPool pool, SplitTally split);
+  // Records one event (when tracing is on) with the totals after it.
+  void trace_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
+                   StreamId stream) {
+    if (books_->trace_.enabled()) [[unlikely]] record_event(action, ptr, nbytes, requested, stream);
+  }
+  void record_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
                     StreamId stream);
 
+  mutable std::mutex mutex_;
+  PolicyAllocator* books_ = this;  // whose stats, trace and fraction count (adopt() changes it)
+  MemoryStats stats_;
+  TraceRecorder trace_;
   bool fraction_set_ = false;
   double fraction_ = 1.0;
+  size_t max_split_size_ = SIZE_MAX;
+  std::map<void*, size_t> held_;  // segments obtained and not returned: start -> bytes
 };
 
 }  // namespace memgrad

@@ -264,7 +264,7 @@ class TraceHandler {
     e.time_ns = static_cast<int64_t>(field(fields_[kTime], "t_ns", index, kMaxValue));
     e.address = field(fields_[kAddr], "addr", index, UINT64_MAX);
     e.nbytes = field(fields_[kSize], "size", index, kMaxValue);
-    e.requested = field(fields_[kRequested], "requested", index, Allocator::kMaxAllocationBytes);
+    e.requested = field(fields_[kRequested], "requested", index, kMaxAllocationBytes);
     e.stream = static_cast<StreamId>(field(fields_[kStream], "stream", index, UINT32_MAX));
     e.allocated = static_cast<int64_t>(field(fields_[kAllocated], "allocated", index, kMaxValue));
     e.reserved = static_cast<int64_t>(field(fields_[kReserved], "reserved", index, kMaxValue));
@@ -380,7 +380,7 @@ class CanonicalReader {
     if (!literal("{\"action\":") || !text(action_) || !literal(",\"addr\":") ||
         !number(addr, UINT64_MAX) || !literal(",\"allocated\":") || !number(allocated, kMaxValue) ||
         !literal(",\"ctx\":") || !number(ctx, UINT32_MAX) || !literal(",\"requested\":") ||
-        !number(requested, Allocator::kMaxAllocationBytes) || !literal(",\"reserved\":") ||
+        !number(requested, kMaxAllocationBytes) || !literal(",\"reserved\":") ||
         !number(reserved, kMaxValue) || !literal(",\"size\":") || !number(size, kMaxValue) ||
         !literal(",\"stream\":") || !number(stream, UINT32_MAX) || !literal(",\"t_ns\":") ||
         !number(time, kMaxValue) || !literal("}")) {

@@ -9,12 +9,9 @@ namespace memgrad {
 ArenaAllocator::ArenaAllocator(MemorySource& source, const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction) {}
 
+// The frame returns the chunks' memory.
 ArenaAllocator::~ArenaAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [ptr, chunk] : chunks_) {
-    source_.free(ptr, chunk->nbytes);
-    delete chunk;
-  }
+  for (auto& [ptr, chunk] : chunks_) delete chunk;
 }
 
 SplitTally ArenaAllocator::tally(const Chunk& chunk) const {
@@ -42,54 +39,38 @@ ArenaAllocator::Chunk* ArenaAllocator::reuse_chunk(size_t size) {
   return best;
 }
 
-ArenaAllocator::Chunk* ArenaAllocator::obtain_chunk(size_t size, size_t requested,
-                                                    StreamId stream) {
+ArenaAllocator::Chunk* ArenaAllocator::obtain_chunk(size_t size) {
   Chunk* chunk = reuse_chunk(size);
   if (chunk != nullptr) return chunk;
-  // A standard chunk when the source has room, else one just large enough; after returning
-  // the reset chunks, once more.
-  const auto fresh = [&] {
-    Chunk* c = size < kChunkSize ? new_chunk(kChunkSize) : nullptr;
-    return c != nullptr ? c : new_chunk(size);
-  };
-  chunk = fresh();
-  if (chunk == nullptr && release_empty_chunks() > 0) {
-    ++stats_.num_alloc_retries;
-    chunk = fresh();
-  }
-  if (chunk == nullptr) throw_oom(requested, size, stream);
-  return chunk;
+  // A standard chunk when the source has room, else one just large enough.
+  chunk = size < kChunkSize ? new_chunk(kChunkSize) : nullptr;
+  return chunk != nullptr ? chunk : new_chunk(size);
 }
 
-Block ArenaAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  const size_t size = round_up(nbytes, kMinBlockSize);
-  std::lock_guard<std::mutex> lock(mutex_);
+Placement ArenaAllocator::place(const Request& request) {
+  const size_t size = round_up(request.nbytes, kMinBlockSize);
   Chunk* chunk = current_;
   if (size > kChunkSize) {
-    chunk = obtain_chunk(size, nbytes, stream);  // a chunk of its own; `current_` stays
+    chunk = obtain_chunk(size);  // a chunk of its own; `current_` stays
+    if (chunk == nullptr) return Placement::refused(size);
   } else if (chunk == nullptr || chunk->nbytes - chunk->bump < size) {
-    Chunk* next = obtain_chunk(size, nbytes, stream);
+    chunk = obtain_chunk(size);
+    if (chunk == nullptr) return Placement::refused(size);
     // The old current chunk keeps its tail unused until it resets (or, if it is already
     // empty, it simply waits to be reused).
-    current_ = chunk = next;
+    current_ = chunk;
   }
   const SplitTally before = tally(*chunk);
   const size_t offset = chunk->bump;
-  chunk->pieces[offset] = Piece{size, nbytes, true};
+  chunk->pieces[offset] = Piece{size, request.nbytes, true};
   chunk->bump += size;
   ++chunk->live;
   chunk->live_bytes += size;
-  count_alloc(chunk->pool, size, nbytes);
-  count_split_change(chunk->pool, before, tally(*chunk));
-  char* ptr = chunk->ptr + offset;
-  trace_event(TraceAction::Alloc, ptr, size, nbytes, stream);
-  return Block{ptr, size, nbytes, stream, chunk};
+  return Placement{chunk->ptr + offset, size, chunk->pool, chunk, tally(*chunk) - before};
 }
 
-void ArenaAllocator::free(const Block& block) {
-  if (block.record == nullptr) return;
+SplitTally ArenaAllocator::take_back(const Block& block) {
   auto* chunk = static_cast<Chunk*>(block.record);
-  std::lock_guard<std::mutex> lock(mutex_);
   auto it = chunk->pieces.find(static_cast<size_t>(static_cast<char*>(block.ptr) - chunk->ptr));
   internal_check(it != chunk->pieces.end() && it->second.live,
                  "arena: free of a block that is not live (double free?)");
@@ -100,20 +81,17 @@ void ArenaAllocator::free(const Block& block) {
   --chunk->live;
   chunk->live_bytes -= piece.nbytes;
   ++chunk->dead;
-  count_free(chunk->pool, piece.nbytes, piece.requested);
-  trace_event(TraceAction::FreeRequested, block.ptr, piece.nbytes, piece.requested, block.stream);
   if (chunk->live == 0) {
     // Everything in the chunk is free, in whatever order it was freed: start it over.
     chunk->pieces.clear();
     chunk->bump = 0;
     chunk->dead = 0;
   }
-  count_split_change(chunk->pool, before, tally(*chunk));
-  trace_event(TraceAction::FreeCompleted, block.ptr, piece.nbytes, piece.requested, block.stream);
+  return tally(*chunk) - before;
 }
 
-size_t ArenaAllocator::release_empty_chunks() {
-  size_t released = 0;
+bool ArenaAllocator::release_cached() {
+  bool released = false;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     Chunk* chunk = it->second;
     if (chunk->live > 0) {
@@ -124,18 +102,13 @@ size_t ArenaAllocator::release_empty_chunks() {
     return_segment(chunk->pool, chunk->ptr, chunk->nbytes);
     it = chunks_.erase(it);
     delete chunk;
-    ++released;
+    released = true;
   }
   return released;
 }
 
-void ArenaAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_empty_chunks();
-}
-
 size_t ArenaAllocator::wasted_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   size_t waste = 0;
   for (const auto& [ptr, chunk] : chunks_) {
     if (chunk->live == 0) continue;
@@ -145,10 +118,8 @@ size_t ArenaAllocator::wasted_bytes() const {
   return waste;
 }
 
-std::vector<SegmentSnapshot> ArenaAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+void ArenaAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   const uintptr_t base = source_.address_base();
-  std::vector<SegmentSnapshot> out;
   for (const auto& [ptr, chunk] : chunks_) {
     SegmentSnapshot s;
     s.address = reinterpret_cast<uintptr_t>(ptr) - base;
@@ -162,7 +133,6 @@ std::vector<SegmentSnapshot> ArenaAllocator::snapshot() const {
     }
     out.push_back(std::move(s));
   }
-  return out;
 }
 
 }  // namespace memgrad

@@ -26,18 +26,6 @@ class ArenaAllocator final : public PolicyAllocator {
   explicit ArenaAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~ArenaAllocator() override;
 
- protected:
-  // Allocates: nbytes rounded up to 512 (Block::nbytes) at the current chunk's bump offset, or
-  // in a fresh chunk when it does not fit. Throws OutOfMemoryError.
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  // Returns every chunk with no live block to the source.
-  void empty_cache() override;
-  // One segment per chunk: its blocks (live and dead, by address) and the unused tail as a free
-  // block. Dead blocks are not merged until the chunk resets.
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return "arena"; }
 
   // Bytes that cannot be handed out until their chunk resets: freed blocks in chunks that still
@@ -45,6 +33,18 @@ class ArenaAllocator final : public PolicyAllocator {
   size_t wasted_bytes() const;
 
   static constexpr size_t kChunkSize = 4 * kMiB;  // bytes
+
+ protected:
+  // Allocates: nbytes rounded up to 512 (Block::nbytes) at the current chunk's bump offset, or
+  // in a fresh chunk when it does not fit (a chunk of its own above kChunkSize).
+  Placement place(const Request& request) override;
+  // Marks the block dead; a chunk whose last live block goes starts over.
+  SplitTally take_back(const Block& block) override;
+  // Returns every chunk with no live block to the source; whether there was one.
+  bool release_cached() override;
+  // One segment per chunk: its blocks (live and dead, by address) and the unused tail as a free
+  // block. Dead blocks are not merged until the chunk resets.
+  void describe(std::vector<SegmentSnapshot>& out) const override;
 
  private:
   struct Piece {
@@ -63,11 +63,9 @@ class ArenaAllocator final : public PolicyAllocator {
     std::map<size_t, Piece> pieces{};  // offset -> block, live or dead, below `bump`
   };
 
-  // All below require mutex_.
-  Chunk* obtain_chunk(size_t size, size_t requested, StreamId stream);
+  Chunk* obtain_chunk(size_t size);  // a reset chunk or a new one; nullptr when refused
   Chunk* reuse_chunk(size_t size);  // the smallest reset chunk of at least `size` bytes
   Chunk* new_chunk(size_t nbytes);
-  size_t release_empty_chunks();
   SplitTally tally(const Chunk& chunk) const;
 
   std::map<char*, Chunk*> chunks_;  // every chunk, by address

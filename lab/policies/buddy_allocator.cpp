@@ -15,12 +15,9 @@ size_t order_of(size_t pow2) { return static_cast<size_t>(std::countr_zero(pow2)
 BuddyAllocator::BuddyAllocator(MemorySource& source, const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction) {}
 
+// The frame returns the arenas' memory.
 BuddyAllocator::~BuddyAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [ptr, arena] : arenas_) {
-    source_.free(ptr, arena->nbytes);
-    delete arena;
-  }
+  for (auto& [ptr, arena] : arenas_) delete arena;
 }
 
 size_t BuddyAllocator::block_size(size_t nbytes) {
@@ -65,24 +62,15 @@ char* BuddyAllocator::take_free(size_t order, Arena** arena) {
   return nullptr;
 }
 
-Block BuddyAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  const size_t size = block_size(nbytes);
-  std::lock_guard<std::mutex> lock(mutex_);
+Placement BuddyAllocator::place(const Request& request) {
+  const size_t size = block_size(request.nbytes);
   Arena* arena = nullptr;
   char* ptr = take_free(order_of(size), &arena);
   if (ptr == nullptr) {
-    // A full arena if the source has room, else one just large enough for the block; after
-    // returning empty arenas, once more.
-    const auto obtain = [&] {
-      Arena* a = size < kArenaSize ? new_arena(kArenaSize) : nullptr;
-      return a != nullptr ? a : new_arena(size);
-    };
-    arena = obtain();
-    if (arena == nullptr && release_empty_arenas() > 0) {
-      ++stats_.num_alloc_retries;
-      arena = obtain();
-    }
-    if (arena == nullptr) throw_oom(nbytes, size, stream);
+    // A full arena if the source has room, else one just large enough for the block.
+    arena = size < kArenaSize ? new_arena(kArenaSize) : nullptr;
+    if (arena == nullptr) arena = new_arena(size);
+    if (arena == nullptr) return Placement::refused(size);
     ptr = arena->ptr;
   }
   const SplitTally before = tally(*arena);
@@ -94,28 +82,20 @@ Block BuddyAllocator::allocate_block(size_t nbytes, StreamId stream) {
     have /= 2;
     add_free(*arena, offset + have, have);
   }
-  arena->blocks[offset] = Node{size, nbytes, true};
+  arena->blocks[offset] = Node{size, request.nbytes, true};
   ++arena->live;
-  count_alloc(arena->pool, size, nbytes);
-  count_split_change(arena->pool, before, tally(*arena));
-  trace_event(TraceAction::Alloc, ptr, size, nbytes, stream);
-  return Block{ptr, size, nbytes, stream, arena};
+  return Placement{ptr, size, arena->pool, arena, tally(*arena) - before};
 }
 
-void BuddyAllocator::free(const Block& block) {
-  if (block.record == nullptr) return;
+SplitTally BuddyAllocator::take_back(const Block& block) {
   auto* arena = static_cast<Arena*>(block.record);
-  std::lock_guard<std::mutex> lock(mutex_);
   size_t offset = static_cast<size_t>(static_cast<char*>(block.ptr) - arena->ptr);
   auto it = arena->blocks.find(offset);
   internal_check(it != arena->blocks.end() && it->second.allocated,
                  "buddy: free of a block that is not allocated (double free?)");
   const SplitTally before = tally(*arena);
-  const Node node = it->second;
+  size_t size = it->second.nbytes;
   --arena->live;
-  count_free(arena->pool, node.nbytes, node.requested);
-  trace_event(TraceAction::FreeRequested, block.ptr, node.nbytes, node.requested, block.stream);
-  size_t size = node.nbytes;
   arena->blocks.erase(it);
   // Merge with the buddy while it is free and of the same size.
   while (size < arena->nbytes) {
@@ -128,12 +108,11 @@ void BuddyAllocator::free(const Block& block) {
     size *= 2;
   }
   add_free(*arena, offset, size);
-  count_split_change(arena->pool, before, tally(*arena));
-  trace_event(TraceAction::FreeCompleted, block.ptr, node.nbytes, node.requested, block.stream);
+  return tally(*arena) - before;
 }
 
-size_t BuddyAllocator::release_empty_arenas() {
-  size_t released = 0;
+bool BuddyAllocator::release_cached() {
+  bool released = false;
   for (auto it = arenas_.begin(); it != arenas_.end();) {
     Arena* arena = it->second;
     if (arena->live > 0) {
@@ -144,20 +123,13 @@ size_t BuddyAllocator::release_empty_arenas() {
     return_segment(arena->pool, arena->ptr, arena->nbytes);
     it = arenas_.erase(it);
     delete arena;
-    ++released;
+    released = true;
   }
   return released;
 }
 
-void BuddyAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_empty_arenas();
-}
-
-std::vector<SegmentSnapshot> BuddyAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+void BuddyAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   const uintptr_t base = source_.address_base();
-  std::vector<SegmentSnapshot> out;
   for (const auto& [ptr, arena] : arenas_) {
     SegmentSnapshot s;
     s.address = reinterpret_cast<uintptr_t>(ptr) - base;
@@ -168,7 +140,6 @@ std::vector<SegmentSnapshot> BuddyAllocator::snapshot() const {
     }
     out.push_back(std::move(s));
   }
-  return out;
 }
 
 }  // namespace memgrad

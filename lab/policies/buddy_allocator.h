@@ -26,16 +26,6 @@ class BuddyAllocator final : public PolicyAllocator {
   explicit BuddyAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~BuddyAllocator() override;
 
- protected:
-  // Allocates: block_size(nbytes) (Block::nbytes). Throws OutOfMemoryError.
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  // Returns every arena with no allocated block to the source.
-  void empty_cache() override;
-  // One segment per arena, tiled by its blocks (free buddies of different orders may touch).
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return "buddy"; }
 
   // The block a request of `nbytes` gets: the next power of two, at least kMinBlock.
@@ -43,6 +33,17 @@ class BuddyAllocator final : public PolicyAllocator {
 
   static constexpr size_t kMinBlock = 512;          // bytes, order 9
   static constexpr size_t kArenaSize = 32 * kMiB;   // default arena, bytes
+
+ protected:
+  // Allocates: block_size(nbytes) (Block::nbytes), halving the smallest free block that fits; a
+  // new arena (kArenaSize, or just the block when the source has no room for one) when none does.
+  Placement place(const Request& request) override;
+  // Merges the block with its buddy while the buddy is free and of its size.
+  SplitTally take_back(const Block& block) override;
+  // Returns every arena with no allocated block to the source; whether there was one.
+  bool release_cached() override;
+  // One segment per arena, tiled by its blocks (free buddies of different orders may touch).
+  void describe(std::vector<SegmentSnapshot>& out) const override;
 
  private:
   struct Node {
@@ -61,12 +62,10 @@ class BuddyAllocator final : public PolicyAllocator {
   };
   static constexpr size_t kOrders = 64;
 
-  // All below require mutex_.
   char* take_free(size_t order, Arena** arena);  // lowest free block of the smallest order >= order
   Arena* new_arena(size_t nbytes);
   void add_free(Arena& arena, size_t offset, size_t nbytes);
   void remove_free(Arena& arena, size_t offset, size_t nbytes);
-  size_t release_empty_arenas();
   static SplitTally tally(const Arena& arena);
 
   std::array<std::map<char*, Arena*>, kOrders> free_;  // per order: free blocks by address

@@ -49,7 +49,6 @@ ExpandableAllocator::ExpandableAllocator(MemorySource& source, const AllocatorCo
 }
 
 ExpandableAllocator::~ExpandableAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
   for (Region* r : {&small_, &large_}) {
     if (r->range.base == nullptr) continue;
     for (size_t p = 0; p < r->mapped.size(); ++p) {
@@ -133,11 +132,11 @@ void ExpandableAllocator::map_pages(Region& r, size_t first, size_t count) {
   const bool left = first > 0 && r.mapped[first - 1];
   const bool right = first + count < r.mapped.size() && r.mapped[first + count];
   std::fill_n(r.mapped.begin() + static_cast<std::ptrdiff_t>(first), count, true);
-  // A new run of mapped pages is a new segment; one that touches a run extends it.
-  count_pages(r, 1 - int{left} - int{right}, count, true);
   set_state(r, first * r.page, count * r.page, State::Free);
-  trace_event(TraceAction::SegmentMap, r.range.base + first * r.page, count * r.page, 0,
-        kDefaultStream);
+  // A new run of mapped pages is a new segment; one that touches a run extends it. One source
+  // call per page.
+  count_mapping(r.pool, r.range.base + first * r.page, count * r.page, count,
+                1 - int{left} - int{right}, true);
 }
 
 void ExpandableAllocator::unmap_pages(Region& r, size_t first, size_t count) {
@@ -145,24 +144,9 @@ void ExpandableAllocator::unmap_pages(Region& r, size_t first, size_t count) {
   std::fill_n(r.mapped.begin() + static_cast<std::ptrdiff_t>(first), count, false);
   const bool left = first > 0 && r.mapped[first - 1];
   const bool right = first + count < r.mapped.size() && r.mapped[first + count];
-  count_pages(r, int{left} + int{right} - 1, count, false);
   set_state(r, first * r.page, count * r.page, State::Unmapped);
-  trace_event(TraceAction::SegmentUnmap, r.range.base + first * r.page, count * r.page, 0,
-        kDefaultStream);
-}
-
-void ExpandableAllocator::count_pages(const Region& r, int segments, size_t count, bool mapped) {
-  if (segments > 0) stats_.segment.increase(r.pool, segments);
-  if (segments < 0) stats_.segment.decrease(r.pool, -segments);
-  const auto nbytes = static_cast<int64_t>(count * r.page);
-  const auto pages = static_cast<int64_t>(count);
-  if (mapped) {
-    stats_.reserved_bytes.increase(r.pool, nbytes);
-    stats_.num_device_alloc += pages;
-  } else {
-    stats_.reserved_bytes.decrease(r.pool, nbytes);
-    stats_.num_device_free += pages;
-  }
+  count_mapping(r.pool, r.range.base + first * r.page, count * r.page, count,
+                int{left} + int{right} - 1, false);
 }
 
 bool ExpandableAllocator::map_range(Region& r, size_t offset, size_t size, size_t* tried) {
@@ -246,7 +230,7 @@ void ExpandableAllocator::stitch_pages(Region& r, size_t offset, size_t size) {
 }
 
 size_t ExpandableAllocator::stitched_pages() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   return stitched_pages_;
 }
 
@@ -264,48 +248,32 @@ bool ExpandableAllocator::find_block(Region& r, size_t size, size_t* offset, siz
   return map_range(r, *offset, size, tried);
 }
 
-Block ExpandableAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  const size_t size = round_up(nbytes, kMinBlockSize);
-  std::lock_guard<std::mutex> lock(mutex_);
+Placement ExpandableAllocator::place(const Request& request) {
+  const size_t size = round_up(request.nbytes, kMinBlockSize);
   Region& r = size <= kSmallSize ? small_ : large_;
-  if (!ensure_reserved(r)) throw_oom(nbytes, size, stream);
+  if (!ensure_reserved(r)) return Placement::refused(size);
   size_t offset = 0;
   size_t tried = 0;
-  if (!find_block(r, size, &offset, &tried)) {
-    // Give whole free pages of both pools back to the device, then try once more.
-    if (unmap_free_pages(small_) + unmap_free_pages(large_) == 0) {
-      throw_oom(nbytes, tried, stream);
-    }
-    ++stats_.num_alloc_retries;
-    if (!find_block(r, size, &offset, &tried)) throw_oom(nbytes, tried, stream);
-  }
+  if (!find_block(r, size, &offset, &tried)) return Placement::refused(tried);
   auto it = set_state(r, offset, size, State::Allocated);
-  it->second.requested = nbytes;
-  count_alloc(r.pool, size, nbytes);
-  char* ptr = r.range.base + offset;
-  trace_event(TraceAction::Alloc, ptr, size, nbytes, stream);
-  return Block{ptr, size, nbytes, stream, &r};
+  it->second.requested = request.nbytes;
+  return Placement{r.range.base + offset, size, r.pool, &r};
 }
 
-void ExpandableAllocator::free(const Block& block) {
-  if (block.record == nullptr) return;
+SplitTally ExpandableAllocator::take_back(const Block& block) {
   auto& r = *static_cast<Region*>(block.record);
-  std::lock_guard<std::mutex> lock(mutex_);
   const auto offset = static_cast<size_t>(static_cast<char*>(block.ptr) - r.range.base);
   auto it = r.pieces.find(offset);
   internal_check(it != r.pieces.end() && it->second.state == State::Allocated,
                  "expandable: free of a block that is not allocated (double free?)");
-  const Piece piece = it->second;
-  count_free(r.pool, piece.nbytes, piece.requested);
-  trace_event(TraceAction::FreeRequested, block.ptr, piece.nbytes, piece.requested, block.stream);
-  set_state(r, offset, piece.nbytes, State::Free);
-  trace_event(TraceAction::FreeCompleted, block.ptr, piece.nbytes, piece.requested, block.stream);
+  set_state(r, offset, it->second.nbytes, State::Free);
+  return {};  // expandable segments keep inactive_split at 0, as PyTorch's
 }
 
-void ExpandableAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  unmap_free_pages(small_);
-  unmap_free_pages(large_);
+bool ExpandableAllocator::release_cached() {
+  // Whole free pages of both pools go back to the device.
+  const size_t released = unmap_free_pages(small_) + unmap_free_pages(large_);
+  return released > 0;
 }
 
 // ---- snapshot ----
@@ -332,15 +300,10 @@ void ExpandableAllocator::snapshot_region(const Region& r, std::vector<SegmentSn
   }
 }
 
-std::vector<SegmentSnapshot> ExpandableAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<SegmentSnapshot> out;
+void ExpandableAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   for (const Region* r : {&small_, &large_}) {
     if (r->range.base != nullptr) snapshot_region(*r, out);
   }
-  std::sort(out.begin(), out.end(),
-            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
-  return out;
 }
 
 }  // namespace memgrad

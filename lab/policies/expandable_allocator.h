@@ -55,22 +55,23 @@ class ExpandableAllocator final : public PolicyAllocator {
   ExpandableAllocator(MemorySource& source, const AllocatorConfig& config, PageRules rules);
   ~ExpandableAllocator() override;
 
- protected:
-  // Allocates: nbytes rounded up to 512 (Block::nbytes); maps whole pages when the mapped free
-  // blocks cannot serve it. Throws OutOfMemoryError.
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  // Unmaps every page with no allocated byte; allocated memory is never touched.
-  void empty_cache() override;
-  // One segment per contiguous mapped range, tiled by its blocks (coalesced).
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return stitch_ ? "stitch" : "expandable"; }
   // Pages the stitch policy moved into a run a request needed instead of mapping new ones.
   size_t stitched_pages() const;
   // The page size of the small or the large pool.
   size_t page_size(bool small_pool) const { return small_pool ? small_.page : large_.page; }
+
+ protected:
+  // Allocates: nbytes rounded up to 512 (Block::nbytes); maps whole pages when the mapped free
+  // blocks cannot serve it.
+  Placement place(const Request& request) override;
+  // Merges the block with its free neighbours (pages stay mapped until released).
+  SplitTally take_back(const Block& block) override;
+  // Unmaps every page with no allocated byte, in both pools; whether there was one. Allocated
+  // memory is never touched.
+  bool release_cached() override;
+  // One segment per contiguous mapped range, tiled by its blocks (coalesced).
+  void describe(std::vector<SegmentSnapshot>& out) const override;
 
  private:
   enum class State : uint8_t { Unmapped, Free, Allocated };
@@ -89,16 +90,12 @@ class ExpandableAllocator final : public PolicyAllocator {
     std::vector<bool> mapped;                       // per page
   };
 
-  // All below require mutex_.
   bool ensure_reserved(Region& r);
   bool find_block(Region& r, size_t size, size_t* offset, size_t* tried);
   bool lowest_run(const Region& r, size_t size, size_t* offset) const;
   bool map_range(Region& r, size_t offset, size_t size, size_t* tried);
   void map_pages(Region& r, size_t first, size_t count);
   void unmap_pages(Region& r, size_t first, size_t count);
-  // Counts `count` pages of `r` mapped (or unmapped), which changed its number of segments (runs
-  // of mapped pages) by `segments`: reserved_bytes and num_device_alloc (num_device_free).
-  void count_pages(const Region& r, int segments, size_t count, bool mapped);
   // The whole pages inside free blocks, as (first page, end page) runs in address order.
   static std::vector<std::pair<size_t, size_t>> whole_free_pages(const Region& r);
   size_t unmap_free_pages(Region& r);

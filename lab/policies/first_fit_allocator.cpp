@@ -9,15 +9,14 @@ namespace memgrad {
 FirstFitAllocator::FirstFitAllocator(MemorySource& source, const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction) {}
 
+// The frame returns the segments' memory.
 FirstFitAllocator::~FirstFitAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
   for (Segment* seg : segments_) {
     for (Rec* r = seg->head; r != nullptr;) {
       Rec* next = r->next;
       delete r;
       r = next;
     }
-    source_.free(seg->ptr, seg->nbytes);
     delete seg;
   }
 }
@@ -27,20 +26,15 @@ SplitTally FirstFitAllocator::tally(const Segment& seg) {
   return {static_cast<int64_t>(seg.free_blocks), static_cast<int64_t>(seg.free_bytes)};
 }
 
-Block FirstFitAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  const size_t size = round_up(nbytes, kMinBlockSize);
-  std::lock_guard<std::mutex> lock(mutex_);
+Placement FirstFitAllocator::place(const Request& request) {
+  const size_t size = round_up(request.nbytes, kMinBlockSize);
   Rec* rec = first_fit(size);
   if (rec == nullptr) {
     const size_t segment_size = caching_segment_size(size);
     rec = new_segment(segment_size);
-    if (rec == nullptr && release_free_segments() > 0) {
-      ++stats_.num_alloc_retries;
-      rec = new_segment(segment_size);
-    }
-    if (rec == nullptr) throw_oom(nbytes, segment_size, stream);
+    if (rec == nullptr) return Placement::refused(segment_size);
   }
-  return hand_out(rec, size, nbytes, stream);
+  return split_off(rec, size, request.nbytes);
 }
 
 FirstFitAllocator::Rec* FirstFitAllocator::first_fit(size_t size) const {
@@ -74,7 +68,7 @@ void FirstFitAllocator::remove_free(Rec* rec) {
   rec->segment->free_bytes -= rec->nbytes;
 }
 
-Block FirstFitAllocator::hand_out(Rec* rec, size_t size, size_t requested, StreamId stream) {
+Placement FirstFitAllocator::split_off(Rec* rec, size_t size, size_t requested) {
   Segment& seg = *rec->segment;
   const SplitTally before = tally(seg);
   remove_free(rec);
@@ -89,10 +83,7 @@ Block FirstFitAllocator::hand_out(Rec* rec, size_t size, size_t requested, Strea
   rec->allocated = true;
   rec->requested = requested;
   ++seg.live;
-  count_alloc(seg.pool, size, requested);
-  count_split_change(seg.pool, before, tally(seg));
-  trace_event(TraceAction::Alloc, rec->ptr, size, requested, stream);
-  return Block{rec->ptr, size, requested, stream, rec};
+  return Placement{rec->ptr, size, seg.pool, rec, tally(seg) - before};
 }
 
 FirstFitAllocator::Rec* FirstFitAllocator::merge(Rec* left, Rec* right) {
@@ -103,19 +94,13 @@ FirstFitAllocator::Rec* FirstFitAllocator::merge(Rec* left, Rec* right) {
   return left;
 }
 
-void FirstFitAllocator::free(const Block& block) {
-  if (block.record == nullptr) return;
+SplitTally FirstFitAllocator::take_back(const Block& block) {
   auto* rec = static_cast<Rec*>(block.record);
-  std::lock_guard<std::mutex> lock(mutex_);
   internal_check(rec->allocated, "first_fit: free of a block that is not allocated (double free?)");
   Segment& seg = *rec->segment;
   const SplitTally before = tally(seg);
   rec->allocated = false;
   --seg.live;
-  count_free(seg.pool, rec->nbytes, rec->requested);
-  trace_event(TraceAction::FreeRequested, rec->ptr, rec->nbytes, rec->requested, block.stream);
-  const size_t nbytes = rec->nbytes;
-  const size_t requested = rec->requested;
   rec->requested = 0;
   if (rec->next != nullptr && !rec->next->allocated) {
     remove_free(rec->next);
@@ -127,12 +112,11 @@ void FirstFitAllocator::free(const Block& block) {
     rec = merge(prev, rec);
   }
   add_free(rec);
-  count_split_change(seg.pool, before, tally(seg));
-  trace_event(TraceAction::FreeCompleted, block.ptr, nbytes, requested, block.stream);
+  return tally(seg) - before;
 }
 
-size_t FirstFitAllocator::release_free_segments() {
-  size_t released = 0;
+bool FirstFitAllocator::release_cached() {
+  bool released = false;
   for (auto it = segments_.begin(); it != segments_.end();) {
     Segment* seg = *it;
     if (seg->live > 0) {
@@ -144,20 +128,13 @@ size_t FirstFitAllocator::release_free_segments() {
     return_segment(seg->pool, seg->ptr, seg->nbytes);
     it = segments_.erase(it);
     delete seg;
-    ++released;
+    released = true;
   }
   return released;
 }
 
-void FirstFitAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_free_segments();
-}
-
-std::vector<SegmentSnapshot> FirstFitAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+void FirstFitAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   const uintptr_t base = source_.address_base();
-  std::vector<SegmentSnapshot> out;
   for (const Segment* seg : segments_) {
     SegmentSnapshot s;
     s.address = reinterpret_cast<uintptr_t>(seg->ptr) - base;
@@ -169,7 +146,6 @@ std::vector<SegmentSnapshot> FirstFitAllocator::snapshot() const {
     }
     out.push_back(std::move(s));
   }
-  return out;
 }
 
 }  // namespace memgrad

@@ -27,18 +27,18 @@ class FirstFitAllocator final : public PolicyAllocator {
   explicit FirstFitAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~FirstFitAllocator() override;
 
+  std::string_view policy_name() const override { return "first_fit"; }
+
  protected:
   // Allocates: nbytes rounded up to 512 (Block::nbytes), in the lowest-addressed free block that
-  // fits; a new segment (caching's sizes) when none does. Throws OutOfMemoryError.
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  // Returns every segment with no allocated block to the source.
-  void empty_cache() override;
+  // fits; a new segment (caching's sizes) when none does.
+  Placement place(const Request& request) override;
+  // Merges the block with its free address neighbours.
+  SplitTally take_back(const Block& block) override;
+  // Returns every segment with no allocated block to the source; whether there was one.
+  bool release_cached() override;
   // Segments by address, tiled by their blocks (coalesced: no two free neighbours).
-  std::vector<SegmentSnapshot> snapshot() const override;
-  std::string_view policy_name() const override { return "first_fit"; }
+  void describe(std::vector<SegmentSnapshot>& out) const override;
 
  private:
   struct Segment;
@@ -65,14 +65,12 @@ class FirstFitAllocator final : public PolicyAllocator {
     bool operator()(const T* a, const T* b) const { return a->ptr < b->ptr; }
   };
 
-  // All below require mutex_.
   Rec* first_fit(size_t size) const;
   Rec* new_segment(size_t nbytes);
-  Block hand_out(Rec* rec, size_t size, size_t requested, StreamId stream);
+  Placement split_off(Rec* rec, size_t size, size_t requested);
   void add_free(Rec* rec);
   void remove_free(Rec* rec);
   Rec* merge(Rec* left, Rec* right);  // right's bytes join left; right is deleted
-  size_t release_free_segments();
   static SplitTally tally(const Segment& seg);
 
   std::set<Rec*, ByAddress> free_;          // every free block, by address

@@ -40,22 +40,9 @@ AllocatorConfig fallback_config(const AllocatorConfig& config) {
   return c;
 }
 
-// Adds what `before` -> `after` changed to `into`: what was removed first, then what was added
-// (a fallback call releases cached segments before it obtains one, so peaks stay exact).
-void add_delta(Stat& into, const Stat& before, const Stat& after) {
-  const int64_t removed = after.freed - before.freed;
-  const int64_t added = after.allocated - before.allocated;
-  if (removed > 0) into.decrease(removed);
-  if (added > 0) into.increase(added);
-}
-
 MemoryPlan checked(MemoryPlan plan) {
   check_plan(plan, plan.source);
   return plan;
-}
-
-void add_delta(PooledStat& into, const PooledStat& before, const PooledStat& after) {
-  for (int p = 0; p < kNumStatPools; ++p) add_delta(into.pools[p], before.pools[p], after.pools[p]);
 }
 
 }  // namespace
@@ -79,20 +66,15 @@ PlannedAllocator::PlannedAllocator(MemorySource& source, const AllocatorConfig& 
     : PolicyAllocator(source, config.memory_fraction),
       fallback_(std::make_unique<CachingAllocator>(source, fallback_config(config))),
       exact_(std::make_unique<PassthroughAllocator>(source)) {
-  fallback_seen_ = fallback_->stats();
-  exact_seen_ = exact_->stats();
-  stats_.max_split_size = fallback_seen_.max_split_size;
+  adopt(*fallback_);
+  adopt(*exact_);
+  set_max_split_size(fallback_->config().max_split_size);
   if (plan) {
     install_plan(std::move(*plan));
   } else {
     warmup_steps_ = config.planned_warmup_steps != 0 ? config.planned_warmup_steps
                                                      : kDefaultPlannedWarmupSteps;
   }
-}
-
-PlannedAllocator::~PlannedAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (arena_ != nullptr) source_.free(arena_, arena_nbytes_);
 }
 
 // ---- the plan, flattened ----
@@ -216,9 +198,10 @@ PlannedAllocator::Slot* PlannedAllocator::free_slot_of(uint32_t k) {
 
 // ---- allocate and free ----
 
-Block PlannedAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  const size_t size = round_up(nbytes, kMinBlockSize);
-  std::lock_guard<std::mutex> lock(mutex_);
+Placement PlannedAllocator::place(const Request& request) {
+  // The one retry, after the arena went back: the fallback again (only it refuses).
+  if (request.retry) return place_in(*fallback_, request);
+  const StreamId stream = request.stream;
   if (!plan_) {
     if (warmup_steps_ > 0 && !warmup_abandoned_ && stream == kDefaultStream) {
       const char* phase = current_trace_context().phase;
@@ -237,20 +220,20 @@ Block PlannedAllocator::allocate_block(size_t nbytes, StreamId stream) {
       const bool before_step = warmup_.empty();
       const bool exact = warmup_steps_ > 0 && !warmup_abandoned_ && stream == kDefaultStream &&
                          (!before_step || ++exact_before_step_ <= kMaxExactBeforeStep);
-      Block block = exact ? serve_exactly(nbytes, stream)
-                          : fall_back(nbytes, stream, Reason::Unplanned);
-      record_warmup_alloc(block, nbytes);
-      return block;
+      const Placement placed =
+          exact ? serve_exactly(request) : fall_back(request, Reason::Unplanned);
+      record_warmup_alloc(placed, request);
+      return placed;
     }
   }
-  if (stream != kDefaultStream) return fall_back(nbytes, stream, Reason::OtherStream);
-  const std::optional<uint32_t> k = match(size);
-  if (!k) return fall_back(nbytes, stream, Reason::Mismatch);
-  if (overdue_ > 0) return fall_back(nbytes, stream, Reason::LateFree);
+  if (stream != kDefaultStream) return fall_back(request, Reason::OtherStream);
+  const std::optional<uint32_t> k = match(round_up(request.nbytes, kMinBlockSize));
+  if (!k) return fall_back(request, Reason::Mismatch);
+  if (overdue_ > 0) return fall_back(request, Reason::LateFree);
   Slot* slot = free_slot_of(*k);
-  if (slot == nullptr) return fall_back(nbytes, stream, Reason::CopiesBusy);
-  if (!ensure_arena()) return fall_back(nbytes, stream, Reason::NoArena);
-  return serve(*slot, nbytes, stream);
+  if (slot == nullptr) return fall_back(request, Reason::CopiesBusy);
+  if (!ensure_arena()) return fall_back(request, Reason::NoArena);
+  return serve(*slot, request.nbytes);
 }
 
 bool PlannedAllocator::ensure_arena() {
@@ -258,22 +241,20 @@ bool PlannedAllocator::ensure_arena() {
   void* ptr = obtain_segment(arena_pool_, arena_nbytes_);
   if (ptr == nullptr) {
     // Room held by the fallback's cache is the arena's first: release it and try once more.
-    const int64_t released = stats_.num_device_free;
-    fallback_->empty_cache();
-    sync_fallback();
-    if (stats_.num_device_free == released) return false;
-    ++stats_.num_alloc_retries;
+    const int64_t released = counted().num_device_free;
+    release_cached_in(*fallback_);
+    if (counted().num_device_free == released) return false;
+    count_retry();
     ptr = obtain_segment(arena_pool_, arena_nbytes_);
     if (ptr == nullptr) return false;
   }
   arena_ = static_cast<char*>(ptr);
-  sync_fraction();
   return true;
 }
 
 // A free stretch ends next to [start, end) on the left when the arena has bytes there that no
 // live slot ends at, likewise on the right: the count of free stretches follows from the two.
-Block PlannedAllocator::serve(Slot& slot, size_t nbytes, StreamId stream) {
+Placement PlannedAllocator::serve(Slot& slot, size_t nbytes) {
   const Entry& e = entries_[slot.request];
   const SplitTally before = arena_tally();
   const bool left_free = slot.offset > 0 && edge_end_live_[slot.start_edge] == 0;
@@ -288,35 +269,26 @@ Block PlannedAllocator::serve(Slot& slot, size_t nbytes, StreamId stream) {
   ++live_planned_;
   if (e.free_before != PlannedRequest::kOutlives) ++live_step_local_;
   arena_live_bytes_ += e.nbytes;
-  count_alloc(arena_pool_, e.nbytes, nbytes);
-  count_split_change(arena_pool_, before, arena_tally());
   ++counts_.planned;
-  char* ptr = arena_ + slot.offset;
-  trace_event(TraceAction::Alloc, ptr, e.nbytes, nbytes, stream);
-  return Block{ptr, e.nbytes, nbytes, stream, &slot};
+  return Placement{arena_ + slot.offset, e.nbytes, arena_pool_, &slot, arena_tally() - before};
 }
 
-void PlannedAllocator::free(const Block& block) {
-  if (block.ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+bool PlannedAllocator::defer_free(const Block& block) {
+  if (in_arena(block.ptr) || exact_live_.count(block.ptr) > 0) return false;
+  return defer_free_in(*fallback_, block);
+}
+
+SplitTally PlannedAllocator::take_back(const Block& block) {
   if (!in_arena(block.ptr)) {
     record_warmup_free(block);
-    if (exact_live_.erase(block.ptr) > 0) {
-      exact_->free(block);
-      sync_exact();
-    } else {
-      fallback_->free(block);
-      sync_fallback();
-    }
-    sync_fraction();
-    return;
+    if (exact_live_.erase(block.ptr) > 0) return take_back_in(*exact_, block);
+    return take_back_in(*fallback_, block);
   }
   auto* slot = static_cast<Slot*>(block.record);
   internal_check(slot != nullptr && slot->live && arena_ + slot->offset == block.ptr,
                  "planned: free of a block that is not live (double free?)");
   const Entry& e = entries_[slot->request];
   const SplitTally before = arena_tally();
-  const size_t requested = slot->requested;
   slot->live = false;
   if (slot->due) --overdue_;
   slot->due = false;
@@ -330,17 +302,12 @@ void PlannedAllocator::free(const Block& block) {
   const bool right_free = slot->offset + e.nbytes < arena_nbytes_ &&
                           edge_start_live_[slot->end_edge] == 0;
   free_runs_ += 1 - static_cast<int64_t>(left_free) - static_cast<int64_t>(right_free);
-  count_free(arena_pool_, e.nbytes, requested);
-  trace_event(TraceAction::FreeRequested, block.ptr, e.nbytes, requested, block.stream);
-  count_split_change(arena_pool_, before, arena_tally());
-  trace_event(TraceAction::FreeCompleted, block.ptr, e.nbytes, requested, block.stream);
+  return arena_tally() - before;
 }
 
-void PlannedAllocator::record_stream(const Block& block, StreamId stream) {
-  if (block.ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+void PlannedAllocator::note_stream_use(const Block& block, StreamId stream) {
   if (!in_arena(block.ptr) && exact_live_.count(block.ptr) == 0) {
-    fallback_->record_stream(block, stream);
+    note_stream_use_in(*fallback_, block, stream);
   }
 }
 
@@ -349,23 +316,21 @@ SplitTally PlannedAllocator::arena_tally() const {
   return {free_runs_, static_cast<int64_t>(arena_nbytes_ - arena_live_bytes_)};
 }
 
-void PlannedAllocator::release_arena() {
-  if (arena_ == nullptr || live_planned_ > 0) return;
+bool PlannedAllocator::release_arena() {
+  if (arena_ == nullptr || live_planned_ > 0) return false;
   return_segment(arena_pool_, arena_, arena_nbytes_);
   arena_ = nullptr;
-  sync_fraction();
+  return true;
 }
 
-void PlannedAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  fallback_->empty_cache();
-  sync_fallback();
-  release_arena();
+bool PlannedAllocator::release_cached() {
+  release_cached_in(*fallback_);
+  return release_arena();
 }
 
 // ---- the fallback ----
 
-Block PlannedAllocator::fall_back(size_t nbytes, StreamId stream, Reason reason) {
+Placement PlannedAllocator::fall_back(const Request& request, Reason reason) {
   switch (reason) {
     case Reason::Unplanned: ++counts_.unplanned; break;
     case Reason::Mismatch: ++counts_.mismatch; break;
@@ -374,118 +339,30 @@ Block PlannedAllocator::fall_back(size_t nbytes, StreamId stream, Reason reason)
     case Reason::OtherStream: ++counts_.other_stream; break;
     case Reason::NoArena: ++counts_.no_arena; break;
   }
-  sync_fraction();
-  follow_trace(*fallback_);
-  try {
-    Block block = fallback_->allocate(nbytes, stream);
-    sync_fallback();
-    return block;
-  } catch (const OutOfMemoryError& first) {
-    sync_fallback();
-    size_t alloc_size = first.info().alloc_size;
-    // An OOM leaves nothing cached: the arena goes too when no planned block lives in it.
-    if (arena_ != nullptr && live_planned_ == 0) {
-      release_arena();
-      ++stats_.num_alloc_retries;
-      try {
-        Block block = fallback_->allocate(nbytes, stream);
-        sync_fallback();
-        return block;
-      } catch (const OutOfMemoryError& second) {
-        sync_fallback();
-        alloc_size = second.info().alloc_size;
-      }
-    }
-    throw_oom(nbytes, alloc_size, stream);
-  }
-}
-
-// Records (or stops recording) in `inner` as this policy's own trace does.
-void PlannedAllocator::follow_trace(PolicyAllocator& inner) {
-  if (trace_.enabled() == inner.trace().enabled()) return;
-  if (trace_.enabled()) {
-    inner.trace().enable();
-  } else {
-    inner.trace().disable();
-  }
+  // A refusal leaves the fallback's cache released; the frame then releases the arena too (when
+  // no planned block lives in it) and retries.
+  return place_in(*fallback_, request);
 }
 
 // A warm-up step's request, in a segment of its own (the fallback serves it when the fraction or
 // the source has no room for one: the fallback's cache may).
-Block PlannedAllocator::serve_exactly(size_t nbytes, StreamId stream) {
-  if (!within_fraction(round_up(nbytes, kMinBlockSize))) {
-    return fall_back(nbytes, stream, Reason::Unplanned);
+Placement PlannedAllocator::serve_exactly(const Request& request) {
+  if (!within_fraction(round_up(request.nbytes, kMinBlockSize))) {
+    return fall_back(request, Reason::Unplanned);
   }
-  follow_trace(*exact_);
-  try {
-    Block block = exact_->allocate(nbytes, stream);
-    sync_exact();
-    sync_fraction();
-    exact_live_.insert(block.ptr);
-    ++counts_.unplanned;
-    return block;
-  } catch (const OutOfMemoryError&) {
-    sync_exact();
-    return fall_back(nbytes, stream, Reason::Unplanned);
-  }
-}
-
-// Adds a sub-allocator's stats since the last call to this policy's (its OOMs excepted: this
-// policy counts the ones it throws) and moves its trace events into this policy's trace, with
-// this policy's totals: the sub-allocator's own plus what the others hold, which its call did not
-// change.
-void PlannedAllocator::sync_from(PolicyAllocator& sub, MemoryStats& seen) {
-  const MemoryStats now = sub.stats();
-  const MemoryStats& was = seen;
-  add_delta(stats_.allocation, was.allocation, now.allocation);
-  add_delta(stats_.segment, was.segment, now.segment);
-  add_delta(stats_.active, was.active, now.active);
-  add_delta(stats_.inactive_split, was.inactive_split, now.inactive_split);
-  add_delta(stats_.allocated_bytes, was.allocated_bytes, now.allocated_bytes);
-  add_delta(stats_.reserved_bytes, was.reserved_bytes, now.reserved_bytes);
-  add_delta(stats_.active_bytes, was.active_bytes, now.active_bytes);
-  add_delta(stats_.inactive_split_bytes, was.inactive_split_bytes, now.inactive_split_bytes);
-  add_delta(stats_.requested_bytes, was.requested_bytes, now.requested_bytes);
-  add_delta(stats_.oversize_allocations, was.oversize_allocations, now.oversize_allocations);
-  add_delta(stats_.oversize_segments, was.oversize_segments, now.oversize_segments);
-  stats_.num_alloc_retries += now.num_alloc_retries - was.num_alloc_retries;
-  stats_.num_sync_all_streams += now.num_sync_all_streams - was.num_sync_all_streams;
-  stats_.num_device_alloc += now.num_device_alloc - was.num_device_alloc;
-  stats_.num_device_free += now.num_device_free - was.num_device_free;
-  seen = now;
-  if (!sub.trace().enabled()) return;
-  const std::vector<TraceEvent> events = sub.trace().events();
-  sub.trace().clear();
-  if (!trace_.enabled()) return;
-  const int64_t other_allocated =
-      stats_.allocated_bytes.all().current - now.allocated_bytes.all().current;
-  const int64_t other_reserved =
-      stats_.reserved_bytes.all().current - now.reserved_bytes.all().current;
-  for (const TraceEvent& e : events) {
-    if (e.action == TraceAction::Oom) continue;  // this policy records the OOM it throws
-    trace_.record(e.action, e.address, e.nbytes, e.requested, e.stream,
-                  e.allocated + other_allocated, e.reserved + other_reserved);
-  }
-}
-
-// The fallback may reserve what the fraction leaves beside the arena and the exact segments.
-void PlannedAllocator::sync_fraction() {
-  if (!fraction_set()) return;
-  const size_t arena = (arena_ != nullptr ? arena_nbytes_ : 0) + exact_->memory_reserved();
-  const size_t allowed = allowed_bytes();
-  const size_t left = allowed > arena ? allowed - arena : 0;
-  if (fallback_limit_ == left) return;
-  fallback_limit_ = left;
-  const double capacity = static_cast<double>(std::max<size_t>(source_.capacity(), 1));
-  // Half a byte above the limit, so that the fallback's floor(fraction x capacity) is the limit.
-  const double fraction = (static_cast<double>(left) + 0.5) / capacity;
-  fallback_->set_memory_fraction(std::clamp(fraction, 1e-300, 1.0));
+  const Placement placed = place_in(*exact_, request);
+  if (placed.ptr == nullptr) return fall_back(request, Reason::Unplanned);
+  exact_live_.insert(placed.ptr);
+  ++counts_.unplanned;
+  return placed;
 }
 
 // ---- the warm-up ----
 
-void PlannedAllocator::record_warmup_alloc(const Block& block, size_t nbytes) {
-  if (warmup_.empty() || plan_ || block.ptr == nullptr || block.stream != kDefaultStream) return;
+void PlannedAllocator::record_warmup_alloc(const Placement& placed, const Request& request) {
+  if (warmup_.empty() || plan_ || placed.ptr == nullptr || request.stream != kDefaultStream) {
+    return;
+  }
   if (++warmup_events_ > kMaxWarmupEvents) {
     warmup_abandoned_ = true;
     warmup_.clear();
@@ -493,8 +370,8 @@ void PlannedAllocator::record_warmup_alloc(const Block& block, size_t nbytes) {
     return;
   }
   const TraceContext& c = current_trace_context();
-  warmup_.back().push_back({true, next_id_, nbytes, context_tag(c.phase, c.op)});
-  warmup_ids_[block.ptr] = next_id_++;
+  warmup_.back().push_back({true, next_id_, request.nbytes, context_tag(c.phase, c.op)});
+  warmup_ids_[placed.ptr] = next_id_++;
 }
 
 void PlannedAllocator::record_warmup_free(const Block& block) {
@@ -513,23 +390,15 @@ void PlannedAllocator::finish_warmup() {
   install_plan(std::move(plan));
   warmup_.clear();
   warmup_ids_.clear();
-  fallback_->empty_cache();
-  sync_fallback();
+  release_cached_in(*fallback_);
 }
 
 // ---- what it shows ----
 
-std::vector<SegmentSnapshot> PlannedAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<SegmentSnapshot> out = fallback_->snapshot();
-  std::vector<SegmentSnapshot> exact = exact_->snapshot();
-  const auto by_address = [](const SegmentSnapshot& a, const SegmentSnapshot& b) {
-    return a.address < b.address;
-  };
-  out.insert(out.end(), std::make_move_iterator(exact.begin()),
-             std::make_move_iterator(exact.end()));
-  std::sort(out.begin(), out.end(), by_address);
-  if (arena_ == nullptr) return out;
+void PlannedAllocator::describe(std::vector<SegmentSnapshot>& out) const {
+  describe_in(*fallback_, out);
+  describe_in(*exact_, out);
+  if (arena_ == nullptr) return;
   SegmentSnapshot arena;
   arena.address = trace_address(arena_);
   arena.nbytes = arena_nbytes_;
@@ -552,29 +421,27 @@ std::vector<SegmentSnapshot> PlannedAllocator::snapshot() const {
   if (at < arena_nbytes_) {
     arena.blocks.push_back({arena.address + at, arena_nbytes_ - at, 0, false, false});
   }
-  const auto pos = std::lower_bound(out.begin(), out.end(), arena, by_address);
-  out.insert(pos, std::move(arena));
-  return out;
+  out.push_back(std::move(arena));
 }
 
 PlannedCounts PlannedAllocator::planned_counts() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   return counts_;
 }
 
 std::optional<MemoryPlan> PlannedAllocator::plan() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   return plan_;
 }
 
 bool PlannedAllocator::is_exact(uint64_t address) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   const auto* ptr = reinterpret_cast<const void*>(source_.address_base() + address);
   return exact_live_.count(ptr) > 0;
 }
 
 bool PlannedAllocator::is_arena(uint64_t address) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto guard = lock();
   return arena_ != nullptr && address == trace_address(arena_);
 }
 

@@ -38,10 +38,10 @@
 //
 // Statistics: the arena is one segment (obtained at the first planned request, returned by
 // empty_cache() and before an OutOfMemoryError when no planned block lives in it); its free
-// stretches count as inactive_split while a planned block lives in it. The fallback's segments
-// and blocks (and the warm-up's exact segments) are counted as its own, added to this policy's
-// stats after each call, and their trace events are recorded in this policy's trace with the
-// combined totals.
+// stretches count as inactive_split while a planned block lives in it. The fallback and the
+// warm-up's exact policy are parts of this one (PolicyAllocator::adopt): their segments and
+// blocks count in this policy's stats, their events go to its trace, and they reserve within
+// its memory fraction, beside the arena.
 #pragma once
 
 #include <cstdint>
@@ -87,36 +87,7 @@ class PlannedAllocator final : public PolicyAllocator {
   PlannedAllocator(MemorySource& source, const AllocatorConfig& config = {});
   // A planned policy serving `plan` (checked: PlanError when it is not safe to serve).
   PlannedAllocator(MemorySource& source, MemoryPlan plan, const AllocatorConfig& config = {});
-  ~PlannedAllocator() override;
 
- private:
-  // What both constructors do: the fallback and exact policies, then the plan (already checked)
-  // or, without one, the warm-up.
-  PlannedAllocator(MemorySource& source, const AllocatorConfig& config,
-                   std::optional<MemoryPlan> plan);
-
- protected:
-  // The fallback's segment size: the arena is obtained once, and a request the plan does not
-  // serve goes to the fallback (or, before the plan, to a segment of its own size, no larger).
-  size_t source_bytes_for(size_t nbytes) const override {
-    return caching_segment_size(fallback_->round_size(nbytes));
-  }
-  // Allocates: the planned block (the request rounded to 512 bytes, at its offset in the arena;
-  // the arena itself at the first planned request), or what the caching fallback allocates.
-  // Throws OutOfMemoryError when the fallback cannot serve the request even after the arena
-  // (when nothing lives in it) and the fallback's cache were returned.
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  // Forwarded to the fallback for its blocks; ignored for planned blocks (the plan serves the
-  // default stream only, and, like every lab policy, keeps no stream events).
-  void record_stream(const Block& block, StreamId stream) override;
-  // The fallback's empty_cache(), and the arena when no planned block lives in it.
-  void empty_cache() override;
-  // The arena (its live planned blocks and the free stretches between them) and the fallback's
-  // segments, by address.
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return "planned"; }
 
   // How requests were served so far. Allocates: nothing.
@@ -130,7 +101,36 @@ class PlannedAllocator final : public PolicyAllocator {
   bool is_arena(uint64_t address) const;
   bool is_exact(uint64_t address) const;
 
+ protected:
+  // Allocates: the planned block (the request rounded to 512 bytes, at its offset in the arena;
+  // the arena itself at the first planned request), a segment of its own before the plan, or
+  // what the caching fallback allocates. The retry (after the arena was released) goes to the
+  // fallback.
+  Placement place(const Request& request) override;
+  // A planned block's slot is free again; the others go back to the policy that placed them.
+  SplitTally take_back(const Block& block) override;
+  // The fallback's cache, then the arena when no planned block lives in it; whether the arena
+  // went (the fallback released its own before refusing).
+  bool release_cached() override;
+  // The arena (its live planned blocks and the free stretches between them) and the fallback's
+  // and exact policy's segments.
+  void describe(std::vector<SegmentSnapshot>& out) const override;
+  // The fallback's blocks wait as the fallback's rule says; planned blocks never wait (the plan
+  // serves the default stream only, and, like every lab policy, keeps no stream events).
+  bool defer_free(const Block& block) override;
+  void note_stream_use(const Block& block, StreamId stream) override;
+  // The fallback's segment size: the arena is obtained once, and a request the plan does not
+  // serve goes to the fallback (or, before the plan, to a segment of its own size, no larger).
+  size_t source_bytes_for(size_t nbytes) const override {
+    return caching_segment_size(fallback_->round_size(nbytes));
+  }
+
  private:
+  // What both constructors do: the fallback and exact policies, then the plan (already checked)
+  // or, without one, the warm-up.
+  PlannedAllocator(MemorySource& source, const AllocatorConfig& config,
+                   std::optional<MemoryPlan> plan);
+
   // A region of the arena: one per request freed within the step, one per copy otherwise.
   struct Slot {
     size_t offset = 0;
@@ -152,7 +152,6 @@ class PlannedAllocator final : public PolicyAllocator {
   };
   enum class Reason { Unplanned, Mismatch, LateFree, CopiesBusy, OtherStream, NoArena };
 
-  // All below require mutex_.
   void install_plan(MemoryPlan plan);
   std::optional<uint32_t> match(size_t nbytes);
   uint32_t next_index(uint32_t k) const;
@@ -160,30 +159,21 @@ class PlannedAllocator final : public PolicyAllocator {
   void advance_to(uint32_t k);
   Slot* free_slot_of(uint32_t k);
   bool ensure_arena();
-  Block serve(Slot& slot, size_t nbytes, StreamId stream);
-  void release_arena();
+  Placement serve(Slot& slot, size_t nbytes);
+  bool release_arena();
   SplitTally arena_tally() const;
-  Block fall_back(size_t nbytes, StreamId stream, Reason reason);
-  // Records in `inner` (the fallback or the warm-up's) when this policy records.
-  void follow_trace(PolicyAllocator& inner);
-  Block serve_exactly(size_t nbytes, StreamId stream);
-  void sync_from(PolicyAllocator& sub, MemoryStats& seen);
-  void sync_fallback() { sync_from(*fallback_, fallback_seen_); }
-  void sync_exact() { sync_from(*exact_, exact_seen_); }
-  void sync_fraction();
-  void record_warmup_alloc(const Block& block, size_t nbytes);
+  Placement fall_back(const Request& request, Reason reason);
+  Placement serve_exactly(const Request& request);
+  void record_warmup_alloc(const Placement& placed, const Request& request);
   void record_warmup_free(const Block& block);
   void finish_warmup();
   bool in_arena(const void* ptr) const {
     return arena_ != nullptr && ptr >= arena_ && ptr < arena_ + arena_nbytes_;
   }
 
-  std::unique_ptr<CachingAllocator> fallback_;
-  MemoryStats fallback_seen_;  // the fallback's stats as last added to stats_
-  std::unique_ptr<PassthroughAllocator> exact_;  // the warm-up steps' requests
-  MemoryStats exact_seen_;
-  std::unordered_set<const void*> exact_live_;  // blocks of exact_ not yet freed
-  size_t fallback_limit_ = SIZE_MAX;  // bytes the fallback may reserve, when a fraction is set
+  std::unique_ptr<CachingAllocator> fallback_;   // a part of this policy (adopted)
+  std::unique_ptr<PassthroughAllocator> exact_;  // the warm-up steps' requests (adopted)
+  std::unordered_set<const void*> exact_live_;   // blocks of exact_ not yet freed
 
   // The plan, flattened (empty until one is installed).
   std::optional<MemoryPlan> plan_;

@@ -11,12 +11,9 @@ namespace memgrad {
 SizeClassAllocator::SizeClassAllocator(MemorySource& source, const AllocatorConfig& config)
     : PolicyAllocator(source, config.memory_fraction) {}
 
+// The frame returns the slabs' memory.
 SizeClassAllocator::~SizeClassAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [ptr, slab] : slabs_) {
-    source_.free(ptr, slab->nbytes);
-    delete slab;
-  }
+  for (auto& [ptr, slab] : slabs_) delete slab;
 }
 
 size_t SizeClassAllocator::class_size(size_t nbytes) {
@@ -65,34 +62,20 @@ size_t SizeClassAllocator::take_slot(Slab& slab) {
                        std::source_location::current());
 }
 
-Block SizeClassAllocator::allocate_block(size_t nbytes, StreamId stream) {
-  const size_t cls = class_size(nbytes);
-  std::lock_guard<std::mutex> lock(mutex_);
+Placement SizeClassAllocator::place(const Request& request) {
+  const size_t cls = class_size(request.nbytes);
   std::map<char*, Slab*>& candidates = with_free_[cls];
-  if (candidates.empty()) {
-    Slab* slab = new_slab(cls);
-    if (slab == nullptr && release_empty_slabs() > 0) {
-      ++stats_.num_alloc_retries;
-      slab = new_slab(cls);
-    }
-    if (slab == nullptr) throw_oom(nbytes, slab_size(cls), stream);
-  }
+  if (candidates.empty() && new_slab(cls) == nullptr) return Placement::refused(slab_size(cls));
   Slab& slab = *candidates.begin()->second;
   const SplitTally before = tally(slab);
   const size_t slot = take_slot(slab);
-  slab.requested[slot] = nbytes;
+  slab.requested[slot] = request.nbytes;
   if (++slab.live == slab.slots()) candidates.erase(slab.ptr);
-  char* ptr = slab.ptr + slot * cls;
-  count_alloc(slab.pool, cls, nbytes);
-  count_split_change(slab.pool, before, tally(slab));
-  trace_event(TraceAction::Alloc, ptr, cls, nbytes, stream);
-  return Block{ptr, cls, nbytes, stream, &slab};
+  return Placement{slab.ptr + slot * cls, cls, slab.pool, &slab, tally(slab) - before};
 }
 
-void SizeClassAllocator::free(const Block& block) {
-  if (block.record == nullptr) return;
+SplitTally SizeClassAllocator::take_back(const Block& block) {
   auto* slab = static_cast<Slab*>(block.record);
-  std::lock_guard<std::mutex> lock(mutex_);
   char* ptr = static_cast<char*>(block.ptr);
   const size_t slot = static_cast<size_t>(ptr - slab->ptr) / slab->class_nbytes;
   const size_t requested = slab->requested[slot];
@@ -101,14 +84,11 @@ void SizeClassAllocator::free(const Block& block) {
   slab->requested[slot] = 0;
   slab->free_bits[slot / 64] |= uint64_t{1} << (slot % 64);
   if (slab->live-- == slab->slots()) with_free_[slab->class_nbytes].emplace(slab->ptr, slab);
-  count_free(slab->pool, slab->class_nbytes, requested);
-  trace_event(TraceAction::FreeRequested, ptr, slab->class_nbytes, requested, block.stream);
-  count_split_change(slab->pool, before, tally(*slab));
-  trace_event(TraceAction::FreeCompleted, ptr, slab->class_nbytes, requested, block.stream);
+  return tally(*slab) - before;
 }
 
-size_t SizeClassAllocator::release_empty_slabs() {
-  size_t released = 0;
+bool SizeClassAllocator::release_cached() {
+  bool released = false;
   for (auto it = slabs_.begin(); it != slabs_.end();) {
     Slab* slab = it->second;
     if (slab->live > 0) {
@@ -119,26 +99,18 @@ size_t SizeClassAllocator::release_empty_slabs() {
     return_segment(slab->pool, slab->ptr, slab->nbytes);
     it = slabs_.erase(it);
     delete slab;
-    ++released;
+    released = true;
   }
   return released;
 }
 
-void SizeClassAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_empty_slabs();
-}
-
 size_t SizeClassAllocator::internal_waste_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<size_t>(stats_.allocated_bytes.all().current -
-                             stats_.requested_bytes.all().current);
+  const MemoryStats s = stats();
+  return static_cast<size_t>(s.allocated_bytes.all().current - s.requested_bytes.all().current);
 }
 
-std::vector<SegmentSnapshot> SizeClassAllocator::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+void SizeClassAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   const uintptr_t base = source_.address_base();
-  std::vector<SegmentSnapshot> out;
   for (const auto& [ptr, slab] : slabs_) {
     SegmentSnapshot s;
     s.address = reinterpret_cast<uintptr_t>(ptr) - base;
@@ -151,7 +123,6 @@ std::vector<SegmentSnapshot> SizeClassAllocator::snapshot() const {
     }
     out.push_back(std::move(s));
   }
-  return out;
 }
 
 }  // namespace memgrad

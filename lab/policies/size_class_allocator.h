@@ -26,17 +26,6 @@ class SizeClassAllocator final : public PolicyAllocator {
   explicit SizeClassAllocator(MemorySource& source, const AllocatorConfig& config = {});
   ~SizeClassAllocator() override;
 
- protected:
-  // Allocates: class_size(nbytes) (Block::nbytes), from a slab of that class. Throws
-  // OutOfMemoryError.
-  Block allocate_block(size_t nbytes, StreamId stream) override;
-
- public:
-  void free(const Block& block) override;
-  // Returns every slab with no allocated slot to the source.
-  void empty_cache() override;
-  // One segment per slab, tiled by its slots (free slots are not merged).
-  std::vector<SegmentSnapshot> snapshot() const override;
   std::string_view policy_name() const override { return "size_class"; }
 
   // Bytes inside allocated blocks that nobody asked for (allocated - requested).
@@ -48,6 +37,17 @@ class SizeClassAllocator final : public PolicyAllocator {
   static size_t slab_size(size_t class_nbytes);
 
   static constexpr size_t kSlabTarget = 2 * kMiB;  // slab size for classes up to 2 MiB, bytes
+
+ protected:
+  // Allocates: class_size(nbytes) (Block::nbytes), the lowest free slot of the lowest slab of
+  // that class with one; a new slab when none has.
+  Placement place(const Request& request) override;
+  // Frees the slot.
+  SplitTally take_back(const Block& block) override;
+  // Returns every slab with no allocated slot to the source; whether there was one.
+  bool release_cached() override;
+  // One segment per slab, tiled by its slots (free slots are not merged).
+  void describe(std::vector<SegmentSnapshot>& out) const override;
 
  private:
   struct Slab {
@@ -61,10 +61,8 @@ class SizeClassAllocator final : public PolicyAllocator {
     size_t slots() const { return requested.size(); }
   };
 
-  // All below require mutex_.
   Slab* new_slab(size_t class_nbytes);
   static size_t take_slot(Slab& slab);  // the lowest free slot, marked allocated
-  size_t release_empty_slabs();
   static SplitTally tally(const Slab& slab);
 
   std::map<size_t, std::map<char*, Slab*>> with_free_;  // class -> slabs with a free slot

@@ -24,7 +24,7 @@ namespace {
 
 // Sizes a wrapped computation produces: just above the limit, (2^62 - 1) rounded by a policy,
 // a negative int64 read as unsigned, and the largest size_t.
-const size_t kAbsurdSizes[] = {Allocator::kMaxAllocationBytes + 1, (size_t{1} << 62) - 1,
+const size_t kAbsurdSizes[] = {kMaxAllocationBytes + 1, (size_t{1} << 62) - 1,
                                static_cast<size_t>(int64_t{-4096}),
                                std::numeric_limits<size_t>::max()};
 
@@ -83,8 +83,8 @@ TEST_CASE("every policy refuses requests above 1 EiB before rounding them") {
 
 TEST_CASE("every policy answers a request larger than the device with a counted OOM") {
   // Below the 1 EiB guard the policy itself decides: rounding these must not overflow either.
-  const size_t sizes[] = {64 * kMiB + 1, size_t{1} << 40, Allocator::kMaxAllocationBytes,
-                          Allocator::kMaxAllocationBytes - 1};
+  const size_t sizes[] = {64 * kMiB + 1, size_t{1} << 40, kMaxAllocationBytes,
+                          kMaxAllocationBytes - 1};
   for (const std::string& name : known_policy_names()) {
     SUBCASE(name.c_str()) {
       BoundedMemory source(64 * kMiB, "sim:0");
