@@ -1,12 +1,12 @@
-// CUDA runtime error handling for the lowest layer: CudaError, the runtime-call check and
+// CUDA error handling, the one header for every room: CudaError, the runtime-call check and
 // DeviceGuard (RAII for the calling thread's current device).
 //
 // A failing runtime call throws CudaError naming the call as written, the error's name and text,
 // and where it was made. The allocator's CUDA sources (cuda_memory.cpp, pinned_host_memory.cpp)
-// use it, and so do the layers above: kernels/cuda/cuda_check.h adds the cuBLAS check and brings
-// these names into memgrad::kernels::cuda. Everything here is inline (no library to link) and
-// allocates nothing on a device. Included only by CUDA translation units: it includes
-// cuda_runtime_api.h.
+// use it, and so do the kernels (the lowest room that needs CUDA holds it; the cuBLAS status
+// check lives with the cuBLAS loader, kernels/cuda/cublas_api.h). Everything here is inline (no
+// library to link) and allocates nothing on a device. Included only by CUDA translation units:
+// it includes cuda_runtime_api.h.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,10 +30,6 @@ class CudaError : public Error {
   std::string call;
   int code;
 };
-
-}  // namespace memgrad
-
-namespace memgrad::detail {
 
 // Throws CudaError for `code`, naming `call`, the error and `where`; `context` (operand
 // shapes, sizes) is appended when not empty.
@@ -77,7 +73,7 @@ class DeviceGuard {
   bool changed_ = false;
 };
 
-}  // namespace memgrad::detail
+}  // namespace memgrad
 
 // Checks a CUDA runtime call, naming it as written: MEMGRAD_CUDA_CHECK(cudaFree(ptr)).
-#define MEMGRAD_CUDA_CHECK(call) ::memgrad::detail::check_cuda((call), #call)
+#define MEMGRAD_CUDA_CHECK(call) ::memgrad::check_cuda((call), #call)

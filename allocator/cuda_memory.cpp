@@ -11,8 +11,8 @@
 
 namespace memgrad {
 
-using detail::check_cuda;
-using detail::DeviceGuard;
+using check_cuda;
+using DeviceGuard;
 
 namespace {
 

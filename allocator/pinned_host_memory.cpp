@@ -16,8 +16,8 @@ constexpr int kPinningDevice = 0;
 
 }  // namespace
 
-using detail::check_cuda;
-using detail::DeviceGuard;
+using check_cuda;
+using DeviceGuard;
 
 void* PinnedHostMemory::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;

@@ -13,9 +13,10 @@ namespace memgrad::autograd {
 namespace {
 
 // ---- add, sub: d(a + alpha b) = (g, alpha g); d(a - alpha b) = (g, -alpha g) ----
-template <OpKind K, int kSign>
+template <OpKind K>
 struct AddSub {
   static constexpr OpKind kind = K;
+  static constexpr int kSign = K == OpKind::Add ? 1 : -1;
   static void save(OpNode&, Inputs, Outputs) {}
   static Grads backward(OpNode& n, const Grads& g) {
     Tensor ga, gb;
@@ -27,8 +28,6 @@ struct AddSub {
     return {ga, gb};
   }
 };
-using Add = AddSub<OpKind::Add, 1>;
-using Sub = AddSub<OpKind::Sub, -1>;
 
 // ---- mul: d(a b) = (g b, g a) ----
 struct Mul {
@@ -68,15 +67,13 @@ struct Div {
 };
 
 // ---- x + s, s - x, -x: d = g, -g, -g ----
-template <OpKind K, int kSign>
+template <OpKind K>
 struct SignedIdentity {
   static constexpr OpKind kind = K;
+  static constexpr int kSign = K == OpKind::AddScalar ? 1 : -1;
   static void save(OpNode&, Inputs, Outputs) {}
   static Grads backward(OpNode&, const Grads& g) { return {kSign > 0 ? g[0] : -g[0]}; }
 };
-using AddScalar = SignedIdentity<OpKind::AddScalar, 1>;
-using RSubScalar = SignedIdentity<OpKind::RSubScalar, -1>;
-using Neg = SignedIdentity<OpKind::Neg, -1>;
 
 // ---- x s: d = g s ----
 struct MulScalar {
@@ -223,15 +220,15 @@ struct Extremum {
 }  // namespace
 
 void register_elementwise_ops() {
-  register_op<Add>();
-  register_op<Sub>();
+  register_op<AddSub<OpKind::Add>>();
+  register_op<AddSub<OpKind::Sub>>();
   register_op<Mul>();
   register_op<Div>();
-  register_op<AddScalar>();
+  register_op<SignedIdentity<OpKind::AddScalar>>();
   register_op<MulScalar>();
   register_op<DivScalar>();
-  register_op<RSubScalar>();
-  register_op<Neg>();
+  register_op<SignedIdentity<OpKind::RSubScalar>>();
+  register_op<SignedIdentity<OpKind::Neg>>();
   register_op<Pow>();
   register_op<PowScalar>();
   register_op<UnaryOfResult<OpKind::Exp>>();

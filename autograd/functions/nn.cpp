@@ -1,5 +1,7 @@
-// nn ops: layer_norm, cross_entropy, dropout. Each saves what PyTorch's kernels save and runs
-// its backward as one fused kernel (dropout: one multiplication by its mask and scale).
+// nn ops: layer_norm, cross_entropy, dropout. Each saves what PyTorch's kernels save.
+// layer_norm and cross_entropy run their backward as one fused kernel each; dropout's is two
+// elementwise multiplications, by its saved mask and then by its scale (one temporary of g's
+// size).
 #include "autograd/functions/common.h"
 
 namespace memgrad::autograd {

@@ -12,70 +12,79 @@
 namespace memgrad::autograd {
 namespace {
 
-// Views need nothing beyond their input's metadata and their attributes.
-template <OpKind K, class Formula>
-struct ViewOp {
+// Every view saves nothing: its backward reads only its input's metadata and its attributes.
+
+// ---- view(x) (and squeeze, unsqueeze): d = g reshaped to x ----
+template <OpKind K>
+struct Reshape {
   static constexpr OpKind kind = K;
   static void save(OpNode&, Inputs, Outputs) {}
-  static Grads backward(OpNode& n, const Grads& g) { return {Formula::grad(n, g[0])}; }
+  static Grads backward(OpNode& n, const Grads& g) { return {g[0].reshape(n.input(0).sizes)}; }
 };
 
-// d view(x) = g reshaped to x (also squeeze, unsqueeze, flatten)
-struct Reshaped {
-  static Tensor grad(OpNode& n, const Tensor& g) { return g.reshape(n.input(0).sizes); }
+// ---- expand(x): d = g summed over the expanded dims ----
+struct Expand {
+  static constexpr OpKind kind = OpKind::Expand;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) { return {sum_to(g[0], n.input(0).sizes)}; }
 };
 
-// d expand(x) = g summed over the expanded dims
-struct Unexpanded {
-  static Tensor grad(OpNode& n, const Tensor& g) { return sum_to(g, n.input(0).sizes); }
-};
-
-// d x[start::step] = g written into zeros at the slice
-struct IntoSlice {
-  static Tensor grad(OpNode& n, const Tensor& g) {
+// ---- x[start::step]: d = g written into zeros at the slice ----
+struct Slice {
+  static constexpr OpKind kind = OpKind::Slice;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
     const SliceAttrs& a = n.attrs<SliceAttrs>();
     Tensor out = zeros_for(n.input(0));
-    const int64_t len = g.size(a.dim);
-    out.slice(a.dim, a.start, a.start + len * a.step, a.step).copy_(g);
-    return out;
+    const int64_t len = g[0].size(a.dim);
+    out.slice(a.dim, a.start, a.start + len * a.step, a.step).copy_(g[0]);
+    return {out};
   }
 };
 
-// d x.select(dim, i) = g written into zeros at index i
-struct IntoSelect {
-  static Tensor grad(OpNode& n, const Tensor& g) {
+// ---- x.select(dim, i): d = g written into zeros at index i ----
+struct Select {
+  static constexpr OpKind kind = OpKind::Select;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
     const SelectAttrs& a = n.attrs<SelectAttrs>();
     Tensor out = zeros_for(n.input(0));
-    out.select(a.dim, a.index).copy_(g);
-    return out;
+    out.select(a.dim, a.index).copy_(g[0]);
+    return {out};
   }
 };
 
-// d transpose = the same transpose of g
-struct Transposed {
-  static Tensor grad(OpNode& n, const Tensor& g) {
+// ---- transpose(x, d0, d1): d = the same transpose of g ----
+struct Transpose {
+  static constexpr OpKind kind = OpKind::Transpose;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
     const TransposeAttrs& a = n.attrs<TransposeAttrs>();
-    return g.transpose(a.dim0, a.dim1);
+    return {g[0].transpose(a.dim0, a.dim1)};
   }
 };
 
-// d permute(x, p) = g permuted by the inverse of p
-struct InversePermuted {
-  static Tensor grad(OpNode& n, const Tensor& g) {
+// ---- permute(x, p): d = g permuted by the inverse of p ----
+struct Permute {
+  static constexpr OpKind kind = OpKind::Permute;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
     const Shape& p = n.attrs<PermuteAttrs>().dims;
     Shape inverse = Shape::filled(p.size(), 0);
     for (int i = 0; i < p.size(); ++i) inverse[static_cast<int>(p[i])] = i;
-    return g.permute(inverse);
+    return {g[0].permute(inverse)};
   }
 };
 
-// d diagonal = g written into zeros on the diagonal
-struct IntoDiagonal {
-  static Tensor grad(OpNode& n, const Tensor& g) {
+// ---- diagonal(x): d = g written into zeros on the diagonal ----
+struct Diagonal {
+  static constexpr OpKind kind = OpKind::Diagonal;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
     const DiagonalAttrs& a = n.attrs<DiagonalAttrs>();
     Tensor out = zeros_for(n.input(0));
-    out.diagonal(a.offset, a.dim1, a.dim2).copy_(g);
-    return out;
+    out.diagonal(a.offset, a.dim1, a.dim2).copy_(g[0]);
+    return {out};
   }
 };
 
@@ -95,13 +104,16 @@ Tensor positions(const Shape& sizes, const Shape& strides, int64_t offset, Devic
   return from_vector(out, {static_cast<int64_t>(out.size())}).to(device);
 }
 
-// d as_strided: scatter-add g into a flat buffer covering both geometries (overlapping output
-// elements accumulate), then read the input's elements back out of it.
-struct FromStrided {
+// ---- as_strided(x): d = g scatter-added into a flat buffer covering both geometries
+// (overlapping output elements accumulate), then the input's elements read back out of it ----
+struct AsStrided {
+  static constexpr OpKind kind = OpKind::AsStrided;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) { return {grad(n, g[0])}; }
   static Tensor grad(OpNode& n, const Tensor& g);
 };
 
-Tensor FromStrided::grad(OpNode& n, const Tensor& g) {
+Tensor AsStrided::grad(OpNode& n, const Tensor& g) {
   const TensorMeta& in = n.input(0);
   const AsStridedAttrs& a = n.attrs<AsStridedAttrs>();
   const Tensor out_pos = positions(a.sizes, a.strides, a.storage_offset, in.device);
@@ -126,16 +138,16 @@ Tensor FromStrided::grad(OpNode& n, const Tensor& g) {
 }  // namespace
 
 void register_view_ops() {
-  register_op<ViewOp<OpKind::View, Reshaped>>();
-  register_op<ViewOp<OpKind::Squeeze, Reshaped>>();
-  register_op<ViewOp<OpKind::Unsqueeze, Reshaped>>();
-  register_op<ViewOp<OpKind::Expand, Unexpanded>>();
-  register_op<ViewOp<OpKind::Slice, IntoSlice>>();
-  register_op<ViewOp<OpKind::Select, IntoSelect>>();
-  register_op<ViewOp<OpKind::Transpose, Transposed>>();
-  register_op<ViewOp<OpKind::Permute, InversePermuted>>();
-  register_op<ViewOp<OpKind::Diagonal, IntoDiagonal>>();
-  register_op<ViewOp<OpKind::AsStrided, FromStrided>>();
+  register_op<Reshape<OpKind::View>>();
+  register_op<Reshape<OpKind::Squeeze>>();
+  register_op<Reshape<OpKind::Unsqueeze>>();
+  register_op<Expand>();
+  register_op<Slice>();
+  register_op<Select>();
+  register_op<Transpose>();
+  register_op<Permute>();
+  register_op<Diagonal>();
+  register_op<AsStrided>();
 }
 
 }  // namespace memgrad::autograd

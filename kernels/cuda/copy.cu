@@ -8,7 +8,7 @@
 // otherwise. Everything runs on the device's current stream and returns without waiting.
 #include "kernels/cuda/cuda_backend.h"
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
 

@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "kernels/cuda/cublas_api.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_handles.h"
 
 namespace memgrad::kernels::cuda {

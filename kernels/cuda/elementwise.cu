@@ -14,7 +14,7 @@
 // mixed dtypes in float64 or int64; other mixed ops in the output's compute type).
 #include "kernels/cuda/cuda_backend.h"
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise_formulas.h"

@@ -25,7 +25,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cublas_api.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_handles.h"
 
 namespace memgrad::kernels::cuda {

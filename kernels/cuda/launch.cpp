@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 
 namespace memgrad::kernels::cuda {
 

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 
 namespace memgrad::kernels::cuda {

@@ -15,7 +15,7 @@
 // formulas are kernels/nn_formulas.h, the text the CPU backend runs too.
 #include "kernels/cuda/cuda_backend.h"
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/nn_formulas.h"

@@ -6,7 +6,7 @@
 // round-to-nearest-even __float2half, as from_compute does).
 #include "kernels/cuda/cuda_backend.h"
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/optim_formulas.h"

@@ -9,7 +9,7 @@
 // float32.
 #include "kernels/cuda/cuda_backend.h"
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/random_formulas.h"

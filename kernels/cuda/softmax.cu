@@ -21,7 +21,7 @@
 
 #include <limits>
 
-#include "kernels/cuda/cuda_check.h"
+#include "allocator/cuda_check.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/reduce_formulas.h"

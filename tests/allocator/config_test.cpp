@@ -13,8 +13,10 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/config.h"
 #include "allocator/error.h"
+#include "tests/support/scoped_env.h"
 
 using namespace memgrad;
+using memgrad::testing::ScopedEnv;
 
 namespace {
 
@@ -28,32 +30,6 @@ ConfigError parse_error(const std::string& text) {
   FAIL("no ConfigError for '" << text << "'");
   return ConfigError("");
 }
-
-// Sets an environment variable for the current scope and restores the previous state after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (previous_) {
-      setenv(name_, previous_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 }  // namespace
 

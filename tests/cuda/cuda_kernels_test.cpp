@@ -10,7 +10,7 @@
 
 #include <limits>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cublas_api.h"
 #include "tests/cuda/cuda_twin.h"
 
 using namespace memgrad;

@@ -15,15 +15,11 @@ using memgrad::testing::check_dtypes;
 using memgrad::testing::check_shapes;
 using memgrad::testing::check_values;
 using memgrad::testing::devices_under_test;
+using memgrad::testing::allocations_made;
 using memgrad::testing::rounded;
 using memgrad::testing::StatsDelta;
 
 namespace {
-
-// Allocations ever made by `device`'s allocator (freed ones included).
-int64_t allocations_made(Device device) {
-  return allocator_for(device).stats().allocation.all().allocated;
-}
 
 // Row-major values 0, 1, 2, ... shaped `sizes` (float32).
 Tensor iota(const Shape& sizes, Device dev) {

@@ -17,16 +17,11 @@ using memgrad::testing::check_dtypes;
 using memgrad::testing::check_shapes;
 using memgrad::testing::check_values;
 using memgrad::testing::devices_under_test;
+using memgrad::testing::allocations_made;
 using memgrad::testing::rounded;
 using memgrad::testing::StatsDelta;
 
 namespace {
-
-// Allocations ever made by `device`'s allocator (freed ones included), to show that an op took
-// nothing but its result even for a moment.
-int64_t allocations_made(Device device) {
-  return allocator_for(device).stats().allocation.all().allocated;
-}
 
 // Row-major values 0, 1, 2, ... scaled by `scale`, shaped `sizes`.
 Tensor iota(const Shape& sizes, Device dev, double scale = 1.0, DType dtype = kFloat32) {

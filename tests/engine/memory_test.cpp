@@ -28,10 +28,12 @@
 #include "allocator/summary.h"
 #include "engine/memgrad.h"
 #include "memgrad_build_config.h"
+#include "tests/support/scoped_env.h"
 #include "tests/support/stats_delta.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::ScopedEnv;
 using memgrad::testing::rounded;
 using memgrad::testing::StatsDelta;
 
@@ -52,32 +54,6 @@ Device fresh_sim(int index, size_t capacity) {
 Tensor bytes_on(Device device, size_t nbytes) {
   return empty({static_cast<int64_t>(nbytes / 4)}, TensorOptions(kFloat32).with_device(device));
 }
-
-// Sets an environment variable for the current scope and restores the previous state after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (previous_) {
-      setenv(name_, previous_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 // Puts the CPU back as the process started it when the scope ends: its capacity from
 // MEMGRAD_CPU_MEMORY_LIMIT (host memory when unset) and its policy from MEMGRAD_ALLOC_CONF, with

@@ -48,6 +48,12 @@ inline std::vector<Device> devices_under_test() {
   return devices;
 }
 
+// Allocations ever made by `device`'s allocator (freed ones included): how many blocks an op
+// asked for, whatever it kept.
+inline int64_t allocations_made(Device device) {
+  return allocator_for(device).stats().allocation.all().allocated;
+}
+
 // Bytes the allocator of `device` sets aside for a request of `nbytes` (the caching policy's
 // rounding: multiples of 512, at least 512; 0 for 0).
 inline int64_t rounded(size_t nbytes) {
