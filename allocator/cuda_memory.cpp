@@ -11,8 +11,6 @@
 
 namespace memgrad {
 
-using check_cuda;
-using DeviceGuard;
 
 namespace {
 

@@ -16,8 +16,6 @@ constexpr int kPinningDevice = 0;
 
 }  // namespace
 
-using check_cuda;
-using DeviceGuard;
 
 void* PinnedHostMemory::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;

@@ -130,7 +130,7 @@ Tensor checkpoint_sequential(const std::vector<std::shared_ptr<nn::UnaryModule>>
   const auto n = static_cast<int64_t>(modules.size());
   if (segments < 1 || segments > n) {
     throw ValueError(fmt::format("[checkpoint_sequential] segments must be in [1, {}], got {}", n,
-                                 segments));
+                                 segments), "checkpoint_sequential", "segments", fmt::format("{}", segments));
   }
   // The recomputation runs later, in backward: the segment closures own their modules.
   auto run = [&modules](int64_t begin, int64_t end) {

@@ -68,7 +68,7 @@ GradcheckResult gradcheck(const TestFunction& fn, const std::vector<Tensor>& inp
       throw ValueError(fmt::format("[gradcheck] input {} must be a contiguous float64 host leaf "
                                    "(got {} {}, contiguous {})",
                                    k, dtype_name(leaf.dtype()), to_string(leaf.sizes()),
-                                   leaf.is_contiguous()));
+                                   leaf.is_contiguous()), "gradcheck", fmt::format("inputs[{}]", k));
     }
     const Jacobian analytic = analytic_jacobian(fn, inputs, leaf);
     const Jacobian numeric = numerical_jacobian(fn, inputs, leaf, eps);

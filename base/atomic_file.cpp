@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void fail(const std::string& path, const std::string& step, int error) {
   throw IoError(fmt::format("cannot write '{}': {} failed: {}", path, step, std::strerror(error)),
-                path);
+                path, error);
 }
 
 // The file a path names: symbolic links followed (each relative to the link's folder), up to

@@ -28,11 +28,15 @@ class InternalError : public Error {
   using Error::Error;
 };
 
-// A file that could not be written or read. `path` names it; the message says why.
+// A file that could not be written or read. `path` names it and `error_number` is the
+// system's errno for the failure (0 when no system call failed: a missing folder found by a
+// check); the message says why in words.
 class IoError : public Error {
  public:
-  IoError(std::string message, std::string path) : Error(std::move(message)), path(std::move(path)) {}
+  IoError(std::string message, std::string path, int error_number = 0)
+      : Error(std::move(message)), path(std::move(path)), error_number(error_number) {}
   std::string path;
+  int error_number;
 };
 
 // Throws InternalError naming `where` (file and line). Prefer internal_check.

@@ -203,17 +203,18 @@ std::optional<uint64_t> ProcessGroup::wire_bytes_sent() const {
 
 void ProcessGroup::check_tensor(const char* op, const char* what, const Tensor& t) const {
   if (!t.defined()) {
-    throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what));
+    throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what), op, what);
   }
   if (t.device() != device_) {
     throw DeviceError(fmt::format("[{}] {} is on {}, but this {} process group works on {}", op,
-                                  what, t.device().str(), backend_name(backend_), device_.str()));
+                                  what, t.device().str(), backend_name(backend_), device_.str()),
+                      op, {t.device().str(), device_.str()});
   }
   if (!t.is_contiguous()) {
     throw ValueError(
         fmt::format("[{}] {} of shape {} is not contiguous; call .contiguous() "
                     "first",
-                    op, what, to_string(t.sizes())));
+                    op, what, to_string(t.sizes())), op, what);
   }
 }
 
@@ -392,7 +393,7 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
           fmt::format("[reduce_scatter] input of shape {} must hold world size ({}) x "
                       "output's {} elements (output shape {})",
                       to_string(input.sizes()), size_, output.numel(), to_string(output.sizes())),
-          "reduce_scatter", {input.sizes(), output.sizes()});
+          "reduce_scatter", ShapeRoles::operands(input.sizes(), output.sizes()));
     }
     call = {kReduceScatter, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
   });
@@ -443,7 +444,7 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
           fmt::format("[all_gather] output of shape {} must hold world size ({}) x "
                       "input's {} elements (input shape {})",
                       to_string(output.sizes()), size_, input.numel(), to_string(input.sizes())),
-          "all_gather", {output.sizes(), input.sizes()});
+          "all_gather", ShapeRoles::operands(output.sizes(), input.sizes()));
     }
     call = {kAllGather, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
   });
@@ -468,7 +469,7 @@ void ProcessGroup::broadcast(const Tensor& tensor, int src) {
     check_tensor("broadcast", "tensor", tensor);
     if (src < 0 || src >= size_) {
       throw ValueError(
-          fmt::format("[broadcast] src {} is not a rank of this group (0 to {})", src, size_ - 1));
+          fmt::format("[broadcast] src {} is not a rank of this group (0 to {})", src, size_ - 1), "broadcast", "src", fmt::format("{}", src));
     }
     call = {kBroadcast, static_cast<int64_t>(tensor.dtype()), tensor.numel(), src};
   });

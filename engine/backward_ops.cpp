@@ -31,7 +31,7 @@ UnaryOp unary_op_of(OpKind kind, const GeluAttrs& gelu) {
     case OpKind::Square: return UnaryOp::Square;
     default:
       throw ValueError(fmt::format("[unary_backward] {} is not a unary op with a fused backward",
-                                   op_name(kind)));
+                                   op_name(kind)), "unary_backward", "kind", std::string(op_name(kind)));
   }
 }
 

@@ -67,7 +67,7 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   if (!(shape == self.sizes())) {
     throw ShapeError(fmt::format("[copy_] src of shape {} cannot be broadcast to self's shape {}",
                                  to_string(src.sizes()), to_string(self.sizes())),
-                     "copy_", {src.sizes(), self.sizes()});
+                     "copy_", ShapeRoles::wanted(self.sizes(), src.sizes()));
   }
   detail::InplaceRecord rec(OpKind::Copy, self, {src});
   if (src.device() == self.device()) {

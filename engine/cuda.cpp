@@ -40,7 +40,8 @@ StreamGuard::~StreamGuard() {
 void record_stream(const Tensor& t, StreamId stream) {
   if (!t.defined() || !t.device().is_cuda()) {
     throw DeviceError(fmt::format("[record_stream] expected a CUDA tensor, got {}",
-                                  t.defined() ? t.device().str() : "an undefined tensor"));
+                                  t.defined() ? t.device().str() : "an undefined tensor"),
+                      "record_stream", {t.defined() ? t.device().str() : "undefined"});
   }
   t.storage().allocator().record_stream(t.storage().block(), stream);
 }

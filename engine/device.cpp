@@ -19,11 +19,15 @@ Device::Device(std::string_view text) {
     if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
         index < 0 || index > kMaxIndex) {
       throw DeviceError(fmt::format("[device] bad device index in '{}' (expected 0..{})", text,
-                                    kMaxIndex));
+                                    kMaxIndex),
+                        "device", {std::string(text)});
     }
   }
   if (kind == "cpu") {
-    if (index != 0) throw DeviceError(fmt::format("[device] '{}': there is one cpu, cpu:0", text));
+    if (index != 0) {
+      throw DeviceError(fmt::format("[device] '{}': there is one cpu, cpu:0", text), "device",
+                        {std::string(text)});
+    }
     type_ = DeviceType::CPU;
   } else if (kind == "sim") {
     type_ = DeviceType::Sim;
@@ -31,17 +35,20 @@ Device::Device(std::string_view text) {
     type_ = DeviceType::CUDA;
   } else {
     throw DeviceError(
-        fmt::format("[device] unknown device '{}' (expected cpu, sim[:N] or cuda[:N])", text));
+        fmt::format("[device] unknown device '{}' (expected cpu, sim[:N] or cuda[:N])", text),
+        "device", {std::string(text)});
   }
   index_ = static_cast<int8_t>(index);
 }
 
 void Device::throw_bad_index(DeviceType type, int index) {
   if (type == DeviceType::CPU) {
-    throw DeviceError(fmt::format("[device] cpu index {}: there is one cpu, cpu:0", index));
+    throw DeviceError(fmt::format("[device] cpu index {}: there is one cpu, cpu:0", index),
+                      "device", {fmt::format("cpu:{}", index)});
   }
   throw DeviceError(fmt::format("[device] {} index {} is out of range (expected 0..{})",
-                                type == DeviceType::Sim ? "sim" : "cuda", index, kMaxIndex));
+                                type == DeviceType::Sim ? "sim" : "cuda", index, kMaxIndex),
+                    "device", {fmt::format("{}:{}", type == DeviceType::Sim ? "sim" : "cuda", index)});
 }
 
 std::string Device::str() const {

@@ -47,7 +47,8 @@ void check_cuda_device(int index) {
   if (index < 0 || index >= count) {
     throw DeviceError(fmt::format("[device] cuda:{} requested but {} CUDA device{} present", index,
                                   count == 0 ? "no" : std::to_string(count),
-                                  count == 1 ? " is" : "s are"));
+                                  count == 1 ? " is" : "s are"),
+                      "device", {fmt::format("cuda:{}", index)});
   }
 }
 
@@ -107,11 +108,13 @@ Tensor pin_memory_copy(const Tensor& x) {
   if (!x.device().is_host()) {
     throw DeviceError(fmt::format("[pin_memory] only host tensors can be pinned, got a tensor on "
                                   "{}",
-                                  x.device().str()));
+                                  x.device().str()),
+                      "pin_memory", {x.device().str()});
   }
   if (storage_is_pinned(x.storage())) return x;
   if (cuda_device_count() == 0) {
-    throw DeviceError("[pin_memory] pinned host memory needs a CUDA device, and none is present");
+    throw DeviceError("[pin_memory] pinned host memory needs a CUDA device, and none is present",
+                      "pin_memory");
   }
   auto storage = std::make_shared<Storage>(x.nbytes(), kCPU, pinned_allocator());
   Tensor out(std::make_shared<TensorImpl>(std::move(storage), x.sizes(),
@@ -180,7 +183,7 @@ namespace {
 [[noreturn]] void no_backend(const char* op) {
   throw DeviceError(fmt::format("[{}] memgrad was built without the CUDA backend (configure with "
                                 "-Dcuda=enabled on a machine with nvcc)",
-                                op));
+                                op), op);
 }
 
 }  // namespace
@@ -197,7 +200,7 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool) {
 
 Tensor pin_memory_copy(const Tensor&) {
   throw DeviceError("[pin_memory] pinned host memory needs the CUDA backend (configure with "
-                    "-Dcuda=enabled on a machine with nvcc)");
+                    "-Dcuda=enabled on a machine with nvcc)", "pin_memory");
 }
 
 bool storage_is_pinned(const Storage&) { return false; }
@@ -206,7 +209,8 @@ void check_cuda_device(int index) {
   throw DeviceError(fmt::format(
       "[device] cuda:{} requested but memgrad was built without the CUDA backend "
       "(configure with -Dcuda=enabled on a machine with nvcc)",
-      index));
+      index),
+      "device", {fmt::format("cuda:{}", index)});
 }
 
 std::unique_ptr<MemorySource> make_cuda_source(int index) {

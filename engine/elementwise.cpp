@@ -93,7 +93,7 @@ Tensor& binary_inplace(const char* name, BinaryOp op, OpKind kind, Tensor& a, co
   if (!(shape == a.sizes())) {
     throw ShapeError(fmt::format("[{}] output with shape {} doesn't match the broadcast shape {}",
                                  name, to_string(a.sizes()), to_string(shape)),
-                     name, {a.sizes(), shape});
+                     name, ShapeRoles::wanted(shape, a.sizes()));
   }
   const DType result = binary_result(name, op, a.dtype(), b.dtype());
   if (is_floating(result) && !is_floating(a.dtype())) {
@@ -209,7 +209,7 @@ Tensor& unary_inplace(const char* name, UnaryOp op, OpKind kind, Tensor& x) {
 
 ClampAttrs clamp_attrs(const char* name, std::optional<Scalar> min, std::optional<Scalar> max) {
   if (!min && !max) {
-    throw ValueError(fmt::format("[{}] at least one of 'min' or 'max' must be given", name));
+    throw ValueError(fmt::format("[{}] at least one of 'min' or 'max' must be given", name), name, "min, max");
   }
   ClampAttrs attrs;
   if (min) attrs.min = min->to_double();

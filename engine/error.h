@@ -21,21 +21,56 @@
 
 namespace memgrad {
 
+// The shapes a ShapeError names, each in its role; a role the error does not involve is empty.
+//   lhs, rhs          the two shapes an op combines or compares, as the message names them
+//                     (matmul's operands, broadcast's, cat's and stack's tensors, a loss's input
+//                     and target, as_strided's sizes and strides)
+//   expected, actual  what a shape had to be (or was asked to become: a view's or an expand's
+//                     target, out's shape, a permutation's dims) and what it is; a shape that is
+//                     wrong in itself (a negative size, a 3-D tensor where a matrix is needed)
+//                     is `actual` alone, a target invalid in itself is `expected` alone
+struct ShapeRoles {
+  std::optional<Shape> lhs;
+  std::optional<Shape> rhs;
+  std::optional<Shape> expected;
+  std::optional<Shape> actual;
+
+  static ShapeRoles operands(Shape lhs, Shape rhs) {
+    ShapeRoles r;
+    r.lhs = std::move(lhs);
+    r.rhs = std::move(rhs);
+    return r;
+  }
+  static ShapeRoles wanted(Shape expected, std::optional<Shape> actual = std::nullopt) {
+    ShapeRoles r;
+    r.expected = std::move(expected);
+    r.actual = std::move(actual);
+    return r;
+  }
+  static ShapeRoles given(Shape actual) {
+    ShapeRoles r;
+    r.actual = std::move(actual);
+    return r;
+  }
+};
+
 // Incompatible or invalid shapes (broadcasting, views, matmul, cat, ...).
 // Fields: op() is the op the message names in brackets ("matmul"; empty when the message has
-// no op); shapes() are the shapes involved, in the order the message names them (operands
-// first, then a requested or result shape). shapes() is empty when no shape applies, e.g. a
-// count of values or a single extent.
+// no op); lhs(), rhs(), expected() and actual() are the shapes involved in their roles
+// (ShapeRoles), each empty where it does not apply.
 class ShapeError : public Error {
  public:
-  ShapeError(std::string message, std::string op, std::vector<Shape> shapes)
+  ShapeError(std::string message, std::string op, ShapeRoles shapes)
       : Error(std::move(message)), op_(std::move(op)), shapes_(std::move(shapes)) {}
   const std::string& op() const { return op_; }
-  const std::vector<Shape>& shapes() const { return shapes_; }
+  const std::optional<Shape>& lhs() const { return shapes_.lhs; }
+  const std::optional<Shape>& rhs() const { return shapes_.rhs; }
+  const std::optional<Shape>& expected() const { return shapes_.expected; }
+  const std::optional<Shape>& actual() const { return shapes_.actual; }
 
  private:
   std::string op_;
-  std::vector<Shape> shapes_;
+  ShapeRoles shapes_;
 };
 
 // A dtype an op does not accept, or inputs whose dtypes cannot be combined.
@@ -55,9 +90,19 @@ class DTypeError : public Error {
 };
 
 // Inputs on different devices, an unknown device string, or a device this build lacks.
+// Fields: op() as for ShapeError ("device" when a device cannot be named or made); devices()
+// are the devices involved, as the message names them ("cuda:0", "sim:1", or the text that
+// named no device), in its order; empty when it names none (no CUDA device present).
 class DeviceError : public Error {
  public:
-  using Error::Error;
+  DeviceError(std::string message, std::string op, std::vector<std::string> devices = {})
+      : Error(std::move(message)), op_(std::move(op)), devices_(std::move(devices)) {}
+  const std::string& op() const { return op_; }
+  const std::vector<std::string>& devices() const { return devices_; }
+
+ private:
+  std::string op_;
+  std::vector<std::string> devices_;
 };
 
 // The values behind an IndexError. A field the error does not involve stays empty: an index out
@@ -98,16 +143,48 @@ class IndexError : public Error {
 
 // An invalid argument value that is not a shape, dtype, device or index (a negative
 // probability, a zero step, ...).
+// Fields: op() as for ShapeError; argument() is the argument at fault as the message names it
+// ("p", "label_smoothing", "params[2]", "--batch-size"; empty when it names none) and value()
+// its value as text (empty when there is none to show).
 class ValueError : public Error {
  public:
-  using Error::Error;
+  ValueError(std::string message, std::string op, std::string argument = {},
+             std::string value = {})
+      : Error(std::move(message)),
+        op_(std::move(op)),
+        argument_(std::move(argument)),
+        value_(std::move(value)) {}
+  const std::string& op() const { return op_; }
+  const std::string& argument() const { return argument_; }
+  const std::string& value() const { return value_; }
+
+ private:
+  std::string op_;
+  std::string argument_;
+  std::string value_;
 };
 
-// A checkpoint or tensor file that is truncated, malformed or does not match what it is
-// loaded into.
+// A checkpoint, data or tensor file (or a state dict) that is truncated, malformed or does not
+// match what it is loaded into.
+// Fields: op() as for ShapeError ("safetensors", "checkpoint", "read_idx", "read_csv",
+// "load_state_dict", "optim"); path() is the file (empty for bytes in memory or a state dict);
+// entry() the tensor, key or line at fault (empty when the file as a whole is).
 class CheckpointError : public Error {
  public:
-  using Error::Error;
+  CheckpointError(std::string message, std::string op, std::string path = {},
+                  std::string entry = {})
+      : Error(std::move(message)),
+        op_(std::move(op)),
+        path_(std::move(path)),
+        entry_(std::move(entry)) {}
+  const std::string& op() const { return op_; }
+  const std::string& path() const { return path_; }
+  const std::string& entry() const { return entry_; }
+
+ private:
+  std::string op_;
+  std::string path_;
+  std::string entry_;
 };
 
 }  // namespace memgrad

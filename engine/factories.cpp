@@ -21,7 +21,7 @@ Tensor make(const char* op, const Shape& sizes, DType dtype, const TensorOptions
     if (s < 0) {
       throw ShapeError(fmt::format("[{}] negative dimension {} in size {}", op, s,
                                    to_string(sizes)),
-                       op, {sizes});
+                       op, ShapeRoles::given(sizes));
     }
   }
   TraceOpScope trace(op);
@@ -101,20 +101,20 @@ Tensor arange(Scalar end, const TensorOptions& options) {
 Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& options) {
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   if (!std::isfinite(s) || !std::isfinite(e) || !std::isfinite(st)) {
-    throw ValueError(fmt::format("[arange] unsupported range: {} -> {} with step {}", s, e, st));
+    throw ValueError(fmt::format("[arange] unsupported range: {} -> {} with step {}", s, e, st), "arange", "end", fmt::format("{}", e));
   }
-  if (st == 0.0) throw ValueError("[arange] step must be nonzero");
+  if (st == 0.0) throw ValueError("[arange] step must be nonzero", "arange", "step", "0");
   if ((e - s) * st < 0.0) {
     throw ValueError(fmt::format("[arange] upper bound and step sign are inconsistent: start {}, "
                                  "end {}, step {}",
-                                 s, e, st));
+                                 s, e, st), "arange", "end", fmt::format("{}", e));
   }
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   const DType dtype = options.dtype_or(integral ? kInt64 : kFloat32);
   const double count = std::ceil((e - s) / st);
   if (!(count < 9223372036854775808.0)) {  // 2^63; also catches an infinite quotient
     throw ValueError(fmt::format("[arange] {} -> {} with step {} has more than 2^63 - 1 elements",
-                                 s, e, st));
+                                 s, e, st), "arange", "end", fmt::format("{}", e));
   }
   const auto n = std::max<int64_t>(static_cast<int64_t>(count), 0);
   return from_values("arange", n, [&](int64_t i) { return s + st * static_cast<double>(i); },
@@ -123,7 +123,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& option
 }
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options) {
-  if (steps < 0) throw ValueError(fmt::format("[linspace] number of steps must be >= 0, got {}", steps));
+  if (steps < 0) throw ValueError(fmt::format("[linspace] number of steps must be >= 0, got {}", steps), "linspace", "steps", fmt::format("{}", steps));
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Filled from both ends, as PyTorch does, so the last value is exactly `end`; one step is
   // `start` (PyTorch and NumPy).
@@ -139,7 +139,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
 
 Tensor eye(int64_t n, int64_t m, const TensorOptions& options) {
   if (m < 0) m = n;
-  if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n), "eye", {Shape{n, m}});
+  if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n), "eye", ShapeRoles::given(Shape{n, m}));
   Tensor t = zeros({n, m}, TensorOptions(options.dtype_or(kFloat32)).with_device(options.device));
   if (t.numel() > 0) t.diagonal().fill_(1);
   return finish(std::move(t), options);
@@ -162,10 +162,10 @@ Tensor randn(const Shape& sizes, const TensorOptions& options, Generator* genera
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& options,
                Generator* generator) {
   if (high <= low) {
-    throw ValueError(fmt::format("[randint] expected low < high, got low {} and high {}", low, high));
+    throw ValueError(fmt::format("[randint] expected low < high, got low {} and high {}", low, high), "randint", "high", fmt::format("{}", high));
   }
   if (high - low > (int64_t{1} << 32)) {
-    throw ValueError(fmt::format("[randint] the range [{}, {}) is wider than 2^32", low, high));
+    throw ValueError(fmt::format("[randint] the range [{}, {}) is wider than 2^32", low, high), "randint", "high", fmt::format("{}", high));
   }
   Tensor t = make("randint", sizes, options.dtype_or(kInt64), options);
   const auto [seed, offset] = draw(generator, t.device(), t.numel());
@@ -188,7 +188,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& sizes, const Tenso
   if (numel_of(shape) != static_cast<int64_t>(values.size())) {
     throw ShapeError(fmt::format("[from_vector] {} values cannot fill a tensor of shape {}",
                                  values.size(), to_string(shape)),
-                     "from_vector", {shape});
+                     "from_vector", ShapeRoles::given(shape));
   }
   constexpr DType natural = [] {
     if constexpr (std::is_same_v<T, int>) {
@@ -234,9 +234,8 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows,
     if (row.size() != cols) {
       throw ShapeError(fmt::format("[tensor] rows have different lengths ({} and {})", cols,
                                    row.size()),
-                       "tensor",
-                       {Shape{static_cast<int64_t>(cols)},
-                        Shape{static_cast<int64_t>(row.size())}});
+                       "tensor", ShapeRoles::wanted(Shape{static_cast<int64_t>(cols)},
+                                          Shape{static_cast<int64_t>(row.size())}));
     }
     v.insert(v.end(), row.begin(), row.end());
   }

@@ -69,13 +69,6 @@ bool should_record_list(const std::vector<Tensor>& inputs) {
                      [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
-// The shapes a gather/scatter shape error names: index, self, then src when there is one.
-std::vector<Shape> shapes_of(const Tensor& index, const Tensor& self, const Tensor* src) {
-  std::vector<Shape> shapes{index.sizes(), self.sizes()};
-  if (src != nullptr) shapes.push_back(src->sizes());
-  return shapes;
-}
-
 // gather/scatter shape rules: index has self's ndim, and is no larger than self (except along
 // dim) and than src (everywhere).
 void check_gather_shapes(const char* op, const Tensor& self, const Tensor& index, int dim,
@@ -85,7 +78,7 @@ void check_gather_shapes(const char* op, const Tensor& self, const Tensor& index
                                  "as self (shape {}){}",
                                  op, to_string(index.sizes()), to_string(self.sizes()),
                                  src != nullptr ? " and src" : ""),
-                     op, shapes_of(index, self, src));
+                     op, ShapeRoles::operands(index.sizes(), self.sizes()));
   }
   for (int d = 0; d < index.dim(); ++d) {
     const bool too_big_self = d != dim && index.size(d) > self.size(d);
@@ -95,7 +88,7 @@ void check_gather_shapes(const char* op, const Tensor& self, const Tensor& index
                                    "dimension {}",
                                    op, to_string(index.sizes()), too_big_self ? "self" : "src",
                                    to_string(too_big_self ? self.sizes() : src->sizes()), d),
-                       op, {index.sizes(), too_big_self ? self.sizes() : src->sizes()});
+                       op, ShapeRoles::operands(index.sizes(), too_big_self ? self.sizes() : src->sizes()));
     }
   }
 }
@@ -135,7 +128,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (index.dim() > 1) {
     throw ShapeError(fmt::format("[index_select] index must be a 0-D or 1-D tensor, got shape {}",
                                  to_string(index.sizes())),
-                     "index_select", {index.sizes()});
+                     "index_select", ShapeRoles::given(index.sizes()));
   }
   const int d = wrap_dim(dim, x.dim(), "index_select");
   TraceOpScope trace("index_select");
@@ -217,7 +210,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     throw ShapeError(fmt::format("[embedding] weight must be 2-D (num_embeddings, "
                                  "embedding_dim), got shape {}",
                                  to_string(weight.sizes())),
-                     "embedding", {weight.sizes()});
+                     "embedding", ShapeRoles::given(weight.sizes()));
   }
   TraceOpScope trace("embedding");
   Shape shape = indices.sizes();
@@ -288,7 +281,7 @@ Tensor& masked_fill_(Tensor& x, const Tensor& mask, Scalar value) {
     throw ShapeError(fmt::format("[masked_fill_] mask of shape {} cannot be broadcast to self's "
                                  "shape {} (an in-place op cannot grow self)",
                                  to_string(mask.sizes()), to_string(x.sizes())),
-                     "masked_fill_", {mask.sizes(), x.sizes()});
+                     "masked_fill_", ShapeRoles::wanted(x.sizes(), mask.sizes()));
   }
   detail::InplaceRecord rec(OpKind::MaskedFill, x, {mask}, FillAttrs{value.to_double()});
   if (x.numel() > 0) {
@@ -305,7 +298,7 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
   if (num_classes < 0) {
     if (labels.numel() == 0) {
       throw ValueError("[one_hot] cannot infer the number of classes from an empty tensor: pass "
-                       "num_classes");
+                       "num_classes", "one_hot", "num_classes");
     }
     // A 0-d temporary on the device holds the largest label while it is read.
     num_classes = std::max<int64_t>(labels.max().item<int64_t>() + 1, 0);
@@ -351,7 +344,7 @@ void check_cat_entry(const char* op, const Tensor& ref, const Tensor& t, size_t 
                                  "({}) and {} ({}) for tensor {}",
                                  op, ref.dim(), to_string(ref.sizes()), t.dim(),
                                  to_string(t.sizes()), i),
-                     op, {ref.sizes(), t.sizes()});
+                     op, ShapeRoles::operands(ref.sizes(), t.sizes()));
   }
   for (int d = 0; d < t.dim(); ++d) {
     if (d != dim && t.size(d) != ref.size(d)) {
@@ -359,7 +352,7 @@ void check_cat_entry(const char* op, const Tensor& ref, const Tensor& t, size_t 
                                    "expected size {} but got size {} for tensor number {} in the "
                                    "list (dimension {})",
                                    op, dim, ref.size(d), t.size(d), i, d),
-                       op, {ref.sizes(), t.sizes()});
+                       op, ShapeRoles::operands(ref.sizes(), t.sizes()));
     }
   }
 }
@@ -367,7 +360,7 @@ void check_cat_entry(const char* op, const Tensor& ref, const Tensor& t, size_t 
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) throw ValueError("[cat] expected a non-empty list of tensors");
+  if (tensors.empty()) throw ValueError("[cat] expected a non-empty list of tensors", "cat", "tensors");
   for (const Tensor& t : tensors) detail::check_defined("cat", t, "tensor");
   TraceOpScope trace("cat");
   // 1-d empty tensors are skipped whatever their shape, as in PyTorch (legacy behaviour).
@@ -379,7 +372,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       throw ShapeError(fmt::format("[cat] zero-dimensional tensor (at position {}) cannot be "
                                    "concatenated: unsqueeze it or use stack",
                                    i),
-                       "cat", {tensors[i].sizes()});
+                       "cat", ShapeRoles::given(tensors[i].sizes()));
     }
     parts.push_back(tensors[i]);
     positions.push_back(i);
@@ -417,7 +410,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) throw ValueError("[stack] expected a non-empty list of tensors");
+  if (tensors.empty()) throw ValueError("[stack] expected a non-empty list of tensors", "stack", "tensors");
   for (const Tensor& t : tensors) detail::check_defined("stack", t, "tensor");
   for (size_t i = 1; i < tensors.size(); ++i) {
     if (!(tensors[i].sizes() == tensors[0].sizes())) {
@@ -425,7 +418,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
                                    "{} at entry 0 and {} at entry {}",
                                    to_string(tensors[0].sizes()), to_string(tensors[i].sizes()),
                                    i),
-                       "stack", {tensors[0].sizes(), tensors[i].sizes()});
+                       "stack", ShapeRoles::operands(tensors[0].sizes(), tensors[i].sizes()));
     }
   }
   const int d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
@@ -444,7 +437,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, Scalar value) {
     throw ShapeError(fmt::format("[pad] padding length must be even and at most twice the "
                                  "number of dimensions ({}), got {} values",
                                  2 * x.dim(), padding.size()),
-                     "pad", {x.sizes()});
+                     "pad", ShapeRoles::given(x.sizes()));
   }
   value.check_fits(x.dtype(), "pad");
   TraceOpScope trace("pad");
@@ -458,14 +451,14 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, Scalar value) {
       throw ShapeError(fmt::format("[pad] the input size {} plus padding {} and {} overflows "
                                    "int64 at dimension {}",
                                    x.size(d), left, right, d),
-                       "pad", {x.sizes()});
+                       "pad", ShapeRoles::given(x.sizes()));
     }
     shape[d] = size;
     if (shape[d] < 0) {
       throw ShapeError(fmt::format("[pad] the input size {}, plus padding {} and {}, resulted in "
                                    "a negative output size {} at dimension {}",
                                    x.size(d), left, right, shape[d], d),
-                       "pad", {x.sizes(), shape});
+                       "pad", ShapeRoles::wanted(shape, x.sizes()));
     }
   }
   Tensor out = new_tensor(shape, x.dtype(), x.device());

@@ -221,7 +221,7 @@ void check_matrix(const char* op, const Tensor& t, const char* name) {
   if (t.dim() != 2) {
     throw ShapeError(fmt::format("[{}] {} must be a matrix, got a {}-D tensor of shape {}", op,
                                  name, t.dim(), to_string(t.sizes())),
-                     op, {t.sizes()});
+                     op, ShapeRoles::given(t.sizes()));
   }
 }
 
@@ -231,7 +231,7 @@ void check_inner_2d(const char* op, int64_t n, int64_t k, int64_t k2, int64_t m)
   if (k != k2) {
     throw ShapeError(fmt::format("[{}] mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})",
                                  op, n, k, k2, m),
-                     op, {Shape{n, k}, Shape{k2, m}});
+                     op, ShapeRoles::operands(Shape{n, k}, Shape{k2, m}));
   }
 }
 
@@ -241,14 +241,14 @@ Shape matmul_shape(const char* op, const Tensor& a, const Tensor& b, Shape& batc
     throw ShapeError(fmt::format("[{}] both arguments to matmul need to be at least 1D, but "
                                  "they are {}D and {}D",
                                  op, a.dim(), b.dim()),
-                     op, {a.sizes(), b.sizes()});
+                     op, ShapeRoles::operands(a.sizes(), b.sizes()));
   }
   const int64_t ka = a.size(-1);
   const int64_t kb = b.dim() == 1 ? b.size(0) : b.size(-2);
   if (ka != kb) {
     throw ShapeError(fmt::format("[{}] shapes {} and {} cannot be multiplied ({} != {})", op,
                                  to_string(a.sizes()), to_string(b.sizes()), ka, kb),
-                     op, {a.sizes(), b.sizes()});
+                     op, ShapeRoles::operands(a.sizes(), b.sizes()));
   }
   const Shape ba = leading(a.sizes(), a.dim() - 2), bb = leading(b.sizes(), b.dim() - 2);
   for (int i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
@@ -257,7 +257,7 @@ Shape matmul_shape(const char* op, const Tensor& a, const Tensor& b, Shape& batc
       throw ShapeError(fmt::format("[{}] batch dims of shapes {} and {} cannot be broadcast: "
                                    "size {} and size {}",
                                    op, to_string(a.sizes()), to_string(b.sizes()), sa, sb),
-                       op, {a.sizes(), b.sizes()});
+                       op, ShapeRoles::operands(a.sizes(), b.sizes()));
     }
   }
   batch = broadcast_shapes(ba, bb, op);
@@ -361,7 +361,7 @@ Tensor bmm(const Tensor& batch1, const Tensor& batch2) {
     if (t->dim() != 3) {
       throw ShapeError(fmt::format("[bmm] {} must be a 3D tensor, got shape {}",
                                    t == &a ? "batch1" : "batch2", to_string(t->sizes())),
-                       "bmm", {t->sizes()});
+                       "bmm", ShapeRoles::given(t->sizes()));
     }
   }
   if (a.size(0) != b.size(0) || a.size(2) != b.size(1)) {
@@ -369,7 +369,7 @@ Tensor bmm(const Tensor& batch1, const Tensor& batch2) {
                                  "expected batch2 of shape [{}, {}, m]",
                                  to_string(a.sizes()), to_string(b.sizes()), a.size(0),
                                  a.size(2)),
-                     "bmm", {a.sizes(), b.sizes()});
+                     "bmm", ShapeRoles::operands(a.sizes(), b.sizes()));
   }
   check_dtypes("bmm", a, b);
   const Shape batch{a.size(0)};
@@ -414,7 +414,7 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, Scalar 
     throw ShapeError(fmt::format("[addmm] self of shape {} cannot be broadcast to the product's "
                                  "shape {}",
                                  to_string(c.sizes()), to_string(shape)),
-                     "addmm", {c.sizes(), shape});
+                     "addmm", ShapeRoles::wanted(shape, c.sizes()));
   }
   Tensor out = new_tensor(shape, a.dtype(), a.device());
   // beta = 0 ignores self entirely (NaN in self does not propagate), as in PyTorch.
@@ -446,8 +446,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const Tensor b = bias.defined() ? in[2] : Tensor();
   check_matrix("linear", w, "weight");
   if (x.dim() == 0) {
-    throw ShapeError("[linear] input must have at least 1 dimension, got a 0-D tensor", "linear",
-                     {x.sizes()});
+    throw ShapeError("[linear] input must have at least 1 dimension, got a 0-D tensor", "linear", ShapeRoles::given(x.sizes()));
   }
   const int64_t in_features = x.size(-1);
   const int64_t rows = numel_of(leading(x.sizes(), x.dim() - 1));
@@ -456,7 +455,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                                  "{}x{}): input {} and weight {} (out_features x in_features)",
                                  rows, in_features, w.size(1), w.size(0), to_string(x.sizes()),
                                  to_string(w.sizes())),
-                     "linear", {x.sizes(), w.sizes()});
+                     "linear", ShapeRoles::operands(x.sizes(), w.sizes()));
   }
   check_dtypes("linear", x, w);
   if (b.defined()) check_dtypes("linear", b, w);
@@ -466,7 +465,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     throw ShapeError(fmt::format("[linear] bias of shape {} cannot be broadcast to the output "
                                  "shape {}",
                                  to_string(b.sizes()), to_string(shape)),
-                     "linear", {b.sizes(), shape});
+                     "linear", ShapeRoles::wanted(shape, b.sizes()));
   }
   Tensor out = new_tensor(shape, x.dtype(), x.device());
   if (out.numel() > 0) {

@@ -15,14 +15,14 @@ size_t storage_nbytes(const Shape& sizes, DType dtype) {
       // PyTorch's wording, which names no op (op() is empty).
       throw ShapeError(fmt::format("Trying to create tensor with negative dimension {}: {}", s,
                                    to_string(sizes)),
-                       "", {sizes});
+                       "", ShapeRoles::given(sizes));
     }
   }
   size_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<size_t>(numel_of(sizes)), element_size(dtype), &nbytes)) {
     throw ShapeError(fmt::format("Storage size calculation overflowed with sizes={} and dtype {}",
                                  to_string(sizes), dtype_name(dtype)),
-                     "", {sizes});
+                     "", ShapeRoles::given(sizes));
   }
   return nbytes;
 }
@@ -65,12 +65,13 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
     throw DeviceError(fmt::format(
         "[{}] expected all tensors on the same device, but found {} and {}: move one with "
         ".to(device) first",
-        op, a.device().str(), b.device().str()));
+        op, a.device().str(), b.device().str()),
+        op, {a.device().str(), b.device().str()});
   }
 }
 
 void check_defined(const char* op, const Tensor& t, const char* what) {
-  if (!t.defined()) throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what));
+  if (!t.defined()) throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what), op, what);
 }
 
 void record(OpKind kind, std::initializer_list<Tensor> inputs,
@@ -100,7 +101,8 @@ void prepare_out(Tensor& out, const Shape& sizes, DType dtype, Device device, co
   check_defined(op, out, "out");
   if (out.device() != device) {
     throw DeviceError(fmt::format("[{}] out is on {} but the result is on {}", op,
-                                  out.device().str(), device.str()));
+                                  out.device().str(), device.str()),
+                      op, {out.device().str(), device.str()});
   }
   if (out.dtype() != dtype) {
     throw DTypeError(fmt::format("[{}] out has dtype {} but the result has dtype {}", op,
@@ -114,7 +116,7 @@ void prepare_out(Tensor& out, const Shape& sizes, DType dtype, Device device, co
   if (out.is_view()) {
     throw ShapeError(fmt::format("[{}] out is a view of shape {} and cannot be resized to {}", op,
                                  to_string(out.sizes()), to_string(sizes)),
-                     op, {out.sizes(), sizes});
+                     op, ShapeRoles::wanted(sizes, out.sizes()));
   }
   // Resize like PyTorch: a new storage of the result's size (an allocation).
   out.impl()->set_storage(std::make_shared<Storage>(storage_nbytes(sizes, dtype), device));

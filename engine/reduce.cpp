@@ -96,8 +96,7 @@ Reduction plan_reduction(const char* op, const Tensor& x, const Shape& dims, boo
     const int d = wrap_dim(dim, nd, op);
     if (seen[static_cast<size_t>(d)]) {
       throw ShapeError(
-          fmt::format("[{}] dim {} appears multiple times in the list of dims", op, d), op,
-          {x.sizes(), dims});
+          fmt::format("[{}] dim {} appears multiple times in the list of dims", op, d), op, ShapeRoles::wanted(dims, x.sizes()));
     }
     seen[static_cast<size_t>(d)] = true;
   }
@@ -143,7 +142,7 @@ void check_nonempty_dims(const char* op, const Tensor& x, const Reduction& r) {
     if (x.size(d) == 0) {
       throw ShapeError(
           fmt::format("[{}] {}(): Expected reduction dim {} to have non-zero size.", op, op, d),
-          op, {x.sizes()});
+          op, ShapeRoles::given(x.sizes()));
     }
   }
 }
@@ -166,7 +165,7 @@ Tensor extreme_all(const char* name, bool is_max, const Tensor& x) {
         "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
         "reduction dim with the 'dim' argument.",
         name, name),
-        name, {x.sizes()});
+        name, ShapeRoles::given(x.sizes()));
   }
   TraceOpScope trace(name);
   const Reduction r = plan_reduction(name, x, {}, false);
@@ -211,7 +210,7 @@ Tensor arg_extreme_flat(const char* name, bool is_max, const Tensor& x, bool kee
   if (x.numel() == 0) {
     throw ShapeError(fmt::format(
         "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0.", name, name),
-        name, {x.sizes()});
+        name, ShapeRoles::given(x.sizes()));
   }
   TraceOpScope trace(name);
   Tensor flat_source = x;

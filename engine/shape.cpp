@@ -15,7 +15,7 @@ namespace {
 [[noreturn]] void too_many_dims(int n) {
   throw ShapeError(fmt::format("[shape] {} dimensions requested; memgrad supports at most {}", n,
                                kMaxDims),
-                   "shape", {});
+                   "shape", ShapeRoles{});
 }
 
 }  // namespace
@@ -72,7 +72,7 @@ int64_t numel_of(const Shape& sizes) {
       throw ShapeError(fmt::format("[numel] integer multiplication overflow: sizes {} hold more "
                                    "than 2^63 - 1 elements",
                                    to_string(sizes)),
-                       "numel", {sizes});
+                       "numel", ShapeRoles::given(sizes));
     }
   }
   return n;
@@ -114,7 +114,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
       throw ShapeError(fmt::format(
           "[{}] shapes {} and {} cannot be broadcast: size {} and size {} at dimension {}", op,
           to_string(a), to_string(b), sa, sb, i),
-          op, {a, b});
+          op, ShapeRoles::operands(a, b));
     }
     out[i] = sa == 1 ? sb : sa;
   }
@@ -144,18 +144,18 @@ Shape infer_size(const Shape& target, int64_t numel, const char* op) {
   for (int i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
       if (infer >= 0) {
-        throw ShapeError(fmt::format("[{}] only one dimension can be inferred", op), op, {target});
+        throw ShapeError(fmt::format("[{}] only one dimension can be inferred", op), op, ShapeRoles::wanted(target));
       }
       infer = i;
     } else if (target[i] < 0) {
       throw ShapeError(fmt::format("[{}] invalid shape dimension {} in {}", op, target[i],
                                    to_string(target)),
-                       op, {target});
+                       op, ShapeRoles::wanted(target));
     } else if (__builtin_mul_overflow(known, target[i], &known)) {
       throw ShapeError(fmt::format("[{}] shape {} is invalid for input of size {}: its sizes "
                                    "overflow int64",
                                    op, to_string(target), numel),
-                       op, {target});
+                       op, ShapeRoles::wanted(target));
     }
   }
   if (infer >= 0 && known != 0 && numel % known == 0) {
@@ -165,7 +165,7 @@ Shape infer_size(const Shape& target, int64_t numel, const char* op) {
   if (infer < 0 && known == numel) return out;
   throw ShapeError(fmt::format("[{}] shape {} is invalid for input of size {}", op,
                                to_string(target), numel),
-                   op, {target});
+                   op, ShapeRoles::wanted(target));
 }
 
 Shape view_strides(const Shape& sizes, const Shape& strides, const Shape& target, bool& ok) {

@@ -34,7 +34,7 @@ AutogradSeam& seam(const char* what) {
 void Tensor::throw_undefined(const char* method) {
   throw ValueError(fmt::format("[{}] called on an undefined tensor (a default-constructed Tensor, "
                                "or the grad() of a tensor that has received none)",
-                               method));
+                               method), method, "self");
 }
 
 int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim(dim, this->dim(), "size")]; }
@@ -63,7 +63,7 @@ T Tensor::item() const {
     throw ShapeError(fmt::format("[item] a tensor with {} elements cannot be converted to a "
                                  "number (shape {})",
                                  numel(), to_string(sizes())),
-                     "item", {sizes()});
+                     "item", ShapeRoles::given(sizes()));
   }
   return to_vector<T>()[0];
 }

@@ -78,7 +78,7 @@ Shape view_strides_or_throw(const Tensor& x, const Shape& target) {
     throw ShapeError(
         "[view] view size is not compatible with input tensor's size and stride (at least one "
         "dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
-        "view", {x.sizes(), target});
+        "view", ShapeRoles::wanted(target, x.sizes()));
   }
   return strides;
 }
@@ -140,7 +140,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
   detail::check_defined("unflatten", x);
   const int d = wrap_dim(dim, x.dim(), "unflatten");
-  if (sizes.empty()) throw ShapeError("[unflatten] sizes must be non-empty", "unflatten", {sizes});
+  if (sizes.empty()) throw ShapeError("[unflatten] sizes must be non-empty", "unflatten", ShapeRoles::wanted(sizes));
   const int64_t extent = x.dim() == 0 ? 1 : x.size(d);
   Shape inferred;
   try {
@@ -150,7 +150,7 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
         "[unflatten] provided sizes {} don't multiply up to the size of dim {} ({}) in the input "
         "tensor",
         to_string(sizes), dim, extent),
-        "unflatten", {sizes, x.sizes()});
+        "unflatten", ShapeRoles::wanted(sizes, x.sizes()));
   }
   Shape target;
   for (int i = 0; i < x.dim(); ++i) {
@@ -170,7 +170,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   check_not_scalar("slice", x);
   const int d = wrap_dim(dim, x.dim(), "slice");
   if (step <= 0) {
-    throw ValueError(fmt::format("[slice] slice step must be positive, got {}", step));
+    throw ValueError(fmt::format("[slice] slice step must be positive, got {}", step), "slice", "step", fmt::format("{}", step));
   }
   // Python slicing: negative bounds count from the end, then both clamp to [0, size].
   const int64_t size = x.size(d);
@@ -198,7 +198,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
         "narrow", {.index = start, .size = size, .dim = d});
   }
   if (length < 0) {
-    throw ValueError(fmt::format("[narrow] length must be non-negative, got {}", length));
+    throw ValueError(fmt::format("[narrow] length must be non-negative, got {}", length), "narrow", "length", fmt::format("{}", length));
   }
   if (start < 0) start += size;
   if (start > size - length) {
@@ -249,7 +249,7 @@ Tensor t(const Tensor& x) {
   if (x.dim() > 2) {
     throw ShapeError(fmt::format("[t] t() expects a tensor with <= 2 dimensions, but self is {}D",
                                  x.dim()),
-                     "t", {x.sizes()});
+                     "t", ShapeRoles::given(x.sizes()));
   }
   return transpose(x, 0, x.dim() < 2 ? 0 : 1);
 }
@@ -260,7 +260,7 @@ Tensor mT(const Tensor& x) {
     throw ShapeError(fmt::format(
         "[mT] tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
         x.dim()),
-        "mT", {x.sizes()});
+        "mT", ShapeRoles::given(x.sizes()));
   }
   return transpose(x, -2, -1);
 }
@@ -271,7 +271,7 @@ Tensor permute(const Tensor& x, const Shape& dims) {
     throw ShapeError(fmt::format(
         "[permute] number of dims don't match: got dims {} for a tensor with {} dimensions",
         to_string(dims), x.dim()),
-        "permute", {x.sizes(), dims});
+        "permute", ShapeRoles::wanted(dims, x.sizes()));
   }
   Shape wrapped;
   Shape sizes;
@@ -282,7 +282,7 @@ Tensor permute(const Tensor& x, const Shape& dims) {
       throw ShapeError(fmt::format(
           "[permute] dims {} is not a permutation: dimension {} appears twice", to_string(dims),
           d),
-          "permute", {x.sizes(), dims});
+          "permute", ShapeRoles::wanted(dims, x.sizes()));
     }
     wrapped.push_back(d);
     sizes.push_back(x.size(d));
@@ -302,7 +302,7 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
         "[expand] the number of sizes provided ({}) must be greater or equal to the number of "
         "dimensions in the tensor ({})",
         n, ndim),
-        "expand", {x.sizes(), sizes});
+        "expand", ShapeRoles::wanted(sizes, x.sizes()));
   }
   // PyTorch's inferExpandGeometry, right to left.
   Shape out_sizes = Shape::filled(n, 0);
@@ -322,13 +322,13 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
             "[expand] the expanded size of the tensor (-1) isn't allowed in a leading, "
             "non-existing dimension {}",
             i),
-            "expand", {x.sizes(), sizes});
+            "expand", ShapeRoles::wanted(sizes, x.sizes()));
       }
       target = size;
     }
     if (target < 0) {
       throw ShapeError(fmt::format("[expand] invalid size {} in {}", target, to_string(sizes)),
-                       "expand", {x.sizes(), sizes});
+                       "expand", ShapeRoles::wanted(sizes, x.sizes()));
     }
     if (size != target) {
       if (size != 1) {
@@ -336,7 +336,7 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
             "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
             "non-singleton dimension {}.  Target sizes: {}.  Tensor sizes: {}",
             target, size, i, to_string(sizes), to_string(x.sizes())),
-            "expand", {x.sizes(), sizes});
+            "expand", ShapeRoles::wanted(sizes, x.sizes()));
       }
       size = target;
       stride = 0;
@@ -392,18 +392,18 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
     throw ShapeError(fmt::format("[as_strided] mismatch in length of strides and shape: sizes {} "
                                  "and strides {}",
                                  to_string(sizes), to_string(strides)),
-                     "as_strided", {sizes, strides});
+                     "as_strided", ShapeRoles::operands(sizes, strides));
   }
   for (int d = 0; d < sizes.size(); ++d) {
     if (sizes[d] < 0) {
       throw ShapeError(fmt::format("[as_strided] negative size {} in {}", sizes[d],
                                    to_string(sizes)),
-                       "as_strided", {sizes, strides});
+                       "as_strided", ShapeRoles::operands(sizes, strides));
     }
     if (strides[d] < 0) {
       throw ShapeError(fmt::format(
           "[as_strided] negative strides are not supported, got strides: {}", to_string(strides)),
-          "as_strided", {sizes, strides});
+          "as_strided", ShapeRoles::operands(sizes, strides));
     }
   }
   const int64_t offset = storage_offset.value_or(x.storage_offset());
@@ -419,7 +419,7 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   if (d1 == d2) {
     throw ShapeError(
         fmt::format("[diagonal] diagonal dimensions cannot be identical {}, {}", dim1, dim2),
-        "diagonal", {x.sizes()});
+        "diagonal", ShapeRoles::given(x.sizes()));
   }
   const int64_t n1 = x.size(d1);
   const int64_t n2 = x.size(d2);
@@ -447,12 +447,12 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int d = wrap_dim(dim, x.dim(), "split");
   const int64_t size = x.size(d);
   if (split_size < 0) {
-    throw ValueError(fmt::format("[split] split_size must be non-negative, got {}", split_size));
+    throw ValueError(fmt::format("[split] split_size must be non-negative, got {}", split_size), "split", "split_size", fmt::format("{}", split_size));
   }
   if (split_size == 0 && size != 0) {
     throw ValueError(fmt::format(
         "[split] split_size can only be 0 if dimension size is 0, but got dimension size of {}",
-        size));
+        size), "split", "split_size", "0");
   }
   const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
   std::vector<Tensor> out;
@@ -475,7 +475,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
       throw ShapeError(fmt::format(
           "[split] split_sizes must have only non-negative entries, but got split_sizes={}",
           split_sizes),
-          "split", {x.sizes()});
+          "split", ShapeRoles::given(x.sizes()));
     }
     total += s;
   }
@@ -484,7 +484,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
         "[split] split_sizes must sum exactly to {} (input tensor's size at dimension {}), but "
         "got split_sizes={}",
         size, d, split_sizes),
-        "split", {x.sizes()});
+        "split", ShapeRoles::given(x.sizes()));
   }
   std::vector<Tensor> out;
   out.reserve(split_sizes.size());
@@ -503,7 +503,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
                      {.dim = dim, .ndim = 0});
   }
   if (chunks <= 0) {
-    throw ValueError(fmt::format("[chunk] chunks must be greater than 0, got {}", chunks));
+    throw ValueError(fmt::format("[chunk] chunks must be greater than 0, got {}", chunks), "chunk", "chunks", fmt::format("{}", chunks));
   }
   const int d = wrap_dim(dim, x.dim(), "chunk");
   const int64_t size = x.size(d);

@@ -36,12 +36,27 @@ namespace {
 // An optional index field as the catalogue prints it: its value, or "-" when it does not apply.
 std::string field(std::optional<int64_t> value) { return value ? fmt::format("{}", *value) : "-"; }
 
+// A ShapeError's shape in one role as the catalogue prints it: the shape, or "-".
+std::string role(const std::optional<Shape>& shape) { return shape ? to_string(*shape) : "-"; }
+
 // The fields of `e` in one line, or "" for a type that carries none.
 std::string fields_of(const Error& e) {
   if (const auto* s = dynamic_cast<const ShapeError*>(&e)) {
-    std::vector<std::string> shapes;
-    for (const Shape& shape : s->shapes()) shapes.push_back(to_string(shape));
-    return fmt::format("op \"{}\", shapes {}", s->op(), fmt::join(shapes, ", "));
+    return fmt::format("op \"{}\", lhs {}, rhs {}, expected {}, actual {}", s->op(),
+                       role(s->lhs()), role(s->rhs()), role(s->expected()), role(s->actual()));
+  }
+  if (const auto* d = dynamic_cast<const DeviceError*>(&e)) {
+    return fmt::format("op \"{}\", devices {}", d->op(), fmt::join(d->devices(), ", "));
+  }
+  if (const auto* v = dynamic_cast<const ValueError*>(&e)) {
+    return fmt::format("op \"{}\", argument \"{}\", value \"{}\"", v->op(), v->argument(),
+                       v->value());
+  }
+  if (const auto* c = dynamic_cast<const CheckpointError*>(&e)) {
+    return fmt::format("op \"{}\", path \"{}\", entry \"{}\"", c->op(), c->path(), c->entry());
+  }
+  if (const auto* t = dynamic_cast<const TraceError*>(&e)) {
+    return fmt::format("place \"{}\", field \"{}\", path \"{}\"", t->place, t->field, t->path);
   }
   if (const auto* d = dynamic_cast<const DTypeError*>(&e)) {
     std::vector<std::string_view> dtypes;
@@ -70,7 +85,7 @@ std::string fields_of(const Error& e) {
     return fmt::format("key \"{}\", value \"{}\"", c->key, c->value);
   }
   if (const auto* io = dynamic_cast<const IoError*>(&e)) {
-    return fmt::format("path \"{}\"", io->path);
+    return fmt::format("path \"{}\", error_number {}", io->path, io->error_number);
   }
   if (const auto* plan = dynamic_cast<const PlanError*>(&e)) {
     return fmt::format("path \"{}\", field \"{}\"", plan->path, plan->field);

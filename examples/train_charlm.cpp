@@ -78,7 +78,7 @@ std::string read_text(const std::string& path) {
   if (text.size() < 1000) {
     throw ValueError(fmt::format("[train_charlm] '{}' holds {} bytes of text; at least 1000 are "
                                  "needed (give --text FILE)",
-                                 path, text.size()));
+                                 path, text.size()), "train_charlm", "--text", path);
   }
   return text;
 }
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > layers) {
       throw ValueError(fmt::format("--checkpoint-segments {} exceeds --layers {}",
-                                   opt.checkpoint_segments, layers));
+                                   opt.checkpoint_segments, layers), "", "--checkpoint-segments", fmt::format("{}", opt.checkpoint_segments));
     }
     const examples::CharLMShape shape{static_cast<int64_t>(corpus.vocab.size()), width, layers,
                                       heads, context};

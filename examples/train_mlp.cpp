@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > 5) {
       throw ValueError(fmt::format("--checkpoint-segments {}: the MLP has 5 modules",
-                                   opt.checkpoint_segments));
+                                   opt.checkpoint_segments), "", "--checkpoint-segments", fmt::format("{}", opt.checkpoint_segments));
     }
     auto model_ptr = std::make_shared<Mlp>(device, opt.checkpoint_segments);
     Mlp& model = *model_ptr;

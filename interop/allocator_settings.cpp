@@ -183,7 +183,7 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
       if (v.kind() != PyValue::Kind::Int) {
         mistyped("an int");
       } else if (v.as_int() < 0) {
-        throw TraceError(fmt::format("{}: {} bytes, expected an int >= 0", where, v.as_int()));
+        throw TraceError(fmt::format("{}: {} bytes, expected an int >= 0", where, v.as_int()), where);
       } else {
         c.max_non_split_rounding_size = static_cast<size_t>(v.as_int());
       }
@@ -248,7 +248,7 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
   try {
     c.validate();
   } catch (const ConfigError& e) {
-    throw TraceError(fmt::format("allocator_settings: {}", e.what()));
+    throw TraceError(fmt::format("allocator_settings: {}", e.what()), "allocator_settings", e.key);
   }
 }
 

@@ -22,10 +22,20 @@ class PickleError : public Error {
 };
 
 // An allocator trace (or memory snapshot) that is not one or is malformed: the message names the
-// event and the field, with its value.
+// event and the field, with its value. `place` is where in it ("device_traces[0][17]",
+// "segments[3]", "memgrad_events[12]", "allocator_settings"), `field` the key at fault
+// ("size"), `path` the file; each empty when the message names none.
 class TraceError : public Error {
  public:
-  using Error::Error;
+  explicit TraceError(std::string message, std::string place = {}, std::string field = {},
+                      std::string path = {})
+      : Error(std::move(message)),
+        place(std::move(place)),
+        field(std::move(field)),
+        path(std::move(path)) {}
+  std::string place;
+  std::string field;
+  std::string path;
 };
 
 }  // namespace memgrad

@@ -63,15 +63,15 @@ class Place {
 // Reads dict[key] as an int in [0, kMaxField]; TraceError naming `where`, the key and the value.
 uint64_t field(const PyValue& dict, std::string_view key, const Place& where) {
   const PyValue* v = dict.find(key);
-  if (v == nullptr) throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key));
+  if (v == nullptr) throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key), where.str(), std::string(key));
   if (v->kind() != PyValue::Kind::Int) {
     throw TraceError(fmt::format("{}: \"{}\" is a {}, expected an int", where.str(), key,
-                                 v->kind_name()));
+                                 v->kind_name()), where.str(), std::string(key));
   }
   const int64_t n = v->as_int();
   if (n < 0 || n > kMaxField) {
     throw TraceError(fmt::format("{}: \"{}\" is {}, expected an int in [0, 2^62]", where.str(),
-                                 key, n));
+                                 key, n), where.str(), std::string(key));
   }
   return static_cast<uint64_t>(n);
 }
@@ -82,24 +82,24 @@ StreamId stream_of(const PyValue& dict, const Place& where) {
   if (v == nullptr || v->is_none()) return kDefaultStream;
   if (v->kind() != PyValue::Kind::Int) {
     throw TraceError(fmt::format("{}: \"stream\" is a {}, expected an int", where.str(),
-                                 v->kind_name()));
+                                 v->kind_name()), where.str(), "stream");
   }
   return static_cast<StreamId>(v->as_int());
 }
 
 const PyValue::Items& list_at(const PyValue& dict, std::string_view key, const Place& where) {
   const PyValue* v = dict.find(key);
-  if (v == nullptr) throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key));
+  if (v == nullptr) throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key), where.str(), std::string(key));
   if (v->kind() != PyValue::Kind::List && v->kind() != PyValue::Kind::Tuple) {
     throw TraceError(fmt::format("{}: \"{}\" is a {}, expected a list", where.str(), key,
-                                 v->kind_name()));
+                                 v->kind_name()), where.str(), std::string(key));
   }
   return v->items();
 }
 
 const PyValue& dict_item(const PyValue& v, const Place& where) {
   if (v.kind() != PyValue::Kind::Dict) {
-    throw TraceError(fmt::format("{}: a {}, expected a dict", where.str(), v.kind_name()));
+    throw TraceError(fmt::format("{}: a {}, expected a dict", where.str(), v.kind_name()), where.str());
   }
   return v;
 }
@@ -158,7 +158,7 @@ class ContextTable {
     if (added) {
       if (streams_.size() == kMaxStreams) {
         throw TraceError(fmt::format("{}: more than {} distinct streams", where.str(),
-                                     kMaxStreams));
+                                     kMaxStreams), where.str());
       }
       streams_.push_back(stream);
     }
@@ -224,7 +224,7 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
     }
     if (address - field(seg, "address", where) != total) {
       throw TraceError(fmt::format("{}: block sizes sum to {}, total_size is {}", where,
-                                   address - field(seg, "address", where), total));
+                                   address - field(seg, "address", where), total), where, "total_size");
     }
   }
   if (private_pools > 0) {
@@ -280,7 +280,7 @@ std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
   const PyValue& e = dict_item(item, where);
   const PyValue* name = e.find("action");
   if (name == nullptr || name->kind() != PyValue::Kind::Str) {
-    throw TraceError(fmt::format("{}: no \"action\" string", where.str()));
+    throw TraceError(fmt::format("{}: no \"action\" string", where.str()), where.str(), "action");
   }
   const std::optional<TraceAction> action = action_of(name->as_str());
   if (!action) {
@@ -288,7 +288,7 @@ std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
       ++markers.user_defined;
       return std::nullopt;
     }
-    throw TraceError(fmt::format("{}: unknown action '{}'", where.str(), name->as_str()));
+    throw TraceError(fmt::format("{}: unknown action '{}'", where.str(), name->as_str()), where.str(), "action");
   }
   if (*action == TraceAction::Snapshot) {
     (void)field(e, "addr", where);
@@ -304,7 +304,7 @@ std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
   t.nbytes = field(e, "size", where);
   if (t.action == TraceAction::Alloc && t.nbytes > (uint64_t{1} << 60)) {
     throw TraceError(fmt::format("{}: an allocation of {} bytes (above 1 EiB)", where.str(),
-                                 t.nbytes));
+                                 t.nbytes), where.str(), "size");
   }
   const PyValue* time = e.find("time_us");
   if (time != nullptr && time->kind() == PyValue::Kind::Int && time->as_int() >= 0 &&
@@ -367,7 +367,7 @@ int choose_device(const PyValue::Items& traces, std::optional<int> device, Trace
   if (device) {
     if (*device < 0 || static_cast<size_t>(*device) >= traces.size()) {
       throw TraceError(fmt::format("device_traces: no device {} (the snapshot has {})", *device,
-                                   traces.size()));
+                                   traces.size()), "device_traces");
     }
     return *device;
   }
@@ -533,11 +533,11 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
   }
   read_allocator_settings(snapshot.find("allocator_settings"), out.config, out.notes);
   std::map<uint64_t, LiveBlock> live_at_end = final_live_blocks(segments, out.device, out);
-  if (traces.empty()) throw TraceError("device_traces: empty (no history was recorded)");
+  if (traces.empty()) throw TraceError("device_traces: empty (no history was recorded)", "device_traces");
   const PyValue& trace_value = traces[static_cast<size_t>(out.device)];
   if (trace_value.kind() != PyValue::Kind::List) {
     throw TraceError(fmt::format("device_traces[{}]: a {}, expected a list", out.device,
-                                 trace_value.kind_name()));
+                                 trace_value.kind_name()), fmt::format("device_traces[{}]", out.device));
   }
   ContextTable contexts;
   const RecordedEvents recorded = read_events(trace_value, out.device, streamed, contexts, out);
@@ -638,7 +638,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
 // std::ostringstream would hold the file up to three times over while growing and copying).
 std::string read_snapshot_bytes(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) throw IoError(fmt::format("cannot read snapshot '{}'", path), path);
+  if (!file) throw IoError(fmt::format("cannot read snapshot '{}'", path), path, errno);
   std::string bytes;
   std::error_code error;
   if (const uintmax_t size = std::filesystem::file_size(path, error); !error) bytes.reserve(size);
@@ -658,12 +658,12 @@ bool is_pickle(std::string_view bytes) {
 PyValue snapshot_from_json(std::string_view bytes, const std::string& path) {
   const nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
-    throw TraceError(fmt::format("{}: neither a pickle nor JSON", path));
+    throw TraceError(fmt::format("{}: neither a pickle nor JSON", path), "", "", path);
   }
   try {
     return PyValue::from_json(doc);
   } catch (const PyValueError& e) {
-    throw TraceError(fmt::format("{}: {}", path, e.what()));
+    throw TraceError(fmt::format("{}: {}", path, e.what()), "", "", path);
   }
 }
 

@@ -49,18 +49,18 @@ std::optional<TraceAction> action_named(std::string_view name) {
 
 TraceAction action_from_name(const std::string& name) {
   if (const std::optional<TraceAction> a = action_named(name)) return *a;
-  throw TraceError(fmt::format("trace: unknown action '{}'", name));
+  throw TraceError(fmt::format("trace: unknown action '{}'", name), "", "action");
 }
 
 // The value `v` of `key` (of event `index`) as an integer in [0, max]: negative numbers are not
 // read as huge unsigned ones, and times and byte counts stay far enough below 2^63 that sums and
 // differences of them cannot overflow. `v` is null when the key was absent.
 uint64_t field(const std::optional<Json>& v, const char* key, size_t index, uint64_t max) {
-  if (!v) throw TraceError(fmt::format("trace: event {} has no \"{}\"", index, key));
+  if (!v) throw TraceError(fmt::format("trace: event {} has no \"{}\"", index, key), fmt::format("memgrad_events[{}]", index), key);
   if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() < 0) ||
       v->get<uint64_t>() > max) {
     throw TraceError(fmt::format("trace: event {}: \"{}\" is {}, expected an integer in [0, {}]",
-                                 index, key, v->dump(), max));
+                                 index, key, v->dump(), max), fmt::format("memgrad_events[{}]", index), key);
   }
   return v->get<uint64_t>();
 }
@@ -139,10 +139,10 @@ class TraceHandler {
         return true;
       case Where::Contexts:
         throw TraceError(fmt::format("trace: context {} is {}, expected an object",
-                                     trace.contexts.size(), v.dump()));
+                                     trace.contexts.size(), v.dump()), fmt::format("contexts[{}]", trace.contexts.size()));
       case Where::Events:
         throw TraceError(fmt::format("trace: event {} is {}, expected an object",
-                                     trace.events.size(), v.dump()));
+                                     trace.events.size(), v.dump()), fmt::format("memgrad_events[{}]", trace.events.size()));
       case Where::Context:
         context_field(v);
         return true;
@@ -221,7 +221,7 @@ class TraceHandler {
     }
     if (key_ == "device" || key_ == "policy") {
       if (!v.is_string()) {
-        throw TraceError(fmt::format("trace: \"{}\" is {}, expected a string", key_, v.dump()));
+        throw TraceError(fmt::format("trace: \"{}\" is {}, expected a string", key_, v.dump()), "", key_);
       }
       (key_ == "device" ? trace.device : trace.policy) = v.get<std::string>();
     } else if (key_ == "capacity") {
@@ -238,7 +238,7 @@ class TraceHandler {
     if (into == nullptr) return;
     if (!v.is_string()) {
       throw TraceError(fmt::format("trace: context {}: \"{}\" is {}, expected a string",
-                                   trace.contexts.size() - 1, key_, v.dump()));
+                                   trace.contexts.size() - 1, key_, v.dump()), fmt::format("contexts[{}]", trace.contexts.size() - 1), key_);
     }
     *into = v.get<std::string>();
   }
@@ -257,7 +257,7 @@ class TraceHandler {
     const std::optional<Json>& action = fields_[kAction];
     if (!action || !action->is_string()) {
       throw TraceError(fmt::format("trace: event {}: \"action\" is {}, expected a string", index,
-                                   action ? action->dump() : "missing"));
+                                   action ? action->dump() : "missing"), fmt::format("memgrad_events[{}]", index), "action");
     }
     TraceEvent e;
     e.action = action_from_name(action->get_ref<const std::string&>());
@@ -275,7 +275,7 @@ class TraceHandler {
     if (contexts_done_) check_context(index);
     if (index > 0 && e.time_ns < trace.events[index - 1].time_ns) {
       throw TraceError(fmt::format("trace: event {} at t_ns {} comes before event {} at {}", index,
-                                   e.time_ns, index - 1, trace.events[index - 1].time_ns));
+                                   e.time_ns, index - 1, trace.events[index - 1].time_ns), fmt::format("memgrad_events[{}]", index), "t_ns");
     }
   }
 
@@ -283,7 +283,7 @@ class TraceHandler {
     const uint32_t context = trace.events[index].context;
     if (context >= trace.contexts.size()) {
       throw TraceError(fmt::format("trace: event {} refers to context {} of {}", index, context,
-                                   trace.contexts.size()));
+                                   trace.contexts.size()), fmt::format("memgrad_events[{}]", index), "ctx");
     }
   }
 
@@ -443,8 +443,11 @@ RecordedTrace read_trace_file(const std::string& path) {
   // A regular file is mapped, not copied: the reader touches only the pages up to "traceEvents",
   // and a trace of 10^6 events is 250 MB. Anything else (a pipe, /dev/stdin) is read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw IoError(fmt::format("trace: cannot open '{}': {}", path, std::strerror(errno)), path);
+  if (fd < 0) {
+    const int error = errno;
+    throw IoError(fmt::format("trace: cannot open '{}': {}", path, std::strerror(error)), path,
+                  error);
+  }
   struct stat st {};
   const bool mappable = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
   void* mapped =
@@ -458,7 +461,8 @@ RecordedTrace read_trace_file(const std::string& path) {
       if (n < 0) {
         const int error = errno;
         ::close(fd);
-        throw IoError(fmt::format("trace: cannot read '{}': {}", path, std::strerror(error)), path);
+        throw IoError(fmt::format("trace: cannot read '{}': {}", path, std::strerror(error)), path,
+                      error);
       }
       copy.append(buffer, static_cast<size_t>(n));
     }
@@ -477,7 +481,7 @@ RecordedTrace read_trace_file(const std::string& path) {
   try {
     return parse_trace(text);
   } catch (const TraceError& e) {
-    throw TraceError(fmt::format("{} (in '{}')", e.what(), path));
+    throw TraceError(fmt::format("{} (in '{}')", e.what(), path), e.place, e.field, path);
   }
 }
 

@@ -58,7 +58,7 @@ PlannedRequest request_from_json(const nlohmann::json& j, size_t index, const st
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("plan: cannot open '{}'", path), path);
+  if (!in) throw IoError(fmt::format("plan: cannot open '{}'", path), path, errno);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -126,7 +126,7 @@ MemoryPlan read_plan_file(const std::string& path) {
     try {
       return plan_trace(parse_trace(text), path);
     } catch (const TraceError& e) {
-      throw TraceError(fmt::format("{} (in '{}')", e.what(), path));
+      throw TraceError(fmt::format("{} (in '{}')", e.what(), path), e.place, e.field, path);
     }
   }
   return plan_from_json(text, path);

@@ -43,8 +43,8 @@ void check_batch_buffers(const Example& out, size_t n, const char* who) {
                                  "target {}",
                                  who, n, out.input.defined() ? to_string(out.input.sizes()) : "undefined",
                                  out.target.defined() ? to_string(out.target.sizes()) : "undefined"),
-                     who, {out.input.defined() ? out.input.sizes() : Shape{},
-                           out.target.defined() ? out.target.sizes() : Shape{}});
+                     who, ShapeRoles::operands(out.input.defined() ? out.input.sizes() : Shape{},
+                                          out.target.defined() ? out.target.sizes() : Shape{}));
   }
 }
 
@@ -70,7 +70,7 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
     throw ShapeError(fmt::format("[TensorDataset] inputs {} and targets {} must have the same "
                                  "first dimension",
                                  to_string(inputs_.sizes()), to_string(targets_.sizes())),
-                     "TensorDataset", {inputs_.sizes(), targets_.sizes()});
+                     "TensorDataset", ShapeRoles::operands(inputs_.sizes(), targets_.sizes()));
   }
 }
 
@@ -95,7 +95,7 @@ Example TensorDataset::get_batch(const std::vector<size_t>& indices) const {
 
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
     : dataset_(dataset), options_(options) {
-  if (options_.batch_size == 0) throw ValueError("[DataLoader] batch_size must be >= 1");
+  if (options_.batch_size == 0) throw ValueError("[DataLoader] batch_size must be >= 1", "DataLoader", "batch_size");
   start_epoch(0);
 }
 

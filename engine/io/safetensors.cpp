@@ -35,6 +35,16 @@ const char* format_dtype(DType d) {
   return "?";
 }
 
+// The path a `what` names: "'PATH'" for a file (load_safetensors quotes it), "<memory>" for bytes
+// decoded in memory (none), otherwise the caller's own name for the bytes.
+std::string path_of(const std::string& what) {
+  if (what == "<memory>") return {};
+  if (what.size() >= 2 && what.front() == '\'' && what.back() == '\'') {
+    return what.substr(1, what.size() - 2);
+  }
+  return what;
+}
+
 DType parse_format_dtype(const std::string& s, const std::string& what, const std::string& name) {
   if (s == "F32") return DType::Float32;
   if (s == "F64") return DType::Float64;
@@ -43,11 +53,13 @@ DType parse_format_dtype(const std::string& s, const std::string& what, const st
   if (s == "BOOL") return DType::Bool;
   throw CheckpointError(fmt::format("[safetensors] {}: tensor '{}' has dtype '{}', which memgrad "
                                     "does not support (F32, F64, F16, I64, BOOL)",
-                                    what, name, s));
+                                    what, name, s), "safetensors", path_of(what), name);
 }
 
-[[noreturn]] void corrupt(const std::string& what, const std::string& why) {
-  throw CheckpointError(fmt::format("[safetensors] {} is corrupt: {}", what, why));
+// `entry`: the tensor at fault, empty when the file as a whole is.
+[[noreturn]] void corrupt(const std::string& what, const std::string& why,
+                          const std::string& entry = {}) {
+  throw CheckpointError(fmt::format("[safetensors] {} is corrupt: {}", what, why), "safetensors", path_of(what), entry);
 }
 
 // A SAX pass over the header: rejects duplicate keys at any depth (the format's own loader does;
@@ -118,7 +130,7 @@ Shape parse_shape(const std::string& name, const nlohmann::json& sizes, size_t d
                   const std::string& what, uint64_t& count) {
   if (sizes.size() > static_cast<size_t>(kMaxDims)) {
     corrupt(what, fmt::format("tensor '{}' has {} dimensions, more than the {} memgrad supports",
-                              name, sizes.size(), kMaxDims));
+                              name, sizes.size(), kMaxDims), name);
   }
   Shape shape;
   uint64_t nonzero = 1;  // product of the non-zero sizes
@@ -126,7 +138,7 @@ Shape parse_shape(const std::string& name, const nlohmann::json& sizes, size_t d
   for (const auto& s : sizes) {
     constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
     if (!s.is_number_unsigned() || s.get<uint64_t>() > kMax) {
-      corrupt(what, fmt::format("tensor '{}' has a bad shape", name));
+      corrupt(what, fmt::format("tensor '{}' has a bad shape", name), name);
     }
     const uint64_t size = s.get<uint64_t>();
     has_zero = has_zero || size == 0;
@@ -137,7 +149,7 @@ Shape parse_shape(const std::string& name, const nlohmann::json& sizes, size_t d
   count = has_zero ? 0 : nonzero;
   if (overflow || count > data_size) {
     corrupt(what, fmt::format("tensor '{}' of shape {} has more elements than the {} data bytes",
-                              name, to_string(shape), data_size));
+                              name, to_string(shape), data_size), name);
   }
   return shape;
 }
@@ -150,7 +162,7 @@ Entry parse_entry(const std::string& name, const nlohmann::json& entry, std::str
       !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
       !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
       entry["data_offsets"].size() != 2) {
-    corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name));
+    corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name), name);
   }
   Entry e;
   e.name = name;
@@ -159,21 +171,21 @@ Entry parse_entry(const std::string& name, const nlohmann::json& entry, std::str
   e.shape = parse_shape(name, entry["shape"], data.size(), what, count);
   const auto& offs = entry["data_offsets"];
   if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
-    corrupt(what, fmt::format("tensor '{}' has non-integer data offsets", name));
+    corrupt(what, fmt::format("tensor '{}' has non-integer data offsets", name), name);
   }
   e.begin = offs[0].get<size_t>();
   e.end = offs[1].get<size_t>();
   if (e.begin > e.end || e.end > data.size()) {
     corrupt(what, fmt::format("tensor '{}' has offsets [{}, {}) outside the {} data bytes (the "
                               "file is truncated?)",
-                              name, e.begin, e.end, data.size()));
+                              name, e.begin, e.end, data.size()), name);
   }
   const size_t expected = count * element_size(e.dtype);
   if (e.end - e.begin != expected) {
     corrupt(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes but its "
                               "offsets span {}",
                               name, to_string(e.shape), dtype_name(e.dtype), expected,
-                              e.end - e.begin));
+                              e.end - e.begin), name);
   }
   if (e.dtype == DType::Bool) {
     const auto* b = reinterpret_cast<const unsigned char*>(data.data() + e.begin);
@@ -218,10 +230,10 @@ std::string encode_safetensors(const SafetensorsFile& file) {
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__") {
       throw CheckpointError("[safetensors] a tensor cannot be named '__metadata__' (the format "
-                            "keeps that key for the metadata)");
+                            "keeps that key for the metadata)", "safetensors", "", "__metadata__");
     }
     if (!names.insert(name).second) {
-      throw CheckpointError(fmt::format("[safetensors] two tensors are named '{}'", name));
+      throw CheckpointError(fmt::format("[safetensors] two tensors are named '{}'", name), "safetensors", "", name);
     }
   }
   std::string data;
@@ -240,7 +252,7 @@ std::string encode_safetensors(const SafetensorsFile& file) {
   } catch (const nlohmann::json::type_error& e) {  // a name or value that is not UTF-8
     throw CheckpointError(fmt::format("[safetensors] tensor names and metadata must be valid "
                                       "UTF-8 ({})",
-                                      e.what()));
+                                      e.what()), "safetensors");
   }
   json.append((8 - json.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   std::string out(8, '\0');
@@ -296,13 +308,13 @@ void save_safetensors(const std::string& path, const SafetensorsFile& file) {
   try {
     write_file_atomically(path, bytes);
   } catch (const IoError& e) {
-    throw CheckpointError(fmt::format("[safetensors] {}", e.what()));
+    throw CheckpointError(fmt::format("[safetensors] {}", e.what()), "safetensors", path);
   }
 }
 
 SafetensorsFile load_safetensors(const std::string& path, Device device) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(fmt::format("[safetensors] cannot open '{}'", path));
+  if (!in) throw CheckpointError(fmt::format("[safetensors] cannot open '{}'", path), "safetensors", path);
   std::stringstream ss;
   ss << in.rdbuf();
   return decode_safetensors(ss.str(), "'" + path + "'", device);

@@ -23,7 +23,7 @@ CausalSelfAttention::CausalSelfAttention(int64_t embed_dim, int64_t num_heads,
   if (num_heads <= 0 || embed_dim % num_heads != 0) {
     throw ValueError(fmt::format("[CausalSelfAttention] embed_dim {} must be a multiple of "
                                  "num_heads {}",
-                                 embed_dim, num_heads));
+                                 embed_dim, num_heads), "CausalSelfAttention", "embed_dim", fmt::format("{}", embed_dim));
   }
   const LinearOptions o{true, device, kFloat32};
   qkv_ = register_module("qkv", std::make_shared<Linear>(embed_dim, 3 * embed_dim, o));
@@ -37,7 +37,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != embed_dim_ || x.size(1) > max_context_) {
     throw ShapeError(fmt::format("[CausalSelfAttention] expected (B, T <= {}, {}), got {}",
                                  max_context_, embed_dim_, to_string(x.sizes())),
-                     "CausalSelfAttention", {x.sizes()});
+                     "CausalSelfAttention", ShapeRoles::given(x.sizes()));
   }
   const int64_t B = x.size(0), T = x.size(1), C = embed_dim_, H = num_heads_, D = C / H;
   const std::vector<Tensor> qkv = (*qkv_)(x).split(C, 2);  // 3 x (B, T, C)

@@ -41,13 +41,13 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
                                  "shape [*, {}], but got input of size {}",
                                  to_string(normalized_shape),
                                  to_string(normalized_shape).substr(1), to_string(input.sizes())),
-                     "layer_norm", {normalized_shape, input.sizes()});
+                     "layer_norm", ShapeRoles::wanted(normalized_shape, input.sizes()));
   }
   for (const Tensor* p : {&weight, &bias}) {
     if (p->defined() && !(p->sizes() == normalized_shape)) {
       throw ShapeError(fmt::format("[layer_norm] weight/bias of shape {} for normalized_shape {}",
                                    to_string(p->sizes()), to_string(normalized_shape)),
-                       "layer_norm", {p->sizes(), normalized_shape});
+                       "layer_norm", ShapeRoles::wanted(normalized_shape, p->sizes()));
     }
   }
   TraceOpScope trace("layer_norm");
@@ -74,7 +74,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   if (!(p >= 0.0 && p <= 1.0)) {
-    throw ValueError(fmt::format("[dropout] probability has to be between 0 and 1, but got {}", p));
+    throw ValueError(fmt::format("[dropout] probability has to be between 0 and 1, but got {}", p), "dropout", "p", fmt::format("{}", p));
   }
   if (!training || p == 0.0) return x;
   TraceOpScope trace("dropout");
@@ -110,18 +110,18 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
   if (logits_in.dim() != 2 && !single) {
     throw ShapeError(fmt::format("[cross_entropy] expected input of shape (N, C) or (C), got {}",
                                  to_string(logits_in.sizes())),
-                     "cross_entropy", {logits_in.sizes()});
+                     "cross_entropy", ShapeRoles::given(logits_in.sizes()));
   }
   const Tensor logits2 = single ? logits_in.unsqueeze(0) : logits_in;
   const Tensor target = (single ? target_in.reshape({1}) : target_in).contiguous();
   if (target.dim() != 1 || target.size(0) != logits2.size(0)) {
     throw ShapeError(fmt::format("[cross_entropy] expected target of shape ({}), got {}",
                                  logits2.size(0), to_string(target_in.sizes())),
-                     "cross_entropy", {logits_in.sizes(), target_in.sizes()});
+                     "cross_entropy", ShapeRoles::operands(logits_in.sizes(), target_in.sizes()));
   }
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
     throw ValueError(fmt::format("[cross_entropy] label_smoothing must be in [0, 1], got {}",
-                                 label_smoothing));
+                                 label_smoothing), "cross_entropy", "label_smoothing", fmt::format("{}", label_smoothing));
   }
   TraceOpScope trace("cross_entropy");
   std::vector<Tensor> in = detail::autocast(OpKind::CrossEntropy, {logits2});
@@ -173,7 +173,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   if (!(input.sizes() == target.sizes())) {
     throw ShapeError(fmt::format("[mse_loss] input {} and target {} must have the same shape",
                                  to_string(input.sizes()), to_string(target.sizes())),
-                     "mse_loss", {input.sizes(), target.sizes()});
+                     "mse_loss", ShapeRoles::operands(input.sizes(), target.sizes()));
   }
   TraceOpScope trace("mse_loss");
   const Tensor sq = square(input - target);

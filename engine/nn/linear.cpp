@@ -30,7 +30,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
   if (in_features < 0 || out_features < 0) {
     throw ShapeError(fmt::format("[Linear] features must be >= 0, got in={} out={}", in_features,
                                  out_features),
-                     "Linear", {Shape{out_features, in_features}});
+                     "Linear", ShapeRoles::given(Shape{out_features, in_features}));
   }
   const TensorOptions opts = TensorOptions(options.dtype).with_device(options.device);
   weight_ = register_parameter("weight", empty({out_, in_}, opts));
@@ -59,7 +59,7 @@ Tensor LazyLinear::forward(const Tensor& x) {
     throw ShapeError(fmt::format("[LazyLinear] initialised for in_features={} but got input of "
                                  "shape {}",
                                  *in_, to_string(x.sizes())),
-                     "LazyLinear", {x.sizes()});
+                     "LazyLinear", ShapeRoles::given(x.sizes()));
   }
   return linear(x, weight_, bias_);
 }

@@ -174,7 +174,7 @@ std::vector<std::pair<Tensor, Tensor>> Module::check_state_dict(const StateDict&
       msg += fmt::format(" Unexpected key(s): \"{}\".", fmt::join(unexpected, "\", \""));
     }
     for (const std::string& m : mismatched) msg += " size mismatch for " + m + ".";
-    throw CheckpointError(msg);
+    throw CheckpointError(msg, "load_state_dict");
   }
   return copies;
 }

@@ -18,7 +18,7 @@ namespace memgrad::optim {
 namespace {
 
 void check_non_negative(const char* what, double v) {
-  if (!(v >= 0.0)) throw ValueError(fmt::format("[optim] Invalid {} value: {}", what, v));
+  if (!(v >= 0.0)) throw ValueError(fmt::format("[optim] Invalid {} value: {}", what, v), "optim", what, fmt::format("{}", v));
 }
 
 const Tensor* find_tensor(const OptimizerState& s, const std::string& name) {
@@ -34,7 +34,7 @@ Tensor restore(const OptimizerState& s, const std::string& name, const Tensor& p
   if (saved == nullptr) return Tensor();
   if (!(saved->sizes() == param.sizes())) {
     throw CheckpointError(fmt::format("[optim] state {} has shape {} but the parameter has shape {}",
-                                      name, to_string(saved->sizes()), to_string(param.sizes())));
+                                      name, to_string(saved->sizes()), to_string(param.sizes())), "optim", "", name);
   }
   GradModeGuard no_grad(false);
   return saved->to(param.device()).to(param.dtype()).clone();
@@ -48,7 +48,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
   check_non_negative("learning rate", lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].defined() || !params_[i].requires_grad()) {
-      throw ValueError(fmt::format("[optim] parameter {} is undefined or does not require grad", i));
+      throw ValueError(fmt::format("[optim] parameter {} is undefined or does not require grad", i), "optim", fmt::format("params[{}]", i));
     }
   }
 }
@@ -87,7 +87,7 @@ void Optimizer::check_state_names(const OptimizerState& state,
   auto stranger = [&](const std::string& key) {
     return CheckpointError(fmt::format("[optim] the saved state holds '{}', which is not state of "
                                        "{} over {} parameters (saved by another optimizer?)",
-                                       key, name(), params_.size()));
+                                       key, name(), params_.size()), "optim", "", key);
   };
   for (const auto& [key, t] : state.tensors) {
     if (!known(key, tensor_names)) throw stranger(key);
@@ -100,7 +100,7 @@ void Optimizer::check_state_names(const OptimizerState& state,
   if (auto it = state.scalars.find("lr"); it != state.scalars.end() && !(it->second >= 0.0 &&
                                                                         std::isfinite(it->second))) {
     throw CheckpointError(fmt::format("[optim] saved learning rate {} is not a finite number >= 0",
-                                      it->second));
+                                      it->second), "optim", "", "lr");
   }
 }
 
@@ -123,11 +123,11 @@ Tensor Optimizer::prepared_grad(size_t i) const {
   if (!g.defined()) return g;
   if (!p.is_contiguous()) {
     throw ValueError(fmt::format("[optim] parameter {} of shape {} is not contiguous", i,
-                                 to_string(p.sizes())));
+                                 to_string(p.sizes())), "optim", fmt::format("params[{}]", i));
   }
   if (!(g.sizes() == p.sizes())) {
     throw ValueError(fmt::format("[optim] gradient of shape {} for parameter {} of shape {}",
-                                 to_string(g.sizes()), i, to_string(p.sizes())));
+                                 to_string(g.sizes()), i, to_string(p.sizes())), "optim", fmt::format("params[{}].grad", i));
   }
   return g.to(p.dtype()).contiguous();
 }
@@ -139,7 +139,7 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
   check_non_negative("momentum", options.momentum);
   check_non_negative("weight_decay", options.weight_decay);
   if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
-    throw ValueError("[optim] Nesterov momentum requires a momentum and zero dampening");
+    throw ValueError("[optim] Nesterov momentum requires a momentum and zero dampening", "optim", "nesterov", "true");
   }
   momentum_.resize(params_.size());
 }
@@ -191,7 +191,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
   check_non_negative("epsilon", options.eps);
   check_non_negative("weight_decay", options.weight_decay);
   for (double b : {options.beta1, options.beta2}) {
-    if (!(b >= 0.0 && b < 1.0)) throw ValueError(fmt::format("[optim] Invalid beta parameter: {}", b));
+    if (!(b >= 0.0 && b < 1.0)) throw ValueError(fmt::format("[optim] Invalid beta parameter: {}", b), "optim", "betas", fmt::format("{}", b));
   }
   exp_avg_.resize(params_.size());
   exp_avg_sq_.resize(params_.size());
@@ -257,11 +257,11 @@ void Adam::load_state_dict(const OptimizerState& s) {
           "[optim] Adam state of parameter {} needs exp_avg, exp_avg_sq and an integer {} in "
           "[1, 2^53]; the saved state has {}{}",
           i, step_key, exp_avg[i].defined() && exp_avg_sq[i].defined() ? "both moments" : "one moment",
-          it == s.scalars.end() ? " and no step" : fmt::format(" and step {}", it->second)));
+          it == s.scalars.end() ? " and no step" : fmt::format(" and step {}", it->second)), "optim", "", step_key);
     }
     if (!has_state && it != s.scalars.end()) {
       throw CheckpointError(fmt::format("[optim] {} is saved without exp_avg and exp_avg_sq",
-                                        step_key));
+                                        step_key), "optim", "", step_key);
     }
     steps[i] = has_state ? static_cast<int64_t>(it->second) : 0;
   }
@@ -281,7 +281,7 @@ CosineWithWarmup::CosineWithWarmup(Optimizer& optimizer, int64_t warmup, int64_t
   if (warmup < 0 || total <= 0 || warmup > total) {
     throw ValueError(fmt::format("[CosineWithWarmup] need 0 <= warmup <= total and total > 0, got "
                                  "warmup {} total {}",
-                                 warmup, total));
+                                 warmup, total), "CosineWithWarmup", "warmup", fmt::format("{}", warmup));
   }
   optimizer_.set_lr(lr_at(0));
 }

@@ -44,7 +44,7 @@ class TemporaryDirectory {
   TemporaryDirectory() {
     std::string pattern = (fs::temp_directory_path() / "memgrad-b17-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
-      throw ValueError(fmt::format("[b17] cannot create a temporary directory from '{}'", pattern));
+      throw ValueError(fmt::format("[b17] cannot create a temporary directory from '{}'", pattern), "b17", "pattern", pattern);
     }
     path_ = pattern;
   }

@@ -66,7 +66,7 @@ Device configure_device(const TrainOptions& o) {
   const Device device(per_rank_gpu ? fmt::format("cuda:{}", local_rank) : o.device);
   if (o.batch_size % o.accumulate != 0) {
     throw ValueError(fmt::format("--accumulate {} must divide --batch-size {}", o.accumulate,
-                                 o.batch_size));
+                                 o.batch_size), "", "--accumulate", fmt::format("{}", o.accumulate));
   }
   if (!o.memory_limit.empty()) {
     const size_t limit = parse_memory_size(o.memory_limit, "--memory-limit");
@@ -76,7 +76,7 @@ Device configure_device(const TrainOptions& o) {
       set_sim_capacity(device.index(), limit);
     } else {
       throw ValueError("--memory-limit applies to cpu and sim devices; for cuda use "
-                       "--alloc-conf per_process_memory_fraction:F");
+                       "--alloc-conf per_process_memory_fraction:F", "", "--memory-limit");
     }
   }
   std::string conf = o.alloc_conf;
@@ -93,7 +93,7 @@ void check_batch_size(const TrainOptions& o, size_t examples) {
   if (static_cast<uint64_t>(o.batch_size) > examples) {
     throw ValueError(fmt::format("--batch-size {} is more than the {} training examples (no full "
                                  "batch, so no step would run)",
-                                 o.batch_size, examples));
+                                 o.batch_size, examples), "", "--batch-size", fmt::format("{}", o.batch_size));
   }
 }
 

@@ -126,7 +126,8 @@ void make_directory(const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) {
-    throw IoError(fmt::format("cannot create the folder '{}': {}", dir, error.message()), dir);
+    throw IoError(fmt::format("cannot create the folder '{}': {}", dir, error.message()), dir,
+                  error.value());
   }
 }
 
@@ -263,7 +264,7 @@ void print_conclusion(const std::vector<ReplayResult>& rows, const ReplayPlan& p
 RecordedTrace read_requests(const std::string& path, std::optional<int> device,
                             ImportedSnapshot& imported) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) throw IoError(fmt::format("cannot read '{}'", path), path);
+  if (!file) throw IoError(fmt::format("cannot read '{}'", path), path, errno);
   std::string head(4096, '\0');
   file.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(file.gcount()));

@@ -13,9 +13,11 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/config.h"
 #include "allocator/error.h"
+#include "tests/support/caught.h"
 #include "tests/support/scoped_env.h"
 
 using namespace memgrad;
+using memgrad::testing::check_config_error;
 using memgrad::testing::ScopedEnv;
 
 namespace {
@@ -105,8 +107,7 @@ TEST_CASE("to_string gives text that parses back to the same configuration") {
 }
 
 TEST_CASE("an unknown key is a ConfigError naming the key") {
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("foo:1"),
-                       doctest::Contains("Unrecognized key 'foo'"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("foo:1"); }, "foo", "");
   const ConfigError e = parse_error("policy:caching,foo:1");
   CHECK_EQ(e.key, "foo");
   CHECK(std::string(e.what()).find("max_split_size_mb") != std::string::npos);  // lists known keys
@@ -115,8 +116,7 @@ TEST_CASE("an unknown key is a ConfigError naming the key") {
 TEST_CASE("a malformed integer is a ConfigError with the key and the value") {
   CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:abc"),
                        doctest::Contains("expected an integer"), ConfigError);
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:64x"),
-                       doctest::Contains("bad value '64x'"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:64x"); }, "max_split_size_mb", "64x");
   CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:-64"), ConfigError);
   CHECK_THROWS_AS(AllocatorConfig::parse("max_non_split_rounding_mb:1.5"), ConfigError);
   const ConfigError e = parse_error("max_split_size_mb:12ab");
@@ -126,8 +126,7 @@ TEST_CASE("a malformed integer is a ConfigError with the key and the value") {
 
 TEST_CASE("a size in MiB too large for the address space is a ConfigError, not a wrapped value") {
   // 2^44 + 21 MiB is 2^64 + 21 MiB bytes: multiplied unchecked it would wrap to 21 MiB.
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:17592186044437"),
-                       doctest::Contains("max_split_size_mb"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:17592186044437"); }, "max_split_size_mb", "17592186044437");
   CHECK_THROWS_AS(AllocatorConfig::parse("max_non_split_rounding_mb:17592186044437"), ConfigError);
   CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:99999999999999999999999"), ConfigError);
 }
@@ -148,12 +147,10 @@ TEST_CASE("a max_non_split_rounding_mb near 2^44 MiB does not wrap when added to
 }
 
 TEST_CASE("max_split_size_mb must be above 20 and max_non_split_rounding_mb at least 20") {
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:20"),
-                       doctest::Contains("must be > 20"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:20"); }, "max_split_size_mb", "20");
   CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:0"), ConfigError);
   CHECK_EQ(parse_error("max_split_size_mb:8").key, "max_split_size_mb");
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_non_split_rounding_mb:19"),
-                       doctest::Contains("must be >= 20"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("max_non_split_rounding_mb:19"); }, "max_non_split_rounding_mb", "19");
   CHECK_EQ(AllocatorConfig::parse("max_non_split_rounding_mb:20").max_non_split_rounding_size,
            20 * kMiB);
 }
@@ -179,8 +176,7 @@ TEST_CASE("garbage_collection_threshold must be strictly between 0 and 1") {
     const ConfigError e = parse_error(std::string("garbage_collection_threshold:") + bad);
     CHECK_EQ(e.key, "garbage_collection_threshold");
   }
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("garbage_collection_threshold:1.5"),
-                       doctest::Contains("must be in (0, 1)"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("garbage_collection_threshold:1.5"); }, "garbage_collection_threshold", "1.5");
 }
 
 TEST_CASE("per_process_memory_fraction must be in (0, 1]") {
@@ -189,14 +185,11 @@ TEST_CASE("per_process_memory_fraction must be in (0, 1]") {
     const ConfigError e = parse_error(std::string("per_process_memory_fraction:") + bad);
     CHECK_EQ(e.key, "per_process_memory_fraction");
   }
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("per_process_memory_fraction:1.5"),
-                       doctest::Contains("must be in (0, 1]"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("per_process_memory_fraction:1.5"); }, "per_process_memory_fraction", "1.5");
 }
 
 TEST_CASE("a key without a value is a ConfigError") {
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:"),
-                       doctest::Contains("missing value for key 'max_split_size_mb'"),
-                       ConfigError);
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:"); }, "max_split_size_mb", "");
   CHECK_THROWS_AS(AllocatorConfig::parse("policy:,max_split_size_mb:64"), ConfigError);
   CHECK_EQ(parse_error("garbage_collection_threshold:").key, "garbage_collection_threshold");
 }
@@ -215,8 +208,7 @@ TEST_CASE("stray punctuation, a missing comma and a repeated key say what is wro
   CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:caching;max_split_size_mb:100"),
                        doctest::Contains("expected ',' after the value of 'policy', got ':'"),
                        ConfigError);
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:64,max_split_size_mb:128"),
-                       doctest::Contains("key 'max_split_size_mb' is given twice"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:64,max_split_size_mb:128"); }, "max_split_size_mb", "");
   CHECK_EQ(parse_error("policy:caching,policy:first_fit").key, "policy");
   // The largest power of two in size_t is not a number of divisions.
   CHECK_THROWS_WITH_AS(AllocatorConfig::parse("roundup_power2_divisions:9223372036854775808"),
@@ -279,8 +271,7 @@ TEST_CASE("bad planned keys are ConfigErrors naming the key") {
     const ConfigError e = parse_error(std::string("policy:planned,planned_warmup_steps:") + bad);
     CHECK_EQ(e.key, "planned_warmup_steps");
   }
-  CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:planned,planned_warmup_steps:0"),
-                       doctest::Contains("must be in [1, 1000]"), ConfigError);
+  check_config_error([] { AllocatorConfig::parse("policy:planned,planned_warmup_steps:0"); }, "planned_warmup_steps", "0");
   // The keys belong to policy:planned, whatever the order they are written in.
   const ConfigError other = parse_error("planned_plan:plan.json,policy:arena");
   CHECK_EQ(other.key, "planned_plan");

@@ -296,7 +296,7 @@ int wire_bytes_worker() {
 int throws_worker() {
   auto pg = init_process_group(Backend::Gloo);
   pg->barrier();
-  if (pg->rank() == 1) throw ValueError("rank 1 fails on purpose");
+  if (pg->rank() == 1) throw ValueError("rank 1 fails on purpose", "throws_worker");
   Tensor t = ones({4});
   pg->all_reduce(t);
   return 0;

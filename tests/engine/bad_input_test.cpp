@@ -12,8 +12,11 @@
 #include "allocator/config.h"
 #include "allocator/error.h"
 #include "engine/memgrad.h"
+#include "tests/support/error_check.h"
 
 using namespace memgrad;
+using memgrad::testing::check_device_error;
+using memgrad::testing::check_value_error;
 
 namespace {
 
@@ -98,13 +101,11 @@ TEST_CASE("pad sizes that overflow are ShapeErrors") {
 
 TEST_CASE("device indices are checked when a Device is made, with the valid range") {
   // Once: an int8 of -56 and a segfault; a write outside the registry; the CPU's allocator.
-  CHECK_THROWS_WITH_AS(Device(DeviceType::Sim, 200), doctest::Contains("index 200 is out of range (expected 0..63)"),
-                       DeviceError);
+  check_device_error([] { (void)Device(DeviceType::Sim, 200); }, "device", {"sim:200"});
   CHECK_THROWS_AS(Device(DeviceType::Sim, -3), DeviceError);
   CHECK_THROWS_AS(Device(DeviceType::Sim, -1), DeviceError);
   CHECK_THROWS_AS(Device(DeviceType::CUDA, 64), DeviceError);
-  CHECK_THROWS_WITH_AS(Device(DeviceType::CPU, 1), doctest::Contains("there is one cpu"),
-                       DeviceError);
+  check_device_error([] { (void)Device(DeviceType::CPU, 1); }, "device", {"cpu:1"});
   CHECK_THROWS_AS(set_sim_capacity(-3, 1 << 20), DeviceError);
   CHECK_THROWS_AS(set_sim_capacity(64, 1 << 20), DeviceError);
   CHECK_EQ(Device(DeviceType::Sim, 63).str(), "sim:63");
@@ -127,9 +128,7 @@ TEST_CASE("a double scalar is converted to int64 only with a check") {
   const Tensor filled = scores.masked_fill(mask, -INFINITY);
   CHECK(std::isinf(filled.to_vector<float>()[1]));
   // No int64 value: errors naming the op and the value.
-  CHECK_THROWS_WITH_AS(full({2}, 1e30, TensorOptions(kInt64)),
-                       doctest::Contains("[full] value cannot be converted to type int64"),
-                       ValueError);
+  check_value_error([] { (void)full({2}, 1e30, TensorOptions(kInt64)); }, "full", "value", "1e+30");
   CHECK_THROWS_AS(zeros({2}, TensorOptions(kInt64)).fill_(NAN), ValueError);
   CHECK_THROWS_AS(zeros({2}, TensorOptions(kInt64)).masked_fill(ones({2}).to(kBool), INFINITY),
                   ValueError);
@@ -137,8 +136,7 @@ TEST_CASE("a double scalar is converted to int64 only with a check") {
   CHECK_THROWS_AS(Scalar(9.3e18).to_int(), ValueError);
   CHECK_EQ(Scalar(-2.7).to_int(), -2);
   // arange with no finite end, or more than 2^63 elements.
-  CHECK_THROWS_WITH_AS(arange(0, 1e19), doctest::Contains("more than 2^63 - 1 elements"),
-                       ValueError);
+  check_value_error([] { (void)arange(0, 1e19); }, "arange", "end", "1e+19");
   CHECK_THROWS_AS(arange(0.0, INFINITY), ValueError);
   CHECK_THROWS_AS(arange(0.0, 1.0, NAN), ValueError);
   CHECK_EQ(arange(0, 5).to_vector<int64_t>(), std::vector<int64_t>{0, 1, 2, 3, 4});
@@ -169,8 +167,7 @@ TEST_CASE("subtracting an integer keeps an int64 tensor int64") {
 TEST_CASE("an undefined tensor's accessors throw ValueError instead of dereferencing null") {
   const Tensor t;
   CHECK_FALSE(t.defined());
-  CHECK_THROWS_WITH_AS((void)t.sizes(), doctest::Contains("[sizes] called on an undefined tensor"),
-                       ValueError);
+  check_value_error([&] { (void)t.sizes(); }, "sizes", "self");
   CHECK_THROWS_AS((void)t.numel(), ValueError);
   CHECK_THROWS_AS((void)t.dtype(), ValueError);
   CHECK_THROWS_AS((void)t.data_ptr(), ValueError);

@@ -17,10 +17,13 @@
 #include <fmt/format.h>
 
 #include "engine/memgrad.h"
+#include "tests/support/error_check.h"
 #include "tests/support/stats_delta.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::check_device_error;
+using memgrad::testing::check_value_error;
 using memgrad::testing::check_values;
 using memgrad::testing::devices_under_test;
 using memgrad::testing::rounded;
@@ -115,9 +118,7 @@ TEST_CASE("full infers bool from a bool, int64 from an integer and float32 from 
   CHECK_EQ(full({2}, 7, kFloat64).dtype(), kFloat64);
   CHECK_EQ(full({2}, 2.5, kFloat64).to_vector<double>(), std::vector<double>{2.5, 2.5});
   // A value the dtype cannot hold is a ValueError naming the op.
-  CHECK_THROWS_WITH_AS(full({2}, NAN, kInt64),
-                       doctest::Contains("[full] value cannot be converted to type int64"),
-                       ValueError);
+  check_value_error([] { (void)full({2}, NAN, kInt64); }, "full", "value", "nan");
 }
 
 TEST_CASE("scalar_tensor makes a 0-d tensor whose dtype follows the value") {
@@ -293,16 +294,12 @@ TEST_CASE("arange is float32 when any argument is floating, with ceil((end - sta
 }
 
 TEST_CASE("arange with step 0, a wrong-way step or a non-finite bound is a ValueError") {
-  CHECK_THROWS_WITH_AS(arange(0, 5, 0), doctest::Contains("[arange] step must be nonzero"),
-                       ValueError);
-  CHECK_THROWS_WITH_AS(arange(0.0, 1.0, 0.0), doctest::Contains("step must be nonzero"),
-                       ValueError);
-  CHECK_THROWS_WITH_AS(arange(0, 5, -1),
-                       doctest::Contains("upper bound and step sign are inconsistent"), ValueError);
+  check_value_error([] { (void)arange(0, 5, 0); }, "arange", "step", "0");
+  check_value_error([] { (void)arange(0.0, 1.0, 0.0); }, "arange", "step", "0");
+  check_value_error([] { (void)arange(0, 5, -1); }, "arange", "end", "5");
   CHECK_THROWS_AS(arange(5, 0, 1), ValueError);
   CHECK_THROWS_AS(arange(-1), ValueError);
-  CHECK_THROWS_WITH_AS(arange(0.0, NAN), doctest::Contains("[arange] unsupported range"),
-                       ValueError);
+  check_value_error([] { (void)arange(0.0, NAN); }, "arange", "end", "nan");
   CHECK_THROWS_AS(arange(-INFINITY, 0.0), ValueError);
 }
 
@@ -338,9 +335,7 @@ TEST_CASE("linspace of one step is the start, of zero steps empty, of negative s
   CHECK_EQ(linspace(5, 5, 1).to_vector<float>(), std::vector<float>{5.0f});
   CHECK_EQ(linspace(0, 1, 0).sizes(), Shape{0});
   CHECK_EQ(linspace(0, 1, 2).to_vector<float>(), std::vector<float>{0.0f, 1.0f});
-  CHECK_THROWS_WITH_AS(linspace(0, 1, -1),
-                       doctest::Contains("[linspace] number of steps must be >= 0, got -1"),
-                       ValueError);
+  check_value_error([] { (void)linspace(0, 1, -1); }, "linspace", "steps", "-1");
 }
 
 TEST_CASE("eye puts ones on the main diagonal of an n x m matrix, square when m is negative") {
@@ -513,12 +508,10 @@ TEST_CASE("randint draws int64 integers in [low, high) and reaches every one") {
 }
 
 TEST_CASE("randint with an empty or wider than 2^32 range is a ValueError") {
-  CHECK_THROWS_WITH_AS(randint(5, 5, {2}),
-                       doctest::Contains("[randint] expected low < high, got low 5 and high 5"),
-                       ValueError);
+  check_value_error([] { (void)randint(5, 5, {2}); }, "randint", "high", "5");
   CHECK_THROWS_AS(randint(5, 1, {2}), ValueError);
-  CHECK_THROWS_WITH_AS(randint(0, (int64_t{1} << 32) + 1, {2}),
-                       doctest::Contains("is wider than 2^32"), ValueError);
+  check_value_error([] { (void)randint(0, (int64_t{1} << 32) + 1, {2}); }, "randint", "high",
+                    "4294967297");
 }
 
 TEST_CASE("uniform_ and normal_ fill in place from the default generator, also through a view") {
@@ -635,9 +628,8 @@ TEST_CASE("a nested tensor literal is a row-major matrix and ragged rows are a S
 TEST_CASE("a factory for a CUDA device the build or machine lacks is a DeviceError") {
   REQUIRE_LE(cuda_device_count(), Device::kMaxIndex);
   const Device missing(DeviceType::CUDA, cuda_device_count());
-  const std::string says = fmt::format("cuda:{} requested but", missing.index());
-  CHECK_THROWS_WITH_AS(zeros({2}, TensorOptions(missing)), doctest::Contains(says.c_str()),
-                       DeviceError);
+  check_device_error([&] { (void)zeros({2}, TensorOptions(missing)); }, "device",
+                     {missing.str()});
   CHECK_THROWS_AS(empty({2}, TensorOptions(missing)), DeviceError);
   CHECK_THROWS_AS(rand({2}, TensorOptions(missing)), DeviceError);
   CHECK_THROWS_AS(arange(0, 4, 1, TensorOptions(missing)), DeviceError);

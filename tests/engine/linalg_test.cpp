@@ -12,12 +12,13 @@
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::allocations_made;
 using memgrad::testing::caught;
+using memgrad::testing::check_device_error;
 using memgrad::testing::check_dtypes;
-using memgrad::testing::check_shapes;
+using memgrad::testing::check_shape;
 using memgrad::testing::check_values;
 using memgrad::testing::devices_under_test;
-using memgrad::testing::allocations_made;
 using memgrad::testing::rounded;
 using memgrad::testing::StatsDelta;
 
@@ -370,9 +371,8 @@ TEST_CASE("matrix product errors name the op and the shapes") {
                        doctest::Contains("[mm] matrix products need floating-point operands, got "
                                          "int64"),
                        DTypeError);
-  CHECK_THROWS_WITH_AS(mm(a, zeros({3, 2}, Device("sim:0"))),
-                       doctest::Contains("[mm] expected all tensors on the same device"),
-                       DeviceError);
+  check_device_error([&] { (void)mm(a, zeros({3, 2}, Device("sim:0"))); }, "mm",
+                     {"cpu", "sim:0"});
   CHECK_THROWS_WITH_AS(matmul(a, b),
                        doctest::Contains("[matmul] shapes [2, 3] and [4, 5] cannot be multiplied "
                                          "(3 != 4)"),
@@ -388,7 +388,7 @@ TEST_CASE("matrix product errors name the op and the shapes") {
   const auto batch1 = caught<ShapeError>([&] { (void)bmm(a, b); });
   REQUIRE(batch1);
   CHECK_EQ(batch1->op(), "bmm");
-  check_shapes(batch1->shapes(), {{2, 3}});
+  check_shape(batch1->actual(), {2, 3}, "actual");
   CHECK_THROWS_WITH_AS(bmm(zeros({2, 2, 3}), zeros({3, 3, 1})),
                        doctest::Contains("[bmm] batch1 and batch2 shapes cannot be multiplied "
                                          "([2, 2, 3] and [3, 3, 1])"),
@@ -406,7 +406,7 @@ TEST_CASE("matrix product errors name the op and the shapes") {
   const auto weight = caught<ShapeError>([&] { (void)linear(a, zeros({3})); });
   REQUIRE(weight);
   CHECK_EQ(weight->op(), "linear");
-  check_shapes(weight->shapes(), {{3}});
+  check_shape(weight->actual(), {3}, "actual");
   Tensor out = zeros({2, 2}, kFloat64);
   CHECK_THROWS_WITH_AS(mm_out(out, a, zeros({3, 2})),
                        doctest::Contains("[mm_out] out has dtype float64 but the result has dtype "
@@ -419,17 +419,20 @@ TEST_CASE("a matrix product's ShapeError carries both operand shapes") {
   const auto e = caught<ShapeError>([] { (void)mm(zeros({2, 3}), zeros({4, 5})); });
   REQUIRE(e);
   CHECK_EQ(e->op(), "mm");
-  check_shapes(e->shapes(), {{2, 3}, {4, 5}});
+  check_shape(e->lhs(), {2, 3}, "lhs");
+  check_shape(e->rhs(), {4, 5}, "rhs");
   const auto batched =
       caught<ShapeError>([] { (void)matmul(zeros({2, 2, 3}), zeros({3, 3, 1})); });
   REQUIRE(batched);
   CHECK_EQ(batched->op(), "matmul");
-  check_shapes(batched->shapes(), {{2, 2, 3}, {3, 3, 1}});
+  check_shape(batched->lhs(), {2, 2, 3}, "lhs");
+  check_shape(batched->rhs(), {3, 3, 1}, "rhs");
   const auto bias =
       caught<ShapeError>([] { (void)linear(zeros({2, 3}), zeros({5, 3}), zeros({4})); });
   REQUIRE(bias);
   CHECK_EQ(bias->op(), "linear");
-  check_shapes(bias->shapes(), {{4}, {2, 5}});
+  check_shape(bias->lhs(), {4}, "lhs");
+  check_shape(bias->rhs(), {2, 5}, "rhs");
 }
 
 }  // TEST_SUITE

@@ -12,7 +12,7 @@
 
 using namespace memgrad;
 using memgrad::testing::caught;
-using memgrad::testing::check_shapes;
+using memgrad::testing::check_shape;
 
 namespace {
 
@@ -115,18 +115,22 @@ TEST_CASE("a ShapeError carries the op and the shapes it names") {
   const auto e = caught<ShapeError>([] { (void)broadcast_shapes({2, 3}, {4}, "mul"); });
   REQUIRE(e);
   CHECK_EQ(e->op(), "mul");
-  check_shapes(e->shapes(), {{2, 3}, {4}});
+  check_shape(e->lhs(), {2, 3}, "lhs");
+  check_shape(e->rhs(), {4}, "rhs");
   // infer_size names the requested shape; the element count is in the text only.
   const auto bad_view = caught<ShapeError>([] { (void)infer_size({3, 5}, 12, "view"); });
   REQUIRE(bad_view);
   CHECK_EQ(bad_view->op(), "view");
-  check_shapes(bad_view->shapes(), {{3, 5}});
+  check_shape(bad_view->expected(), {3, 5}, "expected");
   // Too many dimensions involve no shape: the count is the problem.
   Shape full = Shape::filled(kMaxDims, 1);
   const auto too_many = caught<ShapeError>([&] { full.push_back(1); });
   REQUIRE(too_many);
   CHECK_EQ(too_many->op(), "shape");
-  CHECK(too_many->shapes().empty());
+  CHECK_FALSE(too_many->lhs());
+  CHECK_FALSE(too_many->rhs());
+  CHECK_FALSE(too_many->expected());
+  CHECK_FALSE(too_many->actual());
 }
 
 TEST_CASE("broadcast_strides puts stride 0 on broadcast dimensions") {

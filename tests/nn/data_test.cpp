@@ -27,11 +27,13 @@
 
 using namespace memgrad;
 using memgrad::testing::caught;
-using memgrad::testing::check_shapes;
-using memgrad::testing::TempDir;
+using memgrad::testing::check_checkpoint_error;
+using memgrad::testing::check_shape;
+using memgrad::testing::check_value_error;
 using memgrad::testing::check_values;
 using memgrad::testing::rounded;
 using memgrad::testing::StatsDelta;
+using memgrad::testing::TempDir;
 
 namespace {
 
@@ -181,7 +183,8 @@ TEST_CASE("TensorDataset returns views for items and one gather per batch") {
   const auto mismatch =
       caught<ShapeError>([] { (void)data::TensorDataset(zeros({4, 2}), zeros({3})); });
   REQUIRE(mismatch);
-  check_shapes(mismatch->shapes(), {{4, 2}, {3}});
+  check_shape(mismatch->lhs(), {4, 2}, "lhs");
+  check_shape(mismatch->rhs(), {3}, "rhs");
   // The default get_batch stacks the items.
   const Generated gen(10);
   const data::Example g = gen.get_batch({7, 1});
@@ -256,8 +259,7 @@ TEST_CASE("DataLoader drop_last drops the short final batch") {
   CHECK_FALSE(none.next().has_value());
   data::DataLoader one(small, {.batch_size = 4});
   CHECK_EQ(one.num_batches(), 1);
-  CHECK_THROWS_WITH_AS(data::DataLoader(small, {.batch_size = 0}),
-                       doctest::Contains("batch_size must be >= 1"), ValueError);
+  check_value_error([&] { data::DataLoader(small, {.batch_size = 0}); }, "DataLoader", "batch_size");
 }
 
 TEST_CASE("DataLoader gives identical batches with and without prefetching") {
@@ -492,15 +494,13 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
     CAPTURE(c.name);
     const std::string path = dir.file(c.name);
     write_bytes(path, c.bytes);
-    CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains(path.c_str()), CheckpointError);
+    check_checkpoint_error([&] { data::read_idx(path); }, "read_idx", path);
     CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains(c.message), CheckpointError);
   }
-  CHECK_THROWS_WITH_AS(data::read_idx(dir.file("")), doctest::Contains(dir.file("").c_str()),
-                       CheckpointError);  // a directory
+  check_checkpoint_error([&] { data::read_idx(dir.file("")); }, "read_idx",
+                         dir.file(""));  // a directory  // a directory
   const std::string missing = dir.file("does-not-exist");
-  CHECK_THROWS_WITH_AS(data::read_idx(missing),
-                       doctest::Contains(("cannot open '" + missing + "'").c_str()),
-                       CheckpointError);
+  check_checkpoint_error([&] { data::read_idx(missing); }, "read_idx", missing);
   // A gzip stream cut short.
   const std::string whole = dir.file("whole.gz");
   write_gzip(whole, idx_bytes({4096}, std::vector<uint8_t>(4096, 17)));
@@ -508,7 +508,7 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
   std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string cut = dir.file("cut.gz");
   write_bytes(cut, gz.substr(0, gz.size() / 2));
-  CHECK_THROWS_WITH_AS(data::read_idx(cut), doctest::Contains(cut.c_str()), CheckpointError);
+  check_checkpoint_error([&] { data::read_idx(cut); }, "read_idx", cut);
   // A small file that inflates far past what its header declares: refused after the declared
   // 10 values and one byte more, not inflated whole (64 MiB of zeros compress to ~64 KiB).
   const std::string bomb = dir.file("bomb.gz");
@@ -542,48 +542,48 @@ TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and co
     std::string name;
     const char* text;
     const char* message;
+    const char* entry;  // the line (and column) at fault, "" when the whole file is
   };
   const std::vector<Case> cases{
-      {"ragged.csv", "1,2,0\n3,4\n", "line 2 has 2 columns, expected 3"},
-      {"text.csv", "1,2,0\n3,x,1\n", "line 2 column 2: 'x' is not a number"},
-      {"empty-field.csv", "1,,0\n", "line 1 column 2: an empty field"},
-      {"blank-field.csv", "1,  ,0\n", "line 1 column 2: an empty field"},
-      {"trailing-comma.csv", "1,2,0\n1,2,\n", "line 2 column 3: an empty field"},
-      {"trailing.csv", "1,2abc,0\n", "'2abc' is not a number"},
-      {"nan-label.csv", "1,2,nan\n", "line 1 column 3: label 'nan' is not a class index"},
-      {"huge-label.csv", "1,2,1e300\n", "label '1e300' is not a class index"},
-      {"fraction-label.csv", "1,2,2.7\n", "label '2.7' is not a class index"},
-      {"negative-label.csv", "1,2,-1\n", "label '-1' is not a class index"},
-      {"huge-feature.csv", "1,1e300,0\n", "line 1 column 2: '1e300' is not a finite float32"},
-      {"one-column.csv", "1\n2\n", "outside the 1 columns of line 1 (at least 2 needed)"},
-      {"header-only.csv", "a,b,c\n", "holds no rows"},
+      {"ragged.csv", "1,2,0\n3,4\n", "line 2 has 2 columns, expected 3", "line 2"},
+      {"text.csv", "1,2,0\n3,x,1\n", "line 2 column 2: 'x' is not a number", "line 2 column 2"},
+      {"empty-field.csv", "1,,0\n", "line 1 column 2: an empty field", "line 1 column 2"},
+      {"blank-field.csv", "1,  ,0\n", "line 1 column 2: an empty field", "line 1 column 2"},
+      {"trailing-comma.csv", "1,2,0\n1,2,\n", "line 2 column 3: an empty field", "line 2 column 3"},
+      {"trailing.csv", "1,2abc,0\n", "'2abc' is not a number", "line 1 column 2"},
+      {"nan-label.csv", "1,2,nan\n", "line 1 column 3: label 'nan' is not a class index",
+       "line 1 column 3"},
+      {"huge-label.csv", "1,2,1e300\n", "label '1e300' is not a class index", "line 1 column 3"},
+      {"fraction-label.csv", "1,2,2.7\n", "label '2.7' is not a class index", "line 1 column 3"},
+      {"negative-label.csv", "1,2,-1\n", "label '-1' is not a class index", "line 1 column 3"},
+      {"huge-feature.csv", "1,1e300,0\n", "line 1 column 2: '1e300' is not a finite float32",
+       "line 1 column 2"},
+      {"one-column.csv", "1\n2\n", "outside the 1 columns of line 1 (at least 2 needed)",
+       "column -1"},
+      {"header-only.csv", "a,b,c\n", "holds no rows", ""},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
     const std::string path = dir.file(c.name);
     write_bytes(path, c.text);
     const bool header = c.name == "header-only.csv";
-    CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(path.c_str()),
-                         CheckpointError);
+    check_checkpoint_error([&] { data::read_csv(path, header); }, "read_csv", path,
+                           c.entry);
     CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(c.message),
                          CheckpointError);
   }
   const std::string nul = dir.file("nul.csv");
   write_bytes(nul, std::string("1,2,0\n1,\0,0\n", 12));
-  CHECK_THROWS_WITH_AS(data::read_csv(nul), doctest::Contains("line 2 column 2: a NUL byte"),
-                       CheckpointError);
+  check_checkpoint_error([&] { data::read_csv(nul); }, "read_csv", nul, "line 2 column 2");
   const std::string ok = dir.file("ok.csv");
   write_bytes(ok, "1,2,0\n");
-  CHECK_THROWS_WITH_AS(
-      data::read_csv(ok, false, 3),
-      doctest::Contains(("'" + ok + "': label column 3 outside the 3 columns").c_str()),
-      CheckpointError);
+  check_checkpoint_error([&] { data::read_csv(ok, false, 3); }, "read_csv", ok, "column 3");
   CHECK_THROWS_AS(data::read_csv(ok, false, -4), CheckpointError);
   // INT_MIN counts from the end without overflowing.
-  CHECK_THROWS_WITH_AS(data::read_csv(ok, false, std::numeric_limits<int>::min()),
-                       doctest::Contains("label column -2147483648 outside"), CheckpointError);
-  CHECK_THROWS_WITH_AS(data::read_csv(dir.file("missing.csv")), doctest::Contains("cannot open"),
-                       CheckpointError);
+  check_checkpoint_error([&] { data::read_csv(ok, false, std::numeric_limits<int>::min()); },
+                         "read_csv", ok, "column -2147483648");
+  check_checkpoint_error([&] { data::read_csv(dir.file("missing.csv")); }, "read_csv",
+                         dir.file("missing.csv"));
 }
 
 }  // TEST_SUITE

@@ -15,10 +15,12 @@
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
+#include "tests/support/error_check.h"
 #include "tests/support/stats_delta.h"
 #include "tests/support/tensor_check.h"
 
 using namespace memgrad;
+using memgrad::testing::check_value_error;
 using memgrad::testing::check_values;
 using memgrad::testing::rounded;
 using memgrad::testing::StatsDelta;
@@ -465,8 +467,7 @@ TEST_CASE("Dropout returns its input itself in eval mode or with p = 0") {
   CHECK(none.is_training());
   CHECK(none.forward(x).is_same(x));
   CHECK(nn::dropout(x, 0.7, /*training=*/false).is_same(x));
-  CHECK_THROWS_WITH_AS(nn::Dropout(1.5), doctest::Contains("between 0 and 1, but got 1.5"),
-                       ValueError);
+  check_value_error([] { nn::Dropout(1.5); }, "Dropout", "p", "1.5");
   CHECK_THROWS_AS(nn::dropout(x, -0.1, true), ValueError);
   check_values(nn::dropout(x, 1.0, true), {10}, std::vector<double>(10, 0.0));
 }
@@ -533,8 +534,8 @@ TEST_CASE("CausalSelfAttention keeps the shape and never looks at future tokens"
   CHECK_FALSE(allclose(y.slice(1, 4, 6), y2.slice(1, 4, 6), 1e-3, 1e-3));
   CHECK_THROWS_WITH_AS(attn.forward(zeros({1, 9, 16})), doctest::Contains("T <= 8"), ShapeError);
   CHECK_THROWS_AS(attn.forward(zeros({1, 4, 15})), ShapeError);
-  CHECK_THROWS_WITH_AS(nn::CausalSelfAttention(10, 3, 4), doctest::Contains("multiple of"),
-                       ValueError);
+  check_value_error([] { nn::CausalSelfAttention(10, 3, 4); }, "CausalSelfAttention", "embed_dim",
+                    "10");
   CHECK_EQ(attn.num_parameters(), 16 * 48 + 48 + 16 * 16 + 16);
 }
 
