@@ -20,12 +20,12 @@ inline constexpr size_t kMaxAllocationBytes = size_t{1} << 60;
 
 // One allocation handed to a caller. Pass the same Block back to PolicyAllocator::free().
 struct Block {
-  void* ptr = nullptr;      // start of the usable bytes (nullptr for a zero-byte request)
-  size_t nbytes = 0;        // bytes reserved for the caller after rounding (allocated_bytes)
-  size_t requested = 0;     // bytes the caller asked for (requested_bytes)
+  void* ptr = nullptr;   // start of the usable bytes (nullptr for a zero-byte request)
+  size_t nbytes = 0;     // bytes reserved for the caller after rounding (allocated_bytes)
+  size_t requested = 0;  // bytes the caller asked for (requested_bytes)
   StreamId stream = kDefaultStream;  // stream the block was allocated on
   StatPool pool = StatPool::All;     // the stats pool it counts in
-  void* record = nullptr;   // the policy's own bookkeeping; opaque to callers
+  void* record = nullptr;            // the policy's own bookkeeping; opaque to callers
 };
 
 // A block inside a segment, as snapshot() describes it.

@@ -16,7 +16,8 @@ RecordPool::~RecordPool() {
 std::vector<BlockRecord*> FreeBlockIndex::blocks() const {
   std::vector<BlockRecord*> out;
   out.reserve(count_);
-  for (size_t bin = first_bin_at_or_after(0); bin < kNumBins; bin = first_bin_at_or_after(bin + 1)) {
+  for (size_t bin = first_bin_at_or_after(0); bin < kNumBins;
+       bin = first_bin_at_or_after(bin + 1)) {
     for (BlockRecord* b = bins_[bin]; b != nullptr; b = b->bin_next) out.push_back(b);
   }
   out.insert(out.end(), large_.begin(), large_.end());

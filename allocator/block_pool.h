@@ -29,19 +29,19 @@ struct Segment;
 
 // One block: a piece of a segment, handed out or cached.
 struct BlockRecord {
-  char* ptr = nullptr;           // first byte
-  size_t size = 0;               // bytes (a multiple of 512)
-  size_t requested_size = 0;     // bytes the caller asked for (allocated blocks only)
+  char* ptr = nullptr;        // first byte
+  size_t size = 0;            // bytes (a multiple of 512)
+  size_t requested_size = 0;  // bytes the caller asked for (allocated blocks only)
   StreamId stream = kDefaultStream;
-  Segment* segment = nullptr;    // the segment this block tiles
-  BlockRecord* prev = nullptr;   // address neighbour below, in the same segment
-  BlockRecord* next = nullptr;   // address neighbour above, in the same segment
-  bool allocated = false;        // handed out to a caller
-  bool in_index = false;         // present in a FreeBlockIndex
-  int event_count = 0;           // outstanding stream events before the block may be reused
+  Segment* segment = nullptr;         // the segment this block tiles
+  BlockRecord* prev = nullptr;        // address neighbour below, in the same segment
+  BlockRecord* next = nullptr;        // address neighbour above, in the same segment
+  bool allocated = false;             // handed out to a caller
+  bool in_index = false;              // present in a FreeBlockIndex
+  int event_count = 0;                // outstanding stream events before the block may be reused
   std::vector<StreamId> stream_uses;  // other streams that used it (record_stream)
-  size_t gc_count_base = 0;      // the pool's lookup counter when the block was cached
-  BlockRecord* bin_prev = nullptr;  // neighbours in an exact-size bin (address order)
+  size_t gc_count_base = 0;           // the pool's lookup counter when the block was cached
+  BlockRecord* bin_prev = nullptr;    // neighbours in an exact-size bin (address order)
   BlockRecord* bin_next = nullptr;
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
@@ -64,7 +64,7 @@ class RecordPool {
   RecordPool& operator=(const RecordPool&) = delete;
   ~RecordPool();
 
-  BlockRecord* make();            // a default-initialised record
+  BlockRecord* make();  // a default-initialised record
   void recycle(BlockRecord* record);
 
  private:
@@ -90,7 +90,7 @@ class FreeBlockIndex {
   std::vector<BlockRecord*> blocks() const;
   size_t count() const { return count_; }
 
-  static constexpr size_t kBinStep = 512;               // bytes between bins
+  static constexpr size_t kBinStep = 512;                // bytes between bins
   static constexpr size_t kMaxBinned = 2 * 1024 * 1024;  // largest size kept in a bin
   static constexpr size_t kNumBins = kMaxBinned / kBinStep + 1;
 
@@ -101,10 +101,10 @@ class FreeBlockIndex {
   void mark(size_t bin);
   void unmark(size_t bin);
 
-  std::array<BlockRecord*, kNumBins> bins_{};   // heads, each list sorted by address
-  std::array<BlockRecord*, kNumBins> tails_{};  // the last (highest-addressed) of each list
-  std::array<uint64_t, kWords> bitmap_{};       // bit b set <=> bins_[b] is non-empty
-  std::array<uint64_t, kSummaryWords> summary_{};  // bit w set <=> bitmap_[w] != 0
+  std::array<BlockRecord*, kNumBins> bins_{};        // heads, each list sorted by address
+  std::array<BlockRecord*, kNumBins> tails_{};       // the last (highest-addressed) of each list
+  std::array<uint64_t, kWords> bitmap_{};            // bit b set <=> bins_[b] is non-empty
+  std::array<uint64_t, kSummaryWords> summary_{};    // bit w set <=> bitmap_[w] != 0
   std::set<BlockRecord*, BySizeThenAddress> large_;  // blocks above kMaxBinned
   size_t count_ = 0;
 };

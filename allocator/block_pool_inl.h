@@ -106,7 +106,6 @@ inline void FreeBlockIndex::erase(BlockRecord* block) {
   block->bin_prev = block->bin_next = nullptr;
 }
 
-
 inline size_t FreeBlockIndex::first_bin_at_or_after(size_t bin) const {
   if (bin >= kNumBins) return kNumBins;
   const size_t word = bin / 64;
@@ -125,7 +124,6 @@ inline size_t FreeBlockIndex::first_bin_at_or_after(size_t bin) const {
   return kNumBins;
 }
 
-
 inline BlockRecord* FreeBlockIndex::best_fit(size_t size) const {
   if (size <= kMaxBinned) {
     const size_t bin = first_bin_at_or_after((size + kBinStep - 1) / kBinStep);
@@ -138,7 +136,6 @@ inline BlockRecord* FreeBlockIndex::best_fit(size_t size) const {
   auto it = large_.lower_bound(&key);
   return it == large_.end() ? nullptr : *it;
 }
-
 
 inline void BlockPool::insert(BlockRecord* block) {
   block->gc_count_base = lookups_;

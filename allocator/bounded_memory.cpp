@@ -26,9 +26,10 @@ BoundedMemory::BoundedMemory(size_t capacity, std::string name)
     : name_(std::move(name)), capacity_(capacity) {
   if (capacity == 0) throw ConfigError(fmt::format("{}: capacity must be > 0 bytes", name_));
   if (capacity > kMaxCapacity) {
-    throw ConfigError(fmt::format("{}: a capacity of {} bytes is more than a simulated device can "
-                                  "have (at most {}: it reserves 6x its capacity in addresses)",
-                                  name_, capacity, format_size(kMaxCapacity)));
+    throw ConfigError(
+        fmt::format("{}: a capacity of {} bytes is more than a simulated device can "
+                    "have (at most {}: it reserves 6x its capacity in addresses)",
+                    name_, capacity, format_size(kMaxCapacity)));
   }
   // Twice the capacity plus slack: a first-fit layout can never run out of addresses before it
   // runs out of bytes in practice, so the capacity is the only limit users see. Four times more
@@ -38,8 +39,8 @@ BoundedMemory::BoundedMemory(size_t capacity, std::string name)
   void* p = mmap(nullptr, range_nbytes_, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    throw Error(fmt::format("{}: cannot reserve {} of address space for a simulated device",
-                            name_, format_size(range_nbytes_)));
+    throw Error(fmt::format("{}: cannot reserve {} of address space for a simulated device", name_,
+                            format_size(range_nbytes_)));
   }
   base_ = static_cast<char*>(p);
   free_ranges_.emplace(0, range_nbytes_);
@@ -131,7 +132,8 @@ VirtualRegion BoundedMemory::reserve(size_t nbytes) {
     const size_t range_start = it->first;
     free_ranges_.erase(std::next(it).base());
     if (start > range_start) free_ranges_.emplace(range_start, start - range_start);
-    if (range_end > start + nbytes) free_ranges_.emplace(start + nbytes, range_end - start - nbytes);
+    if (range_end > start + nbytes)
+      free_ranges_.emplace(start + nbytes, range_end - start - nbytes);
     regions_.emplace(start, nbytes);
     region_mapped_.emplace(start, 0);
     // Unmapped pages are inaccessible, so a stray access faults instead of reading nothing.

@@ -71,9 +71,9 @@ class BoundedMemory final : public MemorySource {
   char* base_ = nullptr;
 
   mutable std::mutex mutex_;
-  size_t in_use_ = 0;                     // guarded by mutex_
-  std::map<size_t, size_t> free_ranges_;  // offset -> nbytes, address-ordered, coalesced
-  std::map<size_t, size_t> regions_;      // reserved regions: offset -> nbytes
+  size_t in_use_ = 0;                       // guarded by mutex_
+  std::map<size_t, size_t> free_ranges_;    // offset -> nbytes, address-ordered, coalesced
+  std::map<size_t, size_t> regions_;        // reserved regions: offset -> nbytes
   std::map<size_t, size_t> region_mapped_;  // reserved regions: offset -> mapped bytes
 
   // Requires mutex_. The region starting at `region.base`; throws InternalError when unknown.

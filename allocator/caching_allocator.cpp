@@ -106,8 +106,8 @@ CachingAllocator::BlockRecord* CachingAllocator::alloc_segment(BlockPool& pool, 
   void* ptr = obtain_segment(stat_pool(pool), segment_size, stream);
   if (ptr == nullptr) return nullptr;
 
-  auto* segment = new detail::Segment{static_cast<char*>(ptr), segment_size, stream,
-                                      pool.is_small(), nullptr};
+  auto* segment =
+      new detail::Segment{static_cast<char*>(ptr), segment_size, stream, pool.is_small(), nullptr};
   BlockRecord* block = records_.make();
   block->ptr = segment->ptr;
   block->size = segment_size;
@@ -157,8 +157,9 @@ Placement CachingAllocator::split_off(BlockRecord* block, size_t size, size_t re
 // ---- free ----
 
 Block CachingAllocator::block_of(BlockRecord* record) {
-  return Block{record->ptr, record->size, record->requested_size, record->stream,
-               stat_pool(pool_of(record)), record};
+  return Block{
+      record->ptr, record->size, record->requested_size, record->stream, stat_pool(pool_of(record)),
+      record};
 }
 
 void CachingAllocator::process_events() {
@@ -277,8 +278,8 @@ bool CachingAllocator::release_cached() {
 void CachingAllocator::garbage_collect() {
   // PyTorch's policy: once reserved memory passes threshold x allowed, free whole cached large
   // segments whose age (lookups since they were cached) is at least the average age.
-  const auto threshold =
-      static_cast<size_t>(config_.garbage_collection_threshold * static_cast<double>(allowed_bytes()));
+  const auto threshold = static_cast<size_t>(config_.garbage_collection_threshold *
+                                             static_cast<double>(allowed_bytes()));
   const auto reserved = static_cast<size_t>(counted().reserved_bytes.all().current);
   if (reserved <= threshold) return;
   const size_t target = reserved - threshold;

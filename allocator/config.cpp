@@ -85,9 +85,10 @@ class Parser {
       const std::string key = tokens_[pos_++];
       if (key == ",") continue;
       if (is_punctuation(key)) {
-        throw ConfigError(fmt::format("{}: expected a key, got '{}' (entries are key:value, "
-                                      "separated by commas)",
-                                      kVar, key));
+        throw ConfigError(
+            fmt::format("{}: expected a key, got '{}' (entries are key:value, "
+                        "separated by commas)",
+                        kVar, key));
       }
       if (!seen_.insert(key).second) {
         throw ConfigError(fmt::format("{}: key '{}' is given twice", kVar, key), key);
@@ -123,8 +124,7 @@ class Parser {
 
   std::string value(std::string_view key) {
     if (pos_ >= tokens_.size() || is_punctuation(tokens_[pos_])) {
-      throw ConfigError(fmt::format("{}: missing value for key '{}'", kVar, key),
-                        std::string(key));
+      throw ConfigError(fmt::format("{}: missing value for key '{}'", kVar, key), std::string(key));
     }
     return tokens_[pos_++];
   }
@@ -165,9 +165,8 @@ class Parser {
         fail(key, v, fmt::format("must be in [1, {}]", kMaxPlannedWarmupSteps));
       }
     } else {
-      throw ConfigError(fmt::format("Unrecognized key '{}' in {} (known keys: {})", key, kVar,
-                                    kKnownKeys),
-                        key);
+      throw ConfigError(
+          fmt::format("Unrecognized key '{}' in {} (known keys: {})", key, kVar, kKnownKeys), key);
     }
   }
 
@@ -246,7 +245,6 @@ class Parser {
 
 }  // namespace
 
-
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {
   return Parser(tokenize(text)).run();
 }
@@ -303,7 +301,8 @@ size_t AllocatorConfig::divisions_for(size_t nbytes) const {
 
 std::string AllocatorConfig::to_string() const {
   std::string out = fmt::format("policy:{}", policy);
-  if (max_split_size != SIZE_MAX) out += fmt::format(",max_split_size_mb:{}", max_split_size / kMiB);
+  if (max_split_size != SIZE_MAX)
+    out += fmt::format(",max_split_size_mb:{}", max_split_size / kMiB);
   if (max_non_split_rounding_size != 20 * kMiB) {
     out += fmt::format(",max_non_split_rounding_mb:{}", max_non_split_rounding_size / kMiB);
   }
@@ -319,7 +318,8 @@ std::string AllocatorConfig::to_string() const {
   if (garbage_collection_threshold != 0.0) {
     out += fmt::format(",garbage_collection_threshold:{}", garbage_collection_threshold);
   }
-  if (memory_fraction != 1.0) out += fmt::format(",per_process_memory_fraction:{}", memory_fraction);
+  if (memory_fraction != 1.0)
+    out += fmt::format(",per_process_memory_fraction:{}", memory_fraction);
   if (!planned_plan.empty()) out += fmt::format(",planned_plan:{}", planned_plan);
   if (planned_warmup_steps != 0) {
     out += fmt::format(",planned_warmup_steps:{}", planned_warmup_steps);
@@ -334,13 +334,20 @@ size_t parse_memory_size(std::string_view text, std::string_view what) {
   std::string_view unit(end);
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   double scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "K" || unit == "KiB") scale = static_cast<double>(kKiB);
-  else if (unit == "M" || unit == "MiB") scale = static_cast<double>(kMiB);
-  else if (unit == "G" || unit == "GiB") scale = static_cast<double>(kGiB);
-  else if (unit == "KB") scale = 1e3;
-  else if (unit == "MB") scale = 1e6;
-  else if (unit == "GB") scale = 1e9;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "K" || unit == "KiB")
+    scale = static_cast<double>(kKiB);
+  else if (unit == "M" || unit == "MiB")
+    scale = static_cast<double>(kMiB);
+  else if (unit == "G" || unit == "GiB")
+    scale = static_cast<double>(kGiB);
+  else if (unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
   if (end == s.c_str() || scale == 0 || !(value >= 0) || !std::isfinite(value)) {
     throw ConfigError(fmt::format("{}: cannot read '{}' as a size (examples: 256MiB, 1.5GiB, "
                                   "4096)",
@@ -355,6 +362,5 @@ size_t parse_memory_size(std::string_view text, std::string_view what) {
   }
   return static_cast<size_t>(nbytes);
 }
-
 
 }  // namespace memgrad

@@ -47,7 +47,8 @@ class CudaError : public Error {
 // Throws CudaError unless `code` is cudaSuccess.
 inline void check_cuda(cudaError_t code, std::string_view call, std::string_view context = {},
                        std::source_location where = std::source_location::current()) {
-  if (code != cudaSuccess) [[unlikely]] throw_cuda_error(code, call, context, where);
+  if (code != cudaSuccess) [[unlikely]]
+    throw_cuda_error(code, call, context, where);
 }
 
 // Makes `device` the calling thread's current device for its scope and restores the previous

@@ -11,7 +11,6 @@
 
 namespace memgrad {
 
-
 namespace {
 
 // The driver functions of virtual memory management, found through the runtime.
@@ -95,8 +94,7 @@ CudaMemory::CudaMemory(int device) : device_(device) {
       supported != 0) {
     const CUmemAllocationProp prop = page_properties(device_);
     size_t granularity = 0;
-    if (d.get_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
-        CUDA_SUCCESS) {
+    if (d.get_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS) {
       vmm_page_ = granularity;
     }
   }
@@ -177,9 +175,9 @@ void CudaMemory::unmap_pages(char* begin, size_t nbytes) {
 void CudaMemory::release(const VirtualRegion& region) {
   if (vmm_page_ == 0) return MemorySource::release(region);  // throws
   if (region.base == nullptr) return;
-  check_driver(driver_vmm().address_free(reinterpret_cast<CUdeviceptr>(region.base),
-                                         region.nbytes),
-               "cuMemAddressFree(base, nbytes)", fmt::format("{}, {} bytes", name(), region.nbytes));
+  check_driver(driver_vmm().address_free(reinterpret_cast<CUdeviceptr>(region.base), region.nbytes),
+               "cuMemAddressFree(base, nbytes)",
+               fmt::format("{}, {} bytes", name(), region.nbytes));
 }
 
 void* CudaMemory::allocate(size_t nbytes) {

@@ -9,8 +9,8 @@
 
 namespace memgrad {
 
-FragmentationReport fragmentation_of(const std::vector<SegmentSnapshot>& segments,
-                                     StreamId stream, size_t source_budget,
+FragmentationReport fragmentation_of(const std::vector<SegmentSnapshot>& segments, StreamId stream,
+                                     size_t source_budget,
                                      const std::function<size_t(size_t)>& segment_for) {
   FragmentationReport r;
   for (const SegmentSnapshot& seg : segments) {
@@ -57,13 +57,13 @@ FragmentationReport fragmentation_of(const std::vector<SegmentSnapshot>& segment
 }
 
 std::string fragmentation_sentence(const FragmentationReport& r) {
-  return fmt::format("of the {} reserved but unallocated, {} is fenced by live blocks (hard "
-                     "fragmentation), {} lies in free segments (soft), {} belongs to other "
-                     "streams; the largest free block is {} and the largest request that would "
-                     "succeed now {}",
-                     format_size(r.reserved - r.allocated), format_size(r.hard),
-                     format_size(r.soft), format_size(r.stream),
-                     format_size(r.largest_free_block), format_size(r.largest_request));
+  return fmt::format(
+      "of the {} reserved but unallocated, {} is fenced by live blocks (hard "
+      "fragmentation), {} lies in free segments (soft), {} belongs to other "
+      "streams; the largest free block is {} and the largest request that would "
+      "succeed now {}",
+      format_size(r.reserved - r.allocated), format_size(r.hard), format_size(r.soft),
+      format_size(r.stream), format_size(r.largest_free_block), format_size(r.largest_request));
 }
 
 }  // namespace memgrad

@@ -45,8 +45,8 @@ struct FragmentationReport {
 // `stream`. `source_budget`: what the source could still give the allocator (its free bytes,
 // within the allocator's limit). `segment_for(n)`: the bytes the policy obtains from the source
 // for a request of n bytes (nondecreasing in n). Allocates: host memory only, none kept.
-FragmentationReport fragmentation_of(const std::vector<SegmentSnapshot>& segments,
-                                     StreamId stream, size_t source_budget,
+FragmentationReport fragmentation_of(const std::vector<SegmentSnapshot>& segments, StreamId stream,
+                                     size_t source_budget,
                                      const std::function<size_t(size_t)>& segment_for);
 
 // "of the 40.00 MiB reserved but unallocated, 40.00 MiB is fenced by live blocks (hard), 0 bytes

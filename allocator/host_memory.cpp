@@ -43,7 +43,8 @@ size_t available_host_bytes() {
     std::fclose(f);
     if (kib > 0) return static_cast<size_t>(kib) * 1024;
   }
-  return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) *
+         static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
 size_t HostMemory::capacity() const { return physical_host_bytes(); }

@@ -9,9 +9,10 @@ namespace memgrad {
 namespace {
 
 [[noreturn]] void no_expansion(const MemorySource& source, const char* what) {
-  throw Error(fmt::format("{}: the memory source does not support expansion ({} is not "
-                          "available; supports_expansion() is false)",
-                          source.name(), what));
+  throw Error(
+      fmt::format("{}: the memory source does not support expansion ({} is not "
+                  "available; supports_expansion() is false)",
+                  source.name(), what));
 }
 
 }  // namespace

@@ -64,18 +64,18 @@ class PinnedHostAllocator final : public PolicyAllocator {
   // A block obtained from the source, with the streams that used it.
   struct Record {
     void* ptr = nullptr;
-    size_t size = 0;       // power of two
-    size_t requested = 0;  // until its free completes
+    size_t size = 0;                   // power of two
+    size_t requested = 0;              // until its free completes
     StreamId stream = kDefaultStream;  // the stream it was allocated on
     bool allocated = false;
-    int event_count = 0;   // events still to complete before the block is free
+    int event_count = 0;  // events still to complete before the block is free
     std::vector<StreamId> stream_uses;
   };
   static constexpr size_t kNumClasses = 64;  // one free list per power of two
 
   void process_events();
 
-  std::unordered_map<void*, Record> records_;               // every block held, by pointer
+  std::unordered_map<void*, Record> records_;                 // every block held, by pointer
   std::array<std::vector<Record*>, kNumClasses> free_lists_;  // cached blocks per size class
   DeferredFrees<Record> deferred_;  // freed blocks a copy on another stream may still use
 };

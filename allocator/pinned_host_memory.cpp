@@ -16,7 +16,6 @@ constexpr int kPinningDevice = 0;
 
 }  // namespace
 
-
 void* PinnedHostMemory::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   DeviceGuard guard(kPinningDevice);

@@ -156,7 +156,8 @@ FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
   {
     std::lock_guard<std::mutex> guard(mutex_);
     const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
-    if (fraction_set_) budget = std::min(budget, allowed_bytes() - std::min(allowed_bytes(), reserved));
+    if (fraction_set_)
+      budget = std::min(budget, allowed_bytes() - std::min(allowed_bytes(), reserved));
   }
   return fragmentation_of(segments, stream, budget,
                           [this](size_t n) { return source_bytes_for(n); });
@@ -328,8 +329,7 @@ bool PolicyAllocator::defer_free_in(PolicyAllocator& inner, const Block& block) 
 
 bool PolicyAllocator::release_cached_in(PolicyAllocator& inner) { return inner.release_cached(); }
 
-void PolicyAllocator::describe_in(const PolicyAllocator& inner,
-                                  std::vector<SegmentSnapshot>& out) {
+void PolicyAllocator::describe_in(const PolicyAllocator& inner, std::vector<SegmentSnapshot>& out) {
   inner.describe(out);
 }
 

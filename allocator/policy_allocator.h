@@ -46,9 +46,9 @@ inline SplitTally operator-(SplitTally after, SplitTally before) {
 
 // One request, as the frame asks a policy to place it.
 struct Request {
-  size_t nbytes = 0;                 // 1 to kMaxAllocationBytes: what the caller asked for
+  size_t nbytes = 0;  // 1 to kMaxAllocationBytes: what the caller asked for
   StreamId stream = kDefaultStream;
-  bool retry = false;                // the one retry after release_cached()
+  bool retry = false;  // the one retry after release_cached()
 };
 
 // Where a policy put a request: the answer of PolicyAllocator::place.
@@ -253,7 +253,8 @@ class PolicyAllocator {
   // Records one event (when tracing is on) with the totals after it.
   void trace_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
                    StreamId stream) {
-    if (books_->trace_.enabled()) [[unlikely]] record_event(action, ptr, nbytes, requested, stream);
+    if (books_->trace_.enabled()) [[unlikely]]
+      record_event(action, ptr, nbytes, requested, stream);
   }
   void record_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
                     StreamId stream);

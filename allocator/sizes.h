@@ -11,11 +11,12 @@ inline constexpr size_t kKiB = 1024;
 inline constexpr size_t kMiB = 1024 * kKiB;
 inline constexpr size_t kGiB = 1024 * kMiB;
 
-inline constexpr size_t kMinBlockSize = 512;        // every block size is a multiple of this
-inline constexpr size_t kSmallSize = 1 * kMiB;      // largest request served by the small pool
-inline constexpr size_t kSmallBuffer = 2 * kMiB;    // small-pool segment size
-inline constexpr size_t kLargeBuffer = 20 * kMiB;   // large-pool segment for 1-10 MiB requests
-inline constexpr size_t kMinLargeAlloc = 10 * kMiB; // from here segments are rounded to kRoundLarge
+inline constexpr size_t kMinBlockSize = 512;       // every block size is a multiple of this
+inline constexpr size_t kSmallSize = 1 * kMiB;     // largest request served by the small pool
+inline constexpr size_t kSmallBuffer = 2 * kMiB;   // small-pool segment size
+inline constexpr size_t kLargeBuffer = 20 * kMiB;  // large-pool segment for 1-10 MiB requests
+inline constexpr size_t kMinLargeAlloc =
+    10 * kMiB;  // from here segments are rounded to kRoundLarge
 inline constexpr size_t kRoundLarge = 2 * kMiB;
 
 // The segment the caching allocator obtains for a block of `rounded` bytes (a multiple of

@@ -9,7 +9,7 @@ namespace memgrad {
 namespace {
 
 constexpr std::array<std::string_view, kNumStatPools> kPoolNames = {"all", "small_pool",
-                                                                     "large_pool"};
+                                                                    "large_pool"};
 
 void add_stat(std::map<std::string, int64_t>& out, const std::string& prefix, const Stat& s) {
   out[prefix + ".current"] = s.current;

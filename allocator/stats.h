@@ -66,23 +66,23 @@ struct PooledStat {
 // Everything torch.cuda.memory_stats() reports, with the same names. Counts are numbers of
 // blocks or segments; *_bytes are bytes.
 struct MemoryStats {
-  PooledStat allocation;            // blocks handed out (count)
-  PooledStat segment;               // segments obtained from the source (count)
-  PooledStat active;                // active blocks (count)
-  PooledStat inactive_split;        // free blocks inside split segments (count)
-  PooledStat allocated_bytes;       // bytes of blocks handed out
-  PooledStat reserved_bytes;        // bytes of segments
-  PooledStat active_bytes;          // bytes of active blocks
-  PooledStat inactive_split_bytes;  // bytes of free blocks inside split segments
-  PooledStat requested_bytes;       // bytes callers asked for (before rounding)
-  Stat oversize_allocations;        // blocks >= max_split_size handed out
-  Stat oversize_segments;           // segments >= max_split_size
-  int64_t num_alloc_retries = 0;    // source failures that led to a cache flush and a retry
-  int64_t num_ooms = 0;             // OutOfMemoryErrors thrown
-  int64_t num_sync_all_streams = 0; // waits on every pending stream event
-  int64_t num_device_alloc = 0;     // calls to the source's allocate (segment or page maps)
-  int64_t num_device_free = 0;      // calls to the source's free
-  int64_t max_split_size = -1;      // configuration echo, bytes (-1 when unlimited, as PyTorch)
+  PooledStat allocation;             // blocks handed out (count)
+  PooledStat segment;                // segments obtained from the source (count)
+  PooledStat active;                 // active blocks (count)
+  PooledStat inactive_split;         // free blocks inside split segments (count)
+  PooledStat allocated_bytes;        // bytes of blocks handed out
+  PooledStat reserved_bytes;         // bytes of segments
+  PooledStat active_bytes;           // bytes of active blocks
+  PooledStat inactive_split_bytes;   // bytes of free blocks inside split segments
+  PooledStat requested_bytes;        // bytes callers asked for (before rounding)
+  Stat oversize_allocations;         // blocks >= max_split_size handed out
+  Stat oversize_segments;            // segments >= max_split_size
+  int64_t num_alloc_retries = 0;     // source failures that led to a cache flush and a retry
+  int64_t num_ooms = 0;              // OutOfMemoryErrors thrown
+  int64_t num_sync_all_streams = 0;  // waits on every pending stream event
+  int64_t num_device_alloc = 0;      // calls to the source's allocate (segment or page maps)
+  int64_t num_device_free = 0;       // calls to the source's free
+  int64_t max_split_size = -1;       // configuration echo, bytes (-1 when unlimited, as PyTorch)
 
   // peak := current for every Stat.
   void reset_peak();

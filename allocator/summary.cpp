@@ -91,13 +91,14 @@ std::string memory_summary(const MemoryStats& stats, std::string_view device,
   const std::string rule_dash(kWidth, '-');
   std::vector<std::string> lines;
   lines.push_back(rule_eq);
-  lines.push_back(pad(fmt::format(" {:16} memgrad memory summary, device {} ({})", "", device,
-                                  policy)));
+  lines.push_back(
+      pad(fmt::format(" {:16} memgrad memory summary, device {} ({})", "", device, policy)));
   lines.push_back(rule_dash);
   lines.push_back(pad(fmt::format("  {:9} OOMs: {:<16d} | {:6} source alloc retries: {:<8d}", "",
                                   stats.num_ooms, "", stats.num_alloc_retries)));
   lines.push_back(rule_eq);
-  lines.push_back(pad("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "));
+  lines.push_back(
+      pad("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "));
   for (const Metric& m : metrics) {
     lines.push_back(rule_dash);
     lines.push_back(row(m.name, m.stat->all(), m.stat->all(), m.format));

@@ -88,13 +88,13 @@ class TraceLabelScope {
 struct TraceEvent {
   TraceAction action = TraceAction::Alloc;
   StreamId stream = kDefaultStream;
-  int64_t time_ns = 0;    // since the recorder was enabled
-  uint64_t address = 0;   // device address; for Oom: the device's free bytes (as PyTorch)
-  uint64_t nbytes = 0;    // block size (alloc/free), segment or page size, or rounded OOM request
-  uint64_t requested = 0; // the caller's size for Alloc / Free*; 0 otherwise
-  int64_t allocated = 0;  // allocated bytes right after the event
-  int64_t reserved = 0;   // reserved bytes right after the event
-  uint32_t context = 0;   // index into TraceRecorder::contexts()
+  int64_t time_ns = 0;     // since the recorder was enabled
+  uint64_t address = 0;    // device address; for Oom: the device's free bytes (as PyTorch)
+  uint64_t nbytes = 0;     // block size (alloc/free), segment or page size, or rounded OOM request
+  uint64_t requested = 0;  // the caller's size for Alloc / Free*; 0 otherwise
+  int64_t allocated = 0;   // allocated bytes right after the event
+  int64_t reserved = 0;    // reserved bytes right after the event
+  uint32_t context = 0;    // index into TraceRecorder::contexts()
 };
 
 // The context of an event, as stored (interned) by the recorder.

@@ -21,7 +21,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   if (!meta->grad.defined()) {
     // Adopt the buffer when this is its only reference and its layout is the leaf's (dense and
     // contiguous); otherwise a contiguous copy.
-    const bool owned = grad.impl_ptr().use_count() == 1 && grad.impl()->storage_ptr().use_count() == 1;
+    const bool owned =
+        grad.impl_ptr().use_count() == 1 && grad.impl()->storage_ptr().use_count() == 1;
     meta->grad = owned && grad.is_contiguous() && grad.storage_offset() == 0 ? grad : grad.clone();
   } else {
     meta->grad.add_(grad);

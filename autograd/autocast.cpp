@@ -53,9 +53,7 @@ struct ThreadState {
 
 thread_local ThreadState t_state;
 
-bool is_cacheable(const Tensor& t) {
-  return t.requires_grad() && t.is_leaf() && !t.is_view();
-}
+bool is_cacheable(const Tensor& t) { return t.requires_grad() && t.is_leaf() && !t.is_view(); }
 
 // t in `dtype`, through the cache for parameters.
 Tensor cast(const Tensor& t, DType dtype) {

@@ -27,16 +27,16 @@ using GradHook = std::function<Tensor(const Tensor&)>;
 namespace memgrad {
 
 struct AutogradMeta {
-  Tensor grad;                                  // accumulated gradient (leaves, retain_grad)
-  std::shared_ptr<autograd::Node> grad_fn;      // the producing node (non-leaves)
-  uint32_t output_nr = 0;                       // which output of grad_fn this tensor is
-  bool leaf_requires_grad = false;              // requires_grad_() on a leaf
-  bool retains_grad = false;                    // retain_grad() on a non-leaf
+  Tensor grad;                                     // accumulated gradient (leaves, retain_grad)
+  std::shared_ptr<autograd::Node> grad_fn;         // the producing node (non-leaves)
+  uint32_t output_nr = 0;                          // which output of grad_fn this tensor is
+  bool leaf_requires_grad = false;                 // requires_grad_() on a leaf
+  bool retains_grad = false;                       // retain_grad() on a non-leaf
   std::weak_ptr<autograd::Node> grad_accumulator;  // the leaf's AccumulateGrad, if alive
-  std::vector<autograd::GradHook> hooks;        // run on the gradient before it is used
+  std::vector<autograd::GradHook> hooks;           // run on the gradient before it is used
   // Leaves: run with the leaf after a gradient was accumulated into `grad`.
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
-  uint32_t view_version = 0;                    // views: storage version when grad_fn was set
+  uint32_t view_version = 0;  // views: storage version when grad_fn was set
 };
 
 }  // namespace memgrad

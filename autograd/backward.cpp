@@ -37,10 +37,10 @@ void accumulate(Tensor& slot, Tensor g) {
 // Checks a gradient against what the receiving input expects; converts its dtype if needed.
 Tensor validate(const Node& producer, size_t index, Tensor g, const TensorMeta& expected) {
   if (!(g.sizes() == expected.sizes)) {
-    throw AutogradError(fmt::format("Function {} returned an invalid gradient at index {} - got "
-                                    "{} but expected shape compatible with {}",
-                                    producer.name(), index, to_string(g.sizes()),
-                                    to_string(expected.sizes)));
+    throw AutogradError(
+        fmt::format("Function {} returned an invalid gradient at index {} - got "
+                    "{} but expected shape compatible with {}",
+                    producer.name(), index, to_string(g.sizes()), to_string(expected.sizes)));
   }
   if (g.dtype() != expected.dtype) g = g.to(expected.dtype);
   if (g.device() != expected.device) g = g.to(expected.device);
@@ -48,7 +48,9 @@ Tensor validate(const Node& producer, size_t index, Tensor g, const TensorMeta& 
 }
 
 struct ByCreation {
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+  bool operator()(const Node* a, const Node* b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
 };
 
 void execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool keep_graph,
@@ -147,15 +149,17 @@ void prepare_roots(const std::vector<Tensor>& outputs, const std::vector<Tensor>
     Tensor g = i < grad_outputs.size() ? grad_outputs[i] : Tensor();
     if (!g.defined()) {
       if (out.numel() != 1) {
-        throw AutogradError(fmt::format("grad can be implicitly created only for scalar outputs "
-                                        "(output {} has shape {})",
-                                        i, to_string(out.sizes())));
+        throw AutogradError(
+            fmt::format("grad can be implicitly created only for scalar outputs "
+                        "(output {} has shape {})",
+                        i, to_string(out.sizes())));
       }
       g = ones_like(out);
     } else if (!(g.sizes() == out.sizes())) {
-      throw AutogradError(fmt::format("Mismatch in shape: grad_output[{}] has a shape of {} and "
-                                      "output[{}] has a shape of {}.",
-                                      i, to_string(g.sizes()), i, to_string(out.sizes())));
+      throw AutogradError(
+          fmt::format("Mismatch in shape: grad_output[{}] has a shape of {} and "
+                      "output[{}] has a shape of {}.",
+                      i, to_string(g.sizes()), i, to_string(out.sizes())));
     }
     edges.push_back(std::move(e));
     grads.push_back(g.dtype() == out.dtype() ? g : g.to(out.dtype()));
@@ -193,9 +197,10 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   for (size_t i = 0; i < inputs.size(); ++i) {
     Edge e = gradient_edge(inputs[i]);
     if (!e.valid()) {
-      throw AutogradError(fmt::format("One of the differentiated Tensors (input {}) does not "
-                                      "require grad",
-                                      i));
+      throw AutogradError(
+          fmt::format("One of the differentiated Tensors (input {}) does not "
+                      "require grad",
+                      i));
     }
     capture.targets.push_back(std::move(e));
   }
@@ -203,8 +208,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   execute(edges, std::move(grads), retain_graph, &capture);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!capture.gradients[i].defined() && !allow_unused) {
-      throw AutogradError("One of the differentiated Tensors appears to not have been used in "
-                          "the graph. Set allow_unused=True if this is the desired behavior.");
+      throw AutogradError(
+          "One of the differentiated Tensors appears to not have been used in "
+          "the graph. Set allow_unused=True if this is the desired behavior.");
     }
   }
   return capture.gradients;

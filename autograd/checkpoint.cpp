@@ -7,8 +7,8 @@
 #include "autograd/autocast.h"
 #include "autograd/backward.h"
 #include "autograd/grad_mode.h"
-#include "autograd/hooks.h"
 #include "autograd/graph.h"
+#include "autograd/hooks.h"
 #include "engine/error.h"
 #include "engine/generator.h"
 
@@ -17,7 +17,8 @@ namespace {
 
 // The generator states of the devices the inputs live on (and the CPU's).
 std::vector<std::pair<Device, GeneratorState>> capture_rng(const std::vector<Tensor>& inputs) {
-  std::vector<std::pair<Device, GeneratorState>> states = {{kCPU, default_generator(kCPU).get_state()}};
+  std::vector<std::pair<Device, GeneratorState>> states = {
+      {kCPU, default_generator(kCPU).get_state()}};
   for (const Tensor& t : inputs) {
     if (!t.defined()) continue;
     bool seen = false;
@@ -101,15 +102,16 @@ class CheckpointNode final : public Node {
 std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
                                bool preserve_rng_state) {
   if (!is_grad_enabled()) return fn(inputs);
-  auto rng = preserve_rng_state ? capture_rng(inputs) : std::vector<std::pair<Device, GeneratorState>>{};
+  auto rng =
+      preserve_rng_state ? capture_rng(inputs) : std::vector<std::pair<Device, GeneratorState>>{};
   const AutocastState autocast = autocast_state();
   std::vector<Tensor> outputs;
   {
     NoGradGuard no_grad;  // nothing inside the segment is saved
     outputs = fn(inputs);
   }
-  auto node = std::make_shared<CheckpointNode>(fn, inputs, preserve_rng_state, std::move(rng),
-                                               autocast);
+  auto node =
+      std::make_shared<CheckpointNode>(fn, inputs, preserve_rng_state, std::move(rng), autocast);
   for (const Tensor& t : inputs) node->next_edges().push_back(gradient_edge(t));
   // The outputs get history even when no input requires grad: parameters inside fn do.
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -129,8 +131,9 @@ Tensor checkpoint_sequential(const std::vector<std::shared_ptr<nn::UnaryModule>>
                              int64_t segments, const Tensor& input) {
   const auto n = static_cast<int64_t>(modules.size());
   if (segments < 1 || segments > n) {
-    throw ValueError(fmt::format("[checkpoint_sequential] segments must be in [1, {}], got {}", n,
-                                 segments), "checkpoint_sequential", "segments", fmt::format("{}", segments));
+    throw ValueError(
+        fmt::format("[checkpoint_sequential] segments must be in [1, {}], got {}", n, segments),
+        "checkpoint_sequential", "segments", fmt::format("{}", segments));
   }
   // The recomputation runs later, in backward: the segment closures own their modules.
   auto run = [&modules](int64_t begin, int64_t end) {
@@ -143,7 +146,8 @@ Tensor checkpoint_sequential(const std::vector<std::shared_ptr<nn::UnaryModule>>
   const int64_t size = n / segments;
   Tensor h = input;
   int64_t begin = 0;
-  for (int64_t s = 0; s + 1 < segments; ++s, begin += size) h = checkpoint(run(begin, begin + size), h);
+  for (int64_t s = 0; s + 1 < segments; ++s, begin += size)
+    h = checkpoint(run(begin, begin + size), h);
   return run(begin, n)(h);
 }
 

@@ -8,9 +8,9 @@
 namespace memgrad {
 namespace {
 
-std::string version_message(const std::string& op, uint32_t saved_version,
-                            uint32_t current_version, const Shape& shape, DType dtype,
-                            const std::string& producer, uint32_t producer_output) {
+std::string version_message(const std::string& op, uint32_t saved_version, uint32_t current_version,
+                            const Shape& shape, DType dtype, const std::string& producer,
+                            uint32_t producer_output) {
   const std::string output_of =
       producer.empty() ? "" : fmt::format(", which is output {} of {},", producer_output, producer);
   return fmt::format(

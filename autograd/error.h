@@ -31,8 +31,8 @@ class AutogradError : public Error {
 // now (after an in-place op, that op's node; empty for a leaf) and producer_output() which output.
 class VersionCounterError : public AutogradError {
  public:
-  VersionCounterError(std::string op, uint32_t saved_version, uint32_t current_version,
-                      Shape shape, DType dtype, std::string producer, uint32_t producer_output);
+  VersionCounterError(std::string op, uint32_t saved_version, uint32_t current_version, Shape shape,
+                      DType dtype, std::string producer, uint32_t producer_output);
   const std::string& op() const { return op_; }
   uint32_t saved_version() const { return saved_version_; }
   uint32_t current_version() const { return current_version_; }

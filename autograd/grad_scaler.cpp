@@ -13,15 +13,19 @@ namespace memgrad::autograd {
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
   if (!(options.growth_factor > 1.0)) {
-    throw ValueError(fmt::format("[GradScaler] growth_factor must be > 1, got {}", options.growth_factor), "GradScaler", "growth_factor", fmt::format("{}", options.growth_factor));
+    throw ValueError(
+        fmt::format("[GradScaler] growth_factor must be > 1, got {}", options.growth_factor),
+        "GradScaler", "growth_factor", fmt::format("{}", options.growth_factor));
   }
   if (!(options.backoff_factor > 0.0 && options.backoff_factor < 1.0)) {
     throw ValueError(fmt::format("[GradScaler] backoff_factor must be in (0, 1), got {}",
-                                 options.backoff_factor), "GradScaler", "backoff_factor", fmt::format("{}", options.backoff_factor));
+                                 options.backoff_factor),
+                     "GradScaler", "backoff_factor", fmt::format("{}", options.backoff_factor));
   }
   if (options.growth_interval <= 0) {
-    throw ValueError(fmt::format("[GradScaler] growth_interval must be > 0, got {}",
-                                 options.growth_interval), "GradScaler", "growth_interval", fmt::format("{}", options.growth_interval));
+    throw ValueError(
+        fmt::format("[GradScaler] growth_interval must be > 0, got {}", options.growth_interval),
+        "GradScaler", "growth_interval", fmt::format("{}", options.growth_interval));
   }
 }
 
@@ -33,7 +37,8 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
   if (stage_ == Stage::Unscaled) {
-    throw AutogradError("unscale_() has already been called on this optimizer since the last update().");
+    throw AutogradError(
+        "unscale_() has already been called on this optimizer since the last update().");
   }
   if (stage_ == Stage::Stepped) throw AutogradError("unscale_() is being called after step().");
   NoGradGuard no_grad;

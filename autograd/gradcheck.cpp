@@ -22,7 +22,8 @@ std::vector<double> evaluate(const TestFunction& fn, const std::vector<Tensor>& 
 Jacobian analytic_jacobian(const TestFunction& fn, const std::vector<Tensor>& inputs,
                            const Tensor& leaf) {
   const Tensor out = fn(inputs);
-  Jacobian jac(static_cast<size_t>(leaf.numel()), std::vector<double>(static_cast<size_t>(out.numel())));
+  Jacobian jac(static_cast<size_t>(leaf.numel()),
+               std::vector<double>(static_cast<size_t>(out.numel())));
   if (!out.requires_grad()) return jac;  // the output does not depend on any input
   for (int64_t j = 0; j < out.numel(); ++j) {
     std::vector<double> onehot(static_cast<size_t>(out.numel()), 0.0);
@@ -65,10 +66,11 @@ GradcheckResult gradcheck(const TestFunction& fn, const std::vector<Tensor>& inp
     if (!leaf.defined() || !leaf.requires_grad()) continue;
     if (leaf.dtype() != kFloat64 || !leaf.is_contiguous() || !leaf.is_leaf() ||
         !leaf.device().is_host()) {
-      throw ValueError(fmt::format("[gradcheck] input {} must be a contiguous float64 host leaf "
-                                   "(got {} {}, contiguous {})",
-                                   k, dtype_name(leaf.dtype()), to_string(leaf.sizes()),
-                                   leaf.is_contiguous()), "gradcheck", fmt::format("inputs[{}]", k));
+      throw ValueError(
+          fmt::format("[gradcheck] input {} must be a contiguous float64 host leaf "
+                      "(got {} {}, contiguous {})",
+                      k, dtype_name(leaf.dtype()), to_string(leaf.sizes()), leaf.is_contiguous()),
+          "gradcheck", fmt::format("inputs[{}]", k));
     }
     const Jacobian analytic = analytic_jacobian(fn, inputs, leaf);
     const Jacobian numeric = numerical_jacobian(fn, inputs, leaf, eps);

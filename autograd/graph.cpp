@@ -15,9 +15,7 @@ AutogradMeta& meta_of(const Tensor& t) {
   return *meta;
 }
 
-Tensor view_base_of(const Tensor& t) {
-  return t.is_view() ? Tensor(t.impl()->view_base()) : t;
-}
+Tensor view_base_of(const Tensor& t) { return t.is_view() ? Tensor(t.impl()->view_base()) : t; }
 
 namespace {
 

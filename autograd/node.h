@@ -15,8 +15,8 @@
 #include <variant>
 #include <vector>
 
-#include "autograd/autograd_meta.h"
 #include "allocator/error.h"
+#include "autograd/autograd_meta.h"
 #include "autograd/saved_tensor.h"
 #include "engine/autograd_seam.h"
 #include "engine/op_kind.h"
@@ -95,22 +95,21 @@ class OpNode final : public Node {
 
   // Saves `t` (an input of the op, or an input's value) in `slot` for backward.
   template <class Slot>
-    requires std::is_enum_v<Slot>
+  requires std::is_enum_v<Slot>
   void save(Slot slot, const Tensor& t) {
     save_at(static_cast<size_t>(slot), t, /*is_output=*/false);
   }
   // Saves the op's own output `t` in `slot` (kept without its history, which is this node: a
   // reference cycle otherwise).
   template <class Slot>
-    requires std::is_enum_v<Slot>
+  requires std::is_enum_v<Slot>
   void save_output(Slot slot, const Tensor& t) {
     save_at(static_cast<size_t>(slot), t, /*is_output=*/true);
   }
   // The tensor saved in `slot`, checked against in-place modification and release; undefined
   // when nothing was saved there.
   template <class Slot>
-    requires std::is_enum_v<Slot>
-  Tensor unpack(Slot slot) {
+  requires std::is_enum_v<Slot> Tensor unpack(Slot slot) {
     return unpack_at(static_cast<size_t>(slot));
   }
 

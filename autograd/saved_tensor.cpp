@@ -88,8 +88,8 @@ Tensor SavedTensor::unpack(const Node& owner) const {
     } else if (producer_node) {
       producer = producer_node->name();
     }
-    throw VersionCounterError(owner.name(), saved_version_, current, data_.sizes(),
-                              data_.dtype(), std::move(producer), producer_output);
+    throw VersionCounterError(owner.name(), saved_version_, current, data_.sizes(), data_.dtype(),
+                              std::move(producer), producer_output);
   }
   if (!is_output_ && grad_fn_) return with_history(data_, grad_fn_, output_nr_);
   return data_;

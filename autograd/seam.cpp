@@ -38,8 +38,8 @@ struct PendingInplace {
   Tensor old_self;  // self's old value (or a copy of it) with self's old history
   std::vector<Tensor> others;
   bool on_view = false;
-  Tensor base;      // the view's base
-  Edge base_edge;   // the base's history before the op
+  Tensor base;     // the view's base
+  Edge base_edge;  // the base's history before the op
 };
 
 bool is_leaf_requiring_grad(const Tensor& t) {
@@ -60,29 +60,31 @@ class Seam final : public AutogradSeam {
     const bool self_view = self.is_view();
     const Tensor base = self_view ? view_base_of(self) : Tensor();
     if (is_leaf_requiring_grad(self)) {
-      throw AutogradError("a leaf Variable that requires grad is being used in an in-place "
-                          "operation.");
+      throw AutogradError(
+          "a leaf Variable that requires grad is being used in an in-place "
+          "operation.");
     }
     if (self_view && is_leaf_requiring_grad(base)) {
-      throw AutogradError("a view of a leaf Variable that requires grad is being used in an "
-                          "in-place operation.");
+      throw AutogradError(
+          "a view of a leaf Variable that requires grad is being used in an "
+          "in-place operation.");
     }
     bool others_need = false;
     for (const Tensor& o : others) others_need = others_need || (o.defined() && o.requires_grad());
     if (!self.requires_grad() && !others_need) return nullptr;
     const OpEntry& entry = op_entry(kind);
     if (entry.backward == nullptr) {
-      throw AutogradError(fmt::format("[{}_] this in-place op has no backward formula in memgrad",
-                                      op_name(kind)));
+      throw AutogradError(
+          fmt::format("[{}_] this in-place op has no backward formula in memgrad", op_name(kind)));
     }
     auto pending = std::make_shared<PendingInplace>();
     pending->kind = kind;
     pending->attrs = attrs;
     pending->others.assign(others.begin(), others.end());
-    const bool for_self = entry.reads_self == ReadsSelf::ForSelfGrad ||
-                          entry.reads_self == ReadsSelf::Always;
-    const bool for_others = entry.reads_self == ReadsSelf::ForOtherGrads ||
-                            entry.reads_self == ReadsSelf::Always;
+    const bool for_self =
+        entry.reads_self == ReadsSelf::ForSelfGrad || entry.reads_self == ReadsSelf::Always;
+    const bool for_others =
+        entry.reads_self == ReadsSelf::ForOtherGrads || entry.reads_self == ReadsSelf::Always;
     const bool copy = (for_self && self.requires_grad()) || (for_others && others_need);
     Tensor value = self;
     if (copy) {
@@ -117,10 +119,11 @@ class Seam final : public AutogradSeam {
 
   void check_out(const Tensor& out, const char* op) override {
     if (out.requires_grad()) {
-      throw AutogradError(fmt::format("{}(): functions with out=... arguments don't support "
-                                      "automatic differentiation, but one of the arguments "
-                                      "requires grad.",
-                                      op));
+      throw AutogradError(
+          fmt::format("{}(): functions with out=... arguments don't support "
+                      "automatic differentiation, but one of the arguments "
+                      "requires grad.",
+                      op));
     }
   }
 
@@ -128,14 +131,16 @@ class Seam final : public AutogradSeam {
     AutogradMeta* meta = t.impl()->autograd_meta();
     if (meta != nullptr && meta->grad_fn) {
       if (requires_grad) return;
-      throw AutogradError("you can only change requires_grad flags of leaf variables. If you "
-                          "want to use a computed variable in a subgraph that doesn't require "
-                          "differentiation use var_no_grad = var.detach().");
+      throw AutogradError(
+          "you can only change requires_grad flags of leaf variables. If you "
+          "want to use a computed variable in a subgraph that doesn't require "
+          "differentiation use var_no_grad = var.detach().");
     }
     if (requires_grad && !is_floating(t.dtype())) {
-      throw AutogradError(fmt::format("only Tensors of floating point dtype can require "
-                                      "gradients (got {})",
-                                      dtype_name(t.dtype())));
+      throw AutogradError(
+          fmt::format("only Tensors of floating point dtype can require "
+                      "gradients (got {})",
+                      dtype_name(t.dtype())));
     }
     meta_of(t).leaf_requires_grad = requires_grad;
     t.impl()->set_requires_grad_flag(requires_grad);
@@ -153,9 +158,10 @@ class Seam final : public AutogradSeam {
 
   void set_grad(const Tensor& t, const Tensor& g) override {
     if (g.defined() && !(g.sizes() == t.sizes())) {
-      throw AutogradError(fmt::format("assigned grad has data of a different size: {} vs the "
-                                      "tensor's {}",
-                                      to_string(g.sizes()), to_string(t.sizes())));
+      throw AutogradError(
+          fmt::format("assigned grad has data of a different size: {} vs the "
+                      "tensor's {}",
+                      to_string(g.sizes()), to_string(t.sizes())));
     }
     meta_of(t).grad = g;
   }

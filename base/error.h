@@ -45,7 +45,8 @@ class IoError : public Error {
 // Throws InternalError naming the caller's file and line when `condition` is false.
 inline void internal_check(bool condition, const char* what,
                            std::source_location where = std::source_location::current()) {
-  if (!condition) [[unlikely]] throw_internal_error(what, where);
+  if (!condition) [[unlikely]]
+    throw_internal_error(what, where);
 }
 
 }  // namespace memgrad

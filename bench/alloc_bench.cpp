@@ -129,11 +129,13 @@ int run(bool quick) {
   const double repetition_ns = quick ? 4e6 : 40e6;
   const std::vector<SizeCase> cases = {
       {"64B", 64}, {"4KiB", 4 * kKiB}, {"1MiB", kMiB}, {"64MiB", 64 * kMiB}};
-  fmt::print("alloc_bench: ns per allocate+free pair, median of {} runs of ~{:.0f} ms{}; host "
-             "memory, 1 thread, memory untouched\n",
-             kRepetitions, repetition_ns / 1e6, quick ? " (--quick)" : "");
-  fmt::print("  caching: CachingAllocator, cache hits; passthrough: PassthroughAllocator, every "
-             "pair an aligned_alloc + free; malloc: glibc\n");
+  fmt::print(
+      "alloc_bench: ns per allocate+free pair, median of {} runs of ~{:.0f} ms{}; host "
+      "memory, 1 thread, memory untouched\n",
+      kRepetitions, repetition_ns / 1e6, quick ? " (--quick)" : "");
+  fmt::print(
+      "  caching: CachingAllocator, cache hits; passthrough: PassthroughAllocator, every "
+      "pair an aligned_alloc + free; malloc: glibc\n");
   std::fflush(stdout);
 
   memgrad::HostMemory caching_host;
@@ -143,9 +145,10 @@ int run(bool quick) {
   std::vector<Timing> timings;
   for (const SizeCase& c : cases) {
     const Timing t = measure(c.nbytes, repetition_ns, caching, passthrough);
-    fmt::print("alloc_free_{}: {:.1f} ns caching, {:.1f} ns passthrough, {:.1f} ns malloc, "
-               "ratio {}\n",
-               c.name, t.caching_ns, t.passthrough_ns, t.malloc_ns, sig3(t.ratio()));
+    fmt::print(
+        "alloc_free_{}: {:.1f} ns caching, {:.1f} ns passthrough, {:.1f} ns malloc, "
+        "ratio {}\n",
+        c.name, t.caching_ns, t.passthrough_ns, t.malloc_ns, sig3(t.ratio()));
     std::fflush(stdout);
     timings.push_back(t);
   }

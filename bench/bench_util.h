@@ -105,7 +105,10 @@ inline std::string openblas_description() {
   const auto parallel = reinterpret_cast<IntFn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
   if (config == nullptr || core == nullptr) return "no OpenBLAS loaded";
   const int mode = parallel != nullptr ? parallel() : -1;
-  const char* threading = mode == 0 ? "sequential" : mode == 1 ? "pthreads" : mode == 2 ? "openmp" : "?";
+  const char* threading = mode == 0   ? "sequential"
+                          : mode == 1 ? "pthreads"
+                          : mode == 2 ? "openmp"
+                                      : "?";
   return std::string(config()) + ", core " + core() + ", " + threading;
 }
 

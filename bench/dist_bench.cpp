@@ -181,8 +181,7 @@ int run(const bench::Flags& flags) {
   const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "x", "x"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
-    for (size_t i = 0; i < std::size(names); ++i)
-      bench::report_missing(names[i], units[i]);
+    for (size_t i = 0; i < std::size(names); ++i) bench::report_missing(names[i], units[i]);
     return 0;
   }
   for (const std::string& line : run_part("allreduce", 2, 1, flags.quick))
@@ -191,8 +190,7 @@ int run(const bench::Flags& flags) {
   const std::vector<std::string> one_thread = run_part("step", 1, 1, flags.quick);
   const std::vector<std::string> two = run_part("step", 2, bench::kThreads / 2, flags.quick);
   for (const auto* lines : {&one, &one_thread, &two}) {
-    for (const std::string& line : *lines)
-      std::printf("%s\n", line.c_str());
+    for (const std::string& line : *lines) std::printf("%s\n", line.c_str());
   }
   // speedup: against one process on the same 2 cores; scaling: against one process on 1 core
   // (2 for perfect scaling: each rank computes half the rows on its own core).

@@ -26,7 +26,8 @@ using namespace memgrad;
 io::SafetensorsFile many_entries(int entries) {
   io::SafetensorsFile file;
   const Tensor one = ones({1});
-  for (int i = 0; i < entries; ++i) file.tensors.emplace_back(fmt::format("layer.{}.weight", i), one);
+  for (int i = 0; i < entries; ++i)
+    file.tensors.emplace_back(fmt::format("layer.{}.weight", i), one);
   return file;
 }
 
@@ -54,16 +55,20 @@ int main(int argc, char** argv) {
   const int runs = flags.quick ? 1 : 3;
   const io::SafetensorsFile small = many_entries(20000), large = many_entries(200000);
   std::string small_bytes, large_bytes;
-  const double encode_s = median_seconds(runs, [&] { large_bytes = io::encode_safetensors(large); });
+  const double encode_s =
+      median_seconds(runs, [&] { large_bytes = io::encode_safetensors(large); });
   small_bytes = io::encode_safetensors(small);
   size_t decoded = 0;
-  const double small_s = median_seconds(runs, [&] { decoded = io::decode_safetensors(small_bytes).tensors.size(); });
-  const double large_s = median_seconds(runs, [&] { decoded = io::decode_safetensors(large_bytes).tensors.size(); });
+  const double small_s =
+      median_seconds(runs, [&] { decoded = io::decode_safetensors(small_bytes).tensors.size(); });
+  const double large_s =
+      median_seconds(runs, [&] { decoded = io::decode_safetensors(large_bytes).tensors.size(); });
   if (decoded != large.tensors.size()) {
     std::fprintf(stderr, "io_bench: decoded %zu tensors of %zu\n", decoded, large.tensors.size());
     return 1;
   }
-  bench::report("safetensors_200k_header_size", static_cast<double>(large_bytes.size()) / (1 << 20), "MiB");
+  bench::report("safetensors_200k_header_size", static_cast<double>(large_bytes.size()) / (1 << 20),
+                "MiB");
   bench::report("safetensors_encode_200k_entries", 1e3 * encode_s, "ms");
   bench::report("safetensors_decode_20k_entries", 1e3 * small_s, "ms");
   bench::report("safetensors_decode_200k_entries", 1e3 * large_s, "ms");

@@ -32,7 +32,7 @@ constexpr int64_t kBigNumel = 16 * 1024 * 1024;
 constexpr int kChainOps = 1000;
 
 struct Counts {
-  int loops = 5;             // timed loops per figure (the median is reported)
+  int loops = 5;  // timed loops per figure (the median is reported)
   int overhead_calls = 100000;
   int big_reps = 11;         // single-op timings of the 16M / GEMM / softmax ops
   int backward_calls = 100;  // backwards per loop
@@ -60,8 +60,8 @@ void measure_throughput(const Counts& n) {
   const double add = bench::median_seconds_per_call([&] { c = a + b; }, n.big_reps, 1);
   bench::report("add_16M", bytes3 / add / 1e9, "GB/s");
   c = empty({kBigNumel});
-  const double add_out = bench::median_seconds_per_call([&] { memgrad::add_out(c, a, b); },
-                                                        n.big_reps, 1);
+  const double add_out =
+      bench::median_seconds_per_call([&] { memgrad::add_out(c, a, b); }, n.big_reps, 1);
   bench::report("add_out_16M", bytes3 / add_out / 1e9, "GB/s");
   Tensor m = ones({kBigNumel});
   const double mul = bench::median_seconds_per_call([&] { m.mul_(2.0); }, n.big_reps, 1);
@@ -73,7 +73,8 @@ void measure_sgemm(const Counts& n, int64_t m, int64_t k, int64_t cols, const ch
   const Tensor b = randn({k, cols});
   Tensor c = a.mm(b);  // an extra warm-up: OpenBLAS's buffers and threads
   const double t = bench::median_seconds_per_call([&] { c = a.mm(b); }, n.big_reps, 1);
-  const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(cols);
+  const double flop =
+      2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(cols);
   bench::report(name, flop / t / 1e9, "GFLOP/s");
 }
 
@@ -129,6 +130,4 @@ int run(const bench::Flags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return bench::run_main(argc, argv, "ops_bench", run);
-}
+int main(int argc, char** argv) { return bench::run_main(argc, argv, "ops_bench", run); }

@@ -83,7 +83,8 @@ PyValue snapshot(double mb) {
     PyValue::Items blocks;
     for (int64_t b = 0; b < 4; ++b) {
       blocks.push_back(PyValue::dict({{"address", int64_t{139637976727552} + (s * 4 + b) * 524288},
-                                      {"size", 524288}, {"requested_size", 500000},
+                                      {"size", 524288},
+                                      {"requested_size", 500000},
                                       {"state", b % 2 ? "active_allocated" : "inactive"},
                                       {"frames", tracebacks[rng() % kTracebacks]}}));
     }

@@ -61,15 +61,13 @@ int run(const bench::Flags& flags) {
     loss.backward();
     optimizer.step();
   });
-  bench::report_training("train", {std::move(step_ms),
-                                   static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
-                                   static_cast<double>(max_memory_reserved(kCPU)) / kMiB,
-                                   startup_rss, loss.item<double>()});
+  bench::report_training(
+      "train",
+      {std::move(step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
+       static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return bench::run_main(argc, argv, "train_bench", run);
-}
+int main(int argc, char** argv) { return bench::run_main(argc, argv, "train_bench", run); }

@@ -53,8 +53,8 @@ int run(const bench::Flags& flags) {
   std::vector<Batch> pool;
   for (int i = 0; i < kPoolBatches; ++i) {
     const Tensor window = randint(0, kVocab, {kBatch, kContext + 1});
-    pool.push_back({window.narrow(1, 0, kContext).contiguous(),
-                    window.narrow(1, 1, kContext).contiguous()});
+    pool.push_back(
+        {window.narrow(1, 0, kContext).contiguous(), window.narrow(1, 1, kContext).contiguous()});
   }
   examples::CharLM model({kVocab, kWidth, kLayers, kHeads, kContext}, /*dropout=*/0.0,
                          /*checkpoint_segments=*/0, kCPU);
@@ -67,15 +67,13 @@ int run(const bench::Flags& flags) {
     loss.backward();
     optimizer.step();
   });
-  bench::report_training("charlm", {std::move(step_ms),
-                                    static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
-                                    static_cast<double>(max_memory_reserved(kCPU)) / kMiB,
-                                    startup_rss, loss.item<double>()});
+  bench::report_training(
+      "charlm",
+      {std::move(step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
+       static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return bench::run_main(argc, argv, "train_charlm_bench", run);
-}
+int main(int argc, char** argv) { return bench::run_main(argc, argv, "train_charlm_bench", run); }

@@ -33,10 +33,8 @@ struct DistributedDataParallel::State {
   uint64_t reduced = 0;
 
   void prepare_backward() {
-    for (Bucket& b : buckets)
-      b.pending = b.params.size();
-    for (Param& p : params)
-      p.ready = false;
+    for (Bucket& b : buckets) b.pending = b.params.size();
+    for (Param& p : params) p.ready = false;
     next_bucket = 0;
   }
 
@@ -85,8 +83,7 @@ struct DistributedDataParallel::State {
     std::vector<std::string> names;
     if (next_bucket == buckets.size()) return names;
     bool any_ready = false;
-    for (const Param& p : params)
-      any_ready = any_ready || p.ready;
+    for (const Param& p : params) any_ready = any_ready || p.ready;
     if (!any_ready) return names;  // no backward since the last forward
     for (const Param& p : params) {
       if (!p.ready) names.push_back(p.name);
@@ -120,8 +117,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
     pg_->broadcast(t, 0);
     s.params.push_back({name, t, 0, Tensor(), false});
   }
-  for (auto& [name, t] : module_->named_buffers())
-    pg_->broadcast(t, 0);
+  for (auto& [name, t] : module_->named_buffers()) pg_->broadcast(t, 0);
 
   // Buckets in reverse registration order, one dtype each, closed when they reach the cap.
   const auto cap = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
@@ -140,8 +136,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
   for (const std::vector<size_t>& group : groups) {
     State::Bucket b;
     int64_t numel = 0;
-    for (size_t k : group)
-      numel += s.params[k].tensor.numel();
+    for (size_t k : group) numel += s.params[k].tensor.numel();
     const DType dtype = s.params[group.front()].tensor.dtype();
     b.flat = zeros({numel}, TensorOptions(dtype).with_device(pg_->device()));
     int64_t offset = 0;
@@ -187,9 +182,7 @@ DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
   ddp_.state_->sync_enabled = false;
 }
 
-DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
-  ddp_.state_->sync_enabled = previous_;
-}
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() { ddp_.state_->sync_enabled = previous_; }
 
 void DistributedDataParallel::zero_grad() {
   if (!state_->options.gradient_as_bucket_view) {
@@ -197,8 +190,7 @@ void DistributedDataParallel::zero_grad() {
     return;
   }
   NoGradGuard no_grad;
-  for (State::Bucket& b : state_->buckets)
-    b.flat.zero_();
+  for (State::Bucket& b : state_->buckets) b.flat.zero_();
   for (State::Param& p : state_->params) {
     const Tensor g = p.tensor.grad();
     if (g.defined() && g.impl()->storage_ptr() != p.view.impl()->storage_ptr()) {
@@ -211,8 +203,7 @@ std::vector<BucketInfo> DistributedDataParallel::buckets() const {
   std::vector<BucketInfo> out;
   for (const State::Bucket& b : state_->buckets) {
     BucketInfo info;
-    for (size_t k : b.params)
-      info.parameters.push_back(state_->params[k].name);
+    for (size_t k : b.params) info.parameters.push_back(state_->params[k].name);
     info.numel = b.flat.numel();
     info.allocated_nbytes = static_cast<int64_t>(b.flat.impl()->storage().allocated_nbytes());
     out.push_back(std::move(info));
@@ -222,13 +213,10 @@ std::vector<BucketInfo> DistributedDataParallel::buckets() const {
 
 int64_t DistributedDataParallel::bucket_nbytes() const {
   int64_t total = 0;
-  for (const BucketInfo& b : buckets())
-    total += b.allocated_nbytes;
+  for (const BucketInfo& b : buckets()) total += b.allocated_nbytes;
   return total;
 }
 
-uint64_t DistributedDataParallel::buckets_reduced() const {
-  return state_->reduced;
-}
+uint64_t DistributedDataParallel::buckets_reduced() const { return state_->reduced; }
 
 }  // namespace memgrad::distributed

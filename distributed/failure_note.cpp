@@ -25,8 +25,7 @@ std::optional<FailureNote> read_failure_note(const std::string& path) {
   std::string tag;
   if (!(words >> tag) || tag != "gone") return std::nullopt;
   FailureNote note;
-  for (int r = 0; words >> r;)
-    note.gone.push_back(r);
+  for (int r = 0; words >> r;) note.gone.push_back(r);
   std::getline(in, note.message);
   return note;
 }

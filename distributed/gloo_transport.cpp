@@ -73,16 +73,11 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
 ReduceFn sum_function(DType dtype) {
   switch (dtype) {
-    case DType::Float32:
-      return &gloo::sum<float>;
-    case DType::Float64:
-      return &gloo::sum<double>;
-    case DType::Float16:
-      return &gloo::sum<gloo::float16>;
-    case DType::Int64:
-      return &gloo::sum<int64_t>;
-    default:
-      break;
+    case DType::Float32: return &gloo::sum<float>;
+    case DType::Float64: return &gloo::sum<double>;
+    case DType::Float16: return &gloo::sum<gloo::float16>;
+    case DType::Int64: return &gloo::sum<int64_t>;
+    default: break;
   }
   throw DistributedError(fmt::format("[all_reduce] Gloo cannot sum {} tensors", dtype_name(dtype)),
                          "all_reduce", -1);
@@ -199,20 +194,11 @@ class GlooTransport final : public Transport {
 
   static void set_output(gloo::AllreduceOptions& opts, void* data, size_t count, DType dtype) {
     switch (dtype) {
-      case DType::Float32:
-        opts.setOutput(static_cast<float*>(data), count);
-        return;
-      case DType::Float64:
-        opts.setOutput(static_cast<double*>(data), count);
-        return;
-      case DType::Float16:
-        opts.setOutput(static_cast<gloo::float16*>(data), count);
-        return;
-      case DType::Int64:
-        opts.setOutput(static_cast<int64_t*>(data), count);
-        return;
-      default:
-        sum_function(dtype);  // throws
+      case DType::Float32: opts.setOutput(static_cast<float*>(data), count); return;
+      case DType::Float64: opts.setOutput(static_cast<double*>(data), count); return;
+      case DType::Float16: opts.setOutput(static_cast<gloo::float16*>(data), count); return;
+      case DType::Int64: opts.setOutput(static_cast<int64_t*>(data), count); return;
+      default: sum_function(dtype);  // throws
     }
   }
 
@@ -256,8 +242,6 @@ std::unique_ptr<Transport> make_gloo_transport(int rank, int size, const Store& 
 #endif
 }
 
-std::unique_ptr<Transport> make_local_transport() {
-  return std::make_unique<LocalTransport>();
-}
+std::unique_ptr<Transport> make_local_transport() { return std::make_unique<LocalTransport>(); }
 
 }  // namespace memgrad::distributed::detail

@@ -24,16 +24,11 @@ using kernels::cuda::NcclDType;
 
 NcclDType nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::Float32:
-      return NcclDType::Float32;
-    case DType::Float64:
-      return NcclDType::Float64;
-    case DType::Float16:
-      return NcclDType::Float16;
-    case DType::Int64:
-      return NcclDType::Int64;
-    default:
-      break;
+    case DType::Float32: return NcclDType::Float32;
+    case DType::Float64: return NcclDType::Float64;
+    case DType::Float16: return NcclDType::Float16;
+    case DType::Int64: return NcclDType::Int64;
+    default: break;
   }
   throw DistributedError(fmt::format("[all_reduce] NCCL cannot sum {} tensors", dtype_name(dtype)),
                          "all_reduce", -1);
@@ -41,8 +36,7 @@ NcclDType nccl_type(DType dtype) {
 
 std::string to_hex(const std::string& bytes) {
   std::string hex;
-  for (unsigned char c : bytes)
-    hex += fmt::format("{:02x}", c);
+  for (unsigned char c : bytes) hex += fmt::format("{:02x}", c);
   return hex;
 }
 

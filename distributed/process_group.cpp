@@ -43,18 +43,12 @@ enum OpCode : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, 
 
 const char* op_code_name(int64_t code) {
   switch (code) {
-    case kAllReduce:
-      return "all_reduce";
-    case kReduceScatter:
-      return "reduce_scatter";
-    case kAllGather:
-      return "all_gather";
-    case kBroadcast:
-      return "broadcast";
-    case kBarrier:
-      return "barrier";
-    default:
-      return "an unknown collective";
+    case kAllReduce: return "all_reduce";
+    case kReduceScatter: return "reduce_scatter";
+    case kAllGather: return "all_gather";
+    case kBroadcast: return "broadcast";
+    case kBarrier: return "barrier";
+    default: return "an unknown collective";
   }
 }
 
@@ -124,8 +118,7 @@ std::vector<detail::PeerInfo> rendezvous_peers(Store& store, const std::string& 
   auto key = [&](int r) { return fmt::format("{}/peer/{}", prefix, r); };
   store.set(key(rank), fmt::format("{} {}", this_host(), getpid()));
   std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r)
-    keys.push_back(key(r));
+  for (int r = 0; r < size; ++r) keys.push_back(key(r));
   if (!store.wait(keys, timeout)) {
     std::vector<int> missing;
     for (int r = 0; r < size; ++r) {
@@ -211,10 +204,10 @@ void ProcessGroup::check_tensor(const char* op, const char* what, const Tensor& 
                       op, {t.device().str(), device_.str()});
   }
   if (!t.is_contiguous()) {
-    throw ValueError(
-        fmt::format("[{}] {} of shape {} is not contiguous; call .contiguous() "
-                    "first",
-                    op, what, to_string(t.sizes())), op, what);
+    throw ValueError(fmt::format("[{}] {} of shape {} is not contiguous; call .contiguous() "
+                                 "first",
+                                 op, what, to_string(t.sizes())),
+                     op, what);
   }
 }
 
@@ -420,8 +413,7 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
                              static_cast<size_t>(k) * element_size(input.dtype()));
       Tensor flat = out.view({k});
       flat.copy_(staging.select(0, 0));
-      for (int r = 1; r < size_; ++r)
-        flat.add_(staging.select(0, r));
+      for (int r = 1; r < size_; ++r) flat.add_(staging.select(0, r));
     }
   } catch (const detail::TransportFailure& e) {
     fail("reduce_scatter", e.what());
@@ -469,7 +461,8 @@ void ProcessGroup::broadcast(const Tensor& tensor, int src) {
     check_tensor("broadcast", "tensor", tensor);
     if (src < 0 || src >= size_) {
       throw ValueError(
-          fmt::format("[broadcast] src {} is not a rank of this group (0 to {})", src, size_ - 1), "broadcast", "src", fmt::format("{}", src));
+          fmt::format("[broadcast] src {} is not a rank of this group (0 to {})", src, size_ - 1),
+          "broadcast", "src", fmt::format("{}", src));
     }
     call = {kBroadcast, static_cast<int64_t>(tensor.dtype()), tensor.numel(), src};
   });

@@ -38,8 +38,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/device.h"
 #include "distributed/store.h"
+#include "engine/device.h"
 #include "engine/tensor.h"
 
 namespace memgrad::distributed {

@@ -50,8 +50,7 @@ std::vector<std::string> base_environment(const std::vector<std::string>& replac
     const std::string entry(*e);
     const std::string name = entry.substr(0, entry.find('='));
     bool drop = false;
-    for (const std::string& r : replaced)
-      drop = drop || r == name;
+    for (const std::string& r : replaced) drop = drop || r == name;
     if (!drop) env.push_back(entry);
   }
   return env;
@@ -65,12 +64,10 @@ pid_t start_rank(const std::string& program, const std::vector<std::string>& arg
   posix_spawn_file_actions_adddup2(&actions, out_fd, STDERR_FILENO);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(program.c_str()));
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<char*> envp;
-  for (const std::string& e : env)
-    envp.push_back(const_cast<char*>(e.c_str()));
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), envp.data());
@@ -143,8 +140,7 @@ SpawnResult spawn_ranks(int world_size, const SpawnOptions& options) {
                                        "LOCAL_WORLD_SIZE",
                                        "MEMGRAD_STORE_PATH",
                                        kErrorFileVariable};
-  for (const auto& [name, value] : options.env)
-    replaced.push_back(name);
+  for (const auto& [name, value] : options.env) replaced.push_back(name);
   const std::vector<std::string> base = base_environment(replaced);
   const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
   auto error_file = [&](int r) { return fmt::format("{}/rank-{}.error", store_dir, r); };

@@ -159,12 +159,8 @@ std::string Store::get(const std::string& key, std::chrono::milliseconds timeout
 #endif
 }
 
-const std::string& Store::describe() const {
-  return impl_->description;
-}
+const std::string& Store::describe() const { return impl_->description; }
 
-int Store::redis_port() const {
-  return impl_->redis_port;
-}
+int Store::redis_port() const { return impl_->redis_port; }
 
 }  // namespace memgrad::distributed

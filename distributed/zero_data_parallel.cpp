@@ -71,8 +71,7 @@ struct ZeroDataParallel::State {
   // Stage 3: the parameters let go of the gathered vector, which is freed.
   void release(Unit& u) {
     if (!u.flat_param.defined()) return;
-    for (Tensor& p : u.params)
-      p.impl()->set_data(*placeholder.impl());
+    for (Tensor& p : u.params) p.impl()->set_data(*placeholder.impl());
     gathered_now -= allocated_nbytes(u.flat_param);
     u.flat_param = Tensor();
   }
@@ -206,8 +205,7 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
       u.shard_param = flat.narrow(0, rank * u.shard, u.shard).clone();
       if (!s.placeholder.defined())
         s.placeholder = empty({0}, TensorOptions(dtype).with_device(pg_->device()));
-      for (Tensor& p : u.params)
-        p.impl()->set_data(*s.placeholder.impl());
+      for (Tensor& p : u.params) p.impl()->set_data(*s.placeholder.impl());
     }
     u.shard_param.requires_grad_(true);
     s.shards.push_back(u.shard_param);
@@ -247,8 +245,7 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
 
 ZeroDataParallel::~ZeroDataParallel() {
   for (State::Unit& u : state_->units) {
-    for (uint64_t id : u.hook_ids)
-      u.module->remove_forward_hook(id);
+    for (uint64_t id : u.hook_ids) u.module->remove_forward_hook(id);
   }
 }
 
@@ -257,9 +254,7 @@ Tensor ZeroDataParallel::forward(const Tensor& x) {
   return (*module_)(x);
 }
 
-const std::vector<Tensor>& ZeroDataParallel::shard_parameters() const {
-  return state_->shards;
-}
+const std::vector<Tensor>& ZeroDataParallel::shard_parameters() const { return state_->shards; }
 
 void ZeroDataParallel::step(optim::Optimizer& optimizer) {
   State& s = *state_;
@@ -273,27 +268,22 @@ void ZeroDataParallel::step(optim::Optimizer& optimizer) {
   }
   optimizer.step();
   if (s.stage == 3) return;
-  for (State::Unit& u : s.units)
-    pg_->all_gather(u.flat_param, u.shard_param);
+  for (State::Unit& u : s.units) pg_->all_gather(u.flat_param, u.shard_param);
 }
 
 void ZeroDataParallel::zero_grad() {
   for (State::Unit& u : state_->units) {
     u.flat_grad = Tensor();
     u.shard_param.set_grad(Tensor());
-    for (Tensor& p : u.params)
-      p.set_grad(Tensor());
+    for (Tensor& p : u.params) p.set_grad(Tensor());
   }
 }
 
-int ZeroDataParallel::stage() const {
-  return state_->stage;
-}
+int ZeroDataParallel::stage() const { return state_->stage; }
 
 std::vector<ZeroUnitInfo> ZeroDataParallel::units() const {
   std::vector<ZeroUnitInfo> out;
-  for (const State::Unit& u : state_->units)
-    out.push_back({u.name, u.numel, u.padded, u.shard});
+  for (const State::Unit& u : state_->units) out.push_back({u.name, u.numel, u.padded, u.shard});
   return out;
 }
 
@@ -314,12 +304,8 @@ int64_t ZeroDataParallel::gradient_nbytes() const {
   return total;
 }
 
-int64_t ZeroDataParallel::gathered_peak_nbytes() const {
-  return state_->gathered_peak;
-}
-int64_t ZeroDataParallel::reduction_peak_nbytes() const {
-  return state_->reduction_peak;
-}
+int64_t ZeroDataParallel::gathered_peak_nbytes() const { return state_->gathered_peak; }
+int64_t ZeroDataParallel::reduction_peak_nbytes() const { return state_->reduction_peak; }
 
 void ZeroDataParallel::reset_peaks() {
   state_->gathered_peak = state_->gathered_now;

@@ -30,8 +30,9 @@ UnaryOp unary_op_of(OpKind kind, const GeluAttrs& gelu) {
     case OpKind::Reciprocal: return UnaryOp::Reciprocal;
     case OpKind::Square: return UnaryOp::Square;
     default:
-      throw ValueError(fmt::format("[unary_backward] {} is not a unary op with a fused backward",
-                                   op_name(kind)), "unary_backward", "kind", std::string(op_name(kind)));
+      throw ValueError(
+          fmt::format("[unary_backward] {} is not a unary op with a fused backward", op_name(kind)),
+          "unary_backward", "kind", std::string(op_name(kind)));
   }
 }
 
@@ -41,8 +42,7 @@ kernels::Operand optional_operand(const Tensor& t) {
 
 }  // namespace
 
-Tensor unary_backward(OpKind kind, const Tensor& grad, const Tensor& saved,
-                      const GeluAttrs& gelu) {
+Tensor unary_backward(OpKind kind, const Tensor& grad, const Tensor& saved, const GeluAttrs& gelu) {
   const UnaryOp op = unary_op_of(kind, gelu);
   Tensor grad_in = new_tensor(grad.sizes(), grad.dtype(), grad.device());
   kernels_for(grad.device())

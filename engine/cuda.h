@@ -33,10 +33,10 @@ void synchronize(int device = 0);
 
 // What cudaGetDeviceProperties reports, in the fields torch.cuda.get_device_properties has.
 struct DeviceProperties {
-  std::string name;            // e.g. "NVIDIA H100 80GB HBM3"
-  size_t total_memory = 0;     // bytes
+  std::string name;         // e.g. "NVIDIA H100 80GB HBM3"
+  size_t total_memory = 0;  // bytes
   int multi_processor_count = 0;
-  int major = 0, minor = 0;    // compute capability
+  int major = 0, minor = 0;  // compute capability
 };
 // Throws DeviceError when cuda:`device` does not exist.
 DeviceProperties get_device_properties(int device = 0);

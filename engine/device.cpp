@@ -16,11 +16,11 @@ Device::Device(std::string_view text) {
   if (colon != std::string_view::npos) {
     const std::string_view digits = text.substr(colon + 1);
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
-        index < 0 || index > kMaxIndex) {
-      throw DeviceError(fmt::format("[device] bad device index in '{}' (expected 0..{})", text,
-                                    kMaxIndex),
-                        "device", {std::string(text)});
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || index < 0 ||
+        index > kMaxIndex) {
+      throw DeviceError(
+          fmt::format("[device] bad device index in '{}' (expected 0..{})", text, kMaxIndex),
+          "device", {std::string(text)});
     }
   }
   if (kind == "cpu") {
@@ -48,7 +48,8 @@ void Device::throw_bad_index(DeviceType type, int index) {
   }
   throw DeviceError(fmt::format("[device] {} index {} is out of range (expected 0..{})",
                                 type == DeviceType::Sim ? "sim" : "cuda", index, kMaxIndex),
-                    "device", {fmt::format("{}:{}", type == DeviceType::Sim ? "sim" : "cuda", index)});
+                    "device",
+                    {fmt::format("{}:{}", type == DeviceType::Sim ? "sim" : "cuda", index)});
 }
 
 std::string Device::str() const {

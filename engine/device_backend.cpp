@@ -45,10 +45,10 @@ int cuda_device_count() { return kernels::cuda::device_count(); }
 void check_cuda_device(int index) {
   const int count = cuda_device_count();
   if (index < 0 || index >= count) {
-    throw DeviceError(fmt::format("[device] cuda:{} requested but {} CUDA device{} present", index,
-                                  count == 0 ? "no" : std::to_string(count),
-                                  count == 1 ? " is" : "s are"),
-                      "device", {fmt::format("cuda:{}", index)});
+    throw DeviceError(
+        fmt::format("[device] cuda:{} requested but {} CUDA device{} present", index,
+                    count == 0 ? "no" : std::to_string(count), count == 1 ? " is" : "s are"),
+        "device", {fmt::format("cuda:{}", index)});
   }
 }
 
@@ -57,7 +57,8 @@ std::unique_ptr<MemorySource> make_cuda_source(int index) {
 }
 
 kernels::KernelBackend& detail::kernels_for(Device device) {
-  if (device.is_host()) [[likely]] return kernels::cpu_backend();
+  if (device.is_host()) [[likely]]
+    return kernels::cpu_backend();
   return kernels::cuda::backend(device.index());
 }
 
@@ -70,7 +71,8 @@ void attach_device_hooks(Device device, PolicyAllocator& allocator) {
 }
 
 StreamId allocation_stream(Device device) {
-  if (device.is_host()) [[likely]] return kDefaultStream;
+  if (device.is_host()) [[likely]]
+    return kDefaultStream;
   return kernels::cuda::current_stream(device.index());
 }
 
@@ -94,8 +96,8 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
   const int device = to.is_cuda() ? to.index() : from.index();
   const Tensor& host = to.is_cuda() ? src : dst;
   const bool async = non_blocking && storage_is_pinned(host.storage());
-  const auto kind = to.is_cuda() ? kernels::cuda::CopyKind::HostToDevice
-                                 : kernels::cuda::CopyKind::DeviceToHost;
+  const auto kind =
+      to.is_cuda() ? kernels::cuda::CopyKind::HostToDevice : kernels::cuda::CopyKind::DeviceToHost;
   kernels::cuda::copy_bytes(device, dst.data_ptr(), src.data_ptr(), dst.nbytes(), kind, async);
   if (async) {
     const StreamId stream = kernels::cuda::current_stream(device);
@@ -183,7 +185,8 @@ namespace {
 [[noreturn]] void no_backend(const char* op) {
   throw DeviceError(fmt::format("[{}] memgrad was built without the CUDA backend (configure with "
                                 "-Dcuda=enabled on a machine with nvcc)",
-                                op), op);
+                                op),
+                    op);
 }
 
 }  // namespace
@@ -199,17 +202,19 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool) {
 }
 
 Tensor pin_memory_copy(const Tensor&) {
-  throw DeviceError("[pin_memory] pinned host memory needs the CUDA backend (configure with "
-                    "-Dcuda=enabled on a machine with nvcc)", "pin_memory");
+  throw DeviceError(
+      "[pin_memory] pinned host memory needs the CUDA backend (configure with "
+      "-Dcuda=enabled on a machine with nvcc)",
+      "pin_memory");
 }
 
 bool storage_is_pinned(const Storage&) { return false; }
 
 void check_cuda_device(int index) {
-  throw DeviceError(fmt::format(
-      "[device] cuda:{} requested but memgrad was built without the CUDA backend "
-      "(configure with -Dcuda=enabled on a machine with nvcc)",
-      index),
+  throw DeviceError(
+      fmt::format("[device] cuda:{} requested but memgrad was built without the CUDA backend "
+                  "(configure with -Dcuda=enabled on a machine with nvcc)",
+                  index),
       "device", {fmt::format("cuda:{}", index)});
 }
 

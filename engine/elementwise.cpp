@@ -196,10 +196,10 @@ Tensor& unary_inplace(const char* name, UnaryOp op, OpKind kind, Tensor& x) {
   detail::check_defined(name, x);
   TraceOpScope trace(name);
   if (unary_result(op, x.dtype()) != x.dtype()) {
-    throw DTypeError(fmt::format("[{}] result type {} can't be cast to the desired output type {}",
-                                 name, dtype_name(unary_result(op, x.dtype())),
-                                 dtype_name(x.dtype())),
-                     name, {unary_result(op, x.dtype()), x.dtype()});
+    throw DTypeError(
+        fmt::format("[{}] result type {} can't be cast to the desired output type {}", name,
+                    dtype_name(unary_result(op, x.dtype())), dtype_name(x.dtype())),
+        name, {unary_result(op, x.dtype()), x.dtype()});
   }
   detail::InplaceRecord rec(kind, x, {}, unary_attrs(op));
   kernels_for(x.device()).unary(op, operand(x), operand(x));
@@ -209,7 +209,8 @@ Tensor& unary_inplace(const char* name, UnaryOp op, OpKind kind, Tensor& x) {
 
 ClampAttrs clamp_attrs(const char* name, std::optional<Scalar> min, std::optional<Scalar> max) {
   if (!min && !max) {
-    throw ValueError(fmt::format("[{}] at least one of 'min' or 'max' must be given", name), name, "min, max");
+    throw ValueError(fmt::format("[{}] at least one of 'min' or 'max' must be given", name), name,
+                     "min, max");
   }
   ClampAttrs attrs;
   if (min) attrs.min = min->to_double();
@@ -289,8 +290,8 @@ Tensor sigmoid(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) { return unary_op("relu", UnaryOp::Relu, OpKind::Relu, x); }
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
-  return unary_op("gelu", tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::GeluErf,
-                  OpKind::Gelu, x);
+  return unary_op("gelu", tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::GeluErf, OpKind::Gelu,
+                  x);
 }
 Tensor silu(const Tensor& x) { return unary_op("silu", UnaryOp::Silu, OpKind::Silu, x); }
 Tensor reciprocal(const Tensor& x) {
@@ -313,9 +314,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   TraceOpScope trace("clamp");
   const ClampAttrs attrs = clamp_attrs("clamp", min, max);
   Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
-  kernels_for(x.device()).clamp(operand(out), operand(x), attrs.min.value_or(0.0),
-                                attrs.max.value_or(0.0), attrs.min.has_value(),
-                                attrs.max.has_value());
+  kernels_for(x.device())
+      .clamp(operand(out), operand(x), attrs.min.value_or(0.0), attrs.max.value_or(0.0),
+             attrs.min.has_value(), attrs.max.has_value());
   if (should_record({&x})) detail::record(OpKind::Clamp, {x}, {out}, attrs);
   return out;
 }
@@ -325,16 +326,16 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_defined("where", cond, "condition");
   detail::check_same_device("where", cond, a);
   if (cond.dtype() != kBool) {
-    throw DTypeError(fmt::format("[where] condition must be a bool tensor, got {}",
-                                 dtype_name(cond.dtype())),
-                     "where", {cond.dtype()});
+    throw DTypeError(
+        fmt::format("[where] condition must be a bool tensor, got {}", dtype_name(cond.dtype())),
+        "where", {cond.dtype()});
   }
   TraceOpScope trace("where");
   const Shape shape =
       broadcast_shapes(cond.sizes(), broadcast_shapes(a.sizes(), b.sizes(), "where"), "where");
   Tensor out = new_tensor(shape, promote_types(a.dtype(), b.dtype()), a.device());
-  kernels_for(a.device()).where(operand(out), operand(cond, shape), operand(a, shape),
-                                operand(b, shape));
+  kernels_for(a.device())
+      .where(operand(out), operand(cond, shape), operand(a, shape), operand(b, shape));
   if (should_record({&a, &b})) detail::record(OpKind::Where, {cond, a, b}, {out});
   return out;
 }
@@ -345,18 +346,42 @@ Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
 
 // ---- comparisons ----
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_op("eq", BinaryOp::Eq, kNotDifferentiable, a, b, 1); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_op("ne", BinaryOp::Ne, kNotDifferentiable, a, b, 1); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_op("lt", BinaryOp::Lt, kNotDifferentiable, a, b, 1); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_op("le", BinaryOp::Le, kNotDifferentiable, a, b, 1); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_op("gt", BinaryOp::Gt, kNotDifferentiable, a, b, 1); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_op("ge", BinaryOp::Ge, kNotDifferentiable, a, b, 1); }
-Tensor eq(const Tensor& a, Scalar b) { return scalar_op("eq", BinaryOp::Eq, kNotDifferentiable, a, b, false); }
-Tensor ne(const Tensor& a, Scalar b) { return scalar_op("ne", BinaryOp::Ne, kNotDifferentiable, a, b, false); }
-Tensor lt(const Tensor& a, Scalar b) { return scalar_op("lt", BinaryOp::Lt, kNotDifferentiable, a, b, false); }
-Tensor le(const Tensor& a, Scalar b) { return scalar_op("le", BinaryOp::Le, kNotDifferentiable, a, b, false); }
-Tensor gt(const Tensor& a, Scalar b) { return scalar_op("gt", BinaryOp::Gt, kNotDifferentiable, a, b, false); }
-Tensor ge(const Tensor& a, Scalar b) { return scalar_op("ge", BinaryOp::Ge, kNotDifferentiable, a, b, false); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary_op("eq", BinaryOp::Eq, kNotDifferentiable, a, b, 1);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary_op("ne", BinaryOp::Ne, kNotDifferentiable, a, b, 1);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary_op("lt", BinaryOp::Lt, kNotDifferentiable, a, b, 1);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary_op("le", BinaryOp::Le, kNotDifferentiable, a, b, 1);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary_op("gt", BinaryOp::Gt, kNotDifferentiable, a, b, 1);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary_op("ge", BinaryOp::Ge, kNotDifferentiable, a, b, 1);
+}
+Tensor eq(const Tensor& a, Scalar b) {
+  return scalar_op("eq", BinaryOp::Eq, kNotDifferentiable, a, b, false);
+}
+Tensor ne(const Tensor& a, Scalar b) {
+  return scalar_op("ne", BinaryOp::Ne, kNotDifferentiable, a, b, false);
+}
+Tensor lt(const Tensor& a, Scalar b) {
+  return scalar_op("lt", BinaryOp::Lt, kNotDifferentiable, a, b, false);
+}
+Tensor le(const Tensor& a, Scalar b) {
+  return scalar_op("le", BinaryOp::Le, kNotDifferentiable, a, b, false);
+}
+Tensor gt(const Tensor& a, Scalar b) {
+  return scalar_op("gt", BinaryOp::Gt, kNotDifferentiable, a, b, false);
+}
+Tensor ge(const Tensor& a, Scalar b) {
+  return scalar_op("ge", BinaryOp::Ge, kNotDifferentiable, a, b, false);
+}
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   return binary_op("logical_and", BinaryOp::LogicalAnd, kNotDifferentiable, a, b, 1);
 }
@@ -440,9 +465,9 @@ Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> ma
   TraceOpScope trace("clamp_");
   const ClampAttrs attrs = clamp_attrs("clamp_", min, max);
   detail::InplaceRecord rec(OpKind::Clamp, self, {}, attrs);
-  kernels_for(self.device()).clamp(operand(self), operand(self), attrs.min.value_or(0.0),
-                                   attrs.max.value_or(0.0), attrs.min.has_value(),
-                                   attrs.max.has_value());
+  kernels_for(self.device())
+      .clamp(operand(self), operand(self), attrs.min.value_or(0.0), attrs.max.value_or(0.0),
+             attrs.min.has_value(), attrs.max.has_value());
   rec.finish(self);
   return self;
 }

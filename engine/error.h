@@ -148,8 +148,7 @@ class IndexError : public Error {
 // its value as text (empty when there is none to show).
 class ValueError : public Error {
  public:
-  ValueError(std::string message, std::string op, std::string argument = {},
-             std::string value = {})
+  ValueError(std::string message, std::string op, std::string argument = {}, std::string value = {})
       : Error(std::move(message)),
         op_(std::move(op)),
         argument_(std::move(argument)),

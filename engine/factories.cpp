@@ -19,9 +19,9 @@ using detail::operand;
 Tensor make(const char* op, const Shape& sizes, DType dtype, const TensorOptions& options) {
   for (int64_t s : sizes) {
     if (s < 0) {
-      throw ShapeError(fmt::format("[{}] negative dimension {} in size {}", op, s,
-                                   to_string(sizes)),
-                       op, ShapeRoles::given(sizes));
+      throw ShapeError(
+          fmt::format("[{}] negative dimension {} in size {}", op, s, to_string(sizes)), op,
+          ShapeRoles::given(sizes));
     }
   }
   TraceOpScope trace(op);
@@ -82,10 +82,12 @@ Tensor full(const Shape& sizes, Scalar value, const TensorOptions& options) {
 }
 
 Tensor empty_like(const Tensor& like, std::optional<DType> dtype) {
-  return empty(like.sizes(), TensorOptions(dtype.value_or(like.dtype())).with_device(like.device()));
+  return empty(like.sizes(),
+               TensorOptions(dtype.value_or(like.dtype())).with_device(like.device()));
 }
 Tensor zeros_like(const Tensor& like, std::optional<DType> dtype) {
-  return zeros(like.sizes(), TensorOptions(dtype.value_or(like.dtype())).with_device(like.device()));
+  return zeros(like.sizes(),
+               TensorOptions(dtype.value_or(like.dtype())).with_device(like.device()));
 }
 Tensor ones_like(const Tensor& like, std::optional<DType> dtype) {
   return ones(like.sizes(), TensorOptions(dtype.value_or(like.dtype())).with_device(like.device()));
@@ -101,29 +103,34 @@ Tensor arange(Scalar end, const TensorOptions& options) {
 Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& options) {
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   if (!std::isfinite(s) || !std::isfinite(e) || !std::isfinite(st)) {
-    throw ValueError(fmt::format("[arange] unsupported range: {} -> {} with step {}", s, e, st), "arange", "end", fmt::format("{}", e));
+    throw ValueError(fmt::format("[arange] unsupported range: {} -> {} with step {}", s, e, st),
+                     "arange", "end", fmt::format("{}", e));
   }
   if (st == 0.0) throw ValueError("[arange] step must be nonzero", "arange", "step", "0");
   if ((e - s) * st < 0.0) {
     throw ValueError(fmt::format("[arange] upper bound and step sign are inconsistent: start {}, "
                                  "end {}, step {}",
-                                 s, e, st), "arange", "end", fmt::format("{}", e));
+                                 s, e, st),
+                     "arange", "end", fmt::format("{}", e));
   }
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   const DType dtype = options.dtype_or(integral ? kInt64 : kFloat32);
   const double count = std::ceil((e - s) / st);
   if (!(count < 9223372036854775808.0)) {  // 2^63; also catches an infinite quotient
-    throw ValueError(fmt::format("[arange] {} -> {} with step {} has more than 2^63 - 1 elements",
-                                 s, e, st), "arange", "end", fmt::format("{}", e));
+    throw ValueError(
+        fmt::format("[arange] {} -> {} with step {} has more than 2^63 - 1 elements", s, e, st),
+        "arange", "end", fmt::format("{}", e));
   }
   const auto n = std::max<int64_t>(static_cast<int64_t>(count), 0);
-  return from_values("arange", n, [&](int64_t i) { return s + st * static_cast<double>(i); },
-                     TensorOptions(dtype).with_device(options.device).with_requires_grad(
-                         options.requires_grad));
+  return from_values(
+      "arange", n, [&](int64_t i) { return s + st * static_cast<double>(i); },
+      TensorOptions(dtype).with_device(options.device).with_requires_grad(options.requires_grad));
 }
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options) {
-  if (steps < 0) throw ValueError(fmt::format("[linspace] number of steps must be >= 0, got {}", steps), "linspace", "steps", fmt::format("{}", steps));
+  if (steps < 0)
+    throw ValueError(fmt::format("[linspace] number of steps must be >= 0, got {}", steps),
+                     "linspace", "steps", fmt::format("{}", steps));
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Filled from both ends, as PyTorch does, so the last value is exactly `end`; one step is
   // `start` (PyTorch and NumPy).
@@ -132,14 +139,17 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
     return i < steps / 2 ? start + step * static_cast<double>(i)
                          : end - step * static_cast<double>(steps - 1 - i);
   };
-  return from_values("linspace", steps, value, TensorOptions(options.dtype_or(kFloat32))
-                                                      .with_device(options.device)
-                                                      .with_requires_grad(options.requires_grad));
+  return from_values("linspace", steps, value,
+                     TensorOptions(options.dtype_or(kFloat32))
+                         .with_device(options.device)
+                         .with_requires_grad(options.requires_grad));
 }
 
 Tensor eye(int64_t n, int64_t m, const TensorOptions& options) {
   if (m < 0) m = n;
-  if (n < 0) throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n), "eye", ShapeRoles::given(Shape{n, m}));
+  if (n < 0)
+    throw ShapeError(fmt::format("[eye] n must be >= 0, got {}", n), "eye",
+                     ShapeRoles::given(Shape{n, m}));
   Tensor t = zeros({n, m}, TensorOptions(options.dtype_or(kFloat32)).with_device(options.device));
   if (t.numel() > 0) t.diagonal().fill_(1);
   return finish(std::move(t), options);
@@ -162,10 +172,13 @@ Tensor randn(const Shape& sizes, const TensorOptions& options, Generator* genera
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& options,
                Generator* generator) {
   if (high <= low) {
-    throw ValueError(fmt::format("[randint] expected low < high, got low {} and high {}", low, high), "randint", "high", fmt::format("{}", high));
+    throw ValueError(
+        fmt::format("[randint] expected low < high, got low {} and high {}", low, high), "randint",
+        "high", fmt::format("{}", high));
   }
   if (high - low > (int64_t{1} << 32)) {
-    throw ValueError(fmt::format("[randint] the range [{}, {}) is wider than 2^32", low, high), "randint", "high", fmt::format("{}", high));
+    throw ValueError(fmt::format("[randint] the range [{}, {}) is wider than 2^32", low, high),
+                     "randint", "high", fmt::format("{}", high));
   }
   Tensor t = make("randint", sizes, options.dtype_or(kInt64), options);
   const auto [seed, offset] = draw(generator, t.device(), t.numel());
@@ -182,9 +195,8 @@ Tensor randn_like(const Tensor& like, Generator* generator) {
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& sizes, const TensorOptions& options) {
-  const Shape shape = sizes.empty() && values.size() != 1
-                          ? Shape{static_cast<int64_t>(values.size())}
-                          : sizes;
+  const Shape shape =
+      sizes.empty() && values.size() != 1 ? Shape{static_cast<int64_t>(values.size())} : sizes;
   if (numel_of(shape) != static_cast<int64_t>(values.size())) {
     throw ShapeError(fmt::format("[from_vector] {} values cannot fill a tensor of shape {}",
                                  values.size(), to_string(shape)),
@@ -232,10 +244,11 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows,
   const size_t cols = rows.size() == 0 ? 0 : rows.begin()->size();
   for (const auto& row : rows) {
     if (row.size() != cols) {
-      throw ShapeError(fmt::format("[tensor] rows have different lengths ({} and {})", cols,
-                                   row.size()),
-                       "tensor", ShapeRoles::wanted(Shape{static_cast<int64_t>(cols)},
-                                          Shape{static_cast<int64_t>(row.size())}));
+      throw ShapeError(
+          fmt::format("[tensor] rows have different lengths ({} and {})", cols, row.size()),
+          "tensor",
+          ShapeRoles::wanted(Shape{static_cast<int64_t>(cols)},
+                             Shape{static_cast<int64_t>(row.size())}));
     }
     v.insert(v.end(), row.begin(), row.end());
   }

@@ -27,9 +27,9 @@ using detail::should_record;
 
 void check_index_dtype(const char* op, const Tensor& index, const char* what) {
   if (index.dtype() != kInt64) {
-    throw DTypeError(fmt::format("[{}] {} must be an int64 tensor, got {}", op, what,
-                                 dtype_name(index.dtype())),
-                     op, {index.dtype()});
+    throw DTypeError(
+        fmt::format("[{}] {} must be an int64 tensor, got {}", op, what, dtype_name(index.dtype())),
+        op, {index.dtype()});
   }
 }
 
@@ -84,11 +84,12 @@ void check_gather_shapes(const char* op, const Tensor& self, const Tensor& index
     const bool too_big_self = d != dim && index.size(d) > self.size(d);
     const bool too_big_src = src != nullptr && index.size(d) > src->size(d);
     if (too_big_self || too_big_src) {
-      throw ShapeError(fmt::format("[{}] index of shape {} is larger than {} of shape {} at "
-                                   "dimension {}",
-                                   op, to_string(index.sizes()), too_big_self ? "self" : "src",
-                                   to_string(too_big_self ? self.sizes() : src->sizes()), d),
-                       op, ShapeRoles::operands(index.sizes(), too_big_self ? self.sizes() : src->sizes()));
+      throw ShapeError(
+          fmt::format("[{}] index of shape {} is larger than {} of shape {} at "
+                      "dimension {}",
+                      op, to_string(index.sizes()), too_big_self ? "self" : "src",
+                      to_string(too_big_self ? self.sizes() : src->sizes()), d),
+          op, ShapeRoles::operands(index.sizes(), too_big_self ? self.sizes() : src->sizes()));
     }
   }
 }
@@ -140,8 +141,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   }
   Tensor out = new_tensor(shape, x.dtype(), x.device());
   if (index.numel() > 0) {
-    const kernels::IndexCheck check = kernels_for(x.device()).index_select(
-        operand_1d(out), operand_1d(x), operand(index), d);
+    const kernels::IndexCheck check =
+        kernels_for(x.device()).index_select(operand_1d(out), operand_1d(x), operand(index), d);
     if (!check.ok) throw_bad_index("index_select", check, d, x.dim() == 0 ? 1 : x.size(d));
   }
   if (should_record({&x})) detail::record(OpKind::IndexSelect, {x, index}, {out}, IndexDimAttrs{d});
@@ -174,8 +175,9 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   TraceOpScope trace("scatter_add");
   Tensor out = copied(self);
   if (index.numel() > 0) {
-    const kernels::IndexCheck check = kernels_for(self.device()).scatter_add(
-        operand_1d(out), operand_1d(index), operand_1d(src), d);
+    const kernels::IndexCheck check =
+        kernels_for(self.device())
+            .scatter_add(operand_1d(out), operand_1d(index), operand_1d(src), d);
     if (!check.ok) throw_bad_index("scatter_add", check, d, self.dim() == 0 ? 1 : self.size(d));
   }
   if (should_record({&self, &src})) {
@@ -192,8 +194,9 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   TraceOpScope trace("scatter_add_");
   detail::InplaceRecord rec(OpKind::ScatterAdd, self, {index, src}, IndexDimAttrs{d});
   if (index.numel() > 0) {
-    const kernels::IndexCheck check = kernels_for(self.device()).scatter_add(
-        operand_1d(self), operand_1d(index), operand_1d(src), d);
+    const kernels::IndexCheck check =
+        kernels_for(self.device())
+            .scatter_add(operand_1d(self), operand_1d(index), operand_1d(src), d);
     // The kernel wrote nothing: self and its version are unchanged.
     if (!check.ok) throw_bad_index("scatter_add_", check, d, self.dim() == 0 ? 1 : self.size(d));
   }
@@ -297,8 +300,10 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
   TraceOpScope trace("one_hot");
   if (num_classes < 0) {
     if (labels.numel() == 0) {
-      throw ValueError("[one_hot] cannot infer the number of classes from an empty tensor: pass "
-                       "num_classes", "one_hot", "num_classes");
+      throw ValueError(
+          "[one_hot] cannot infer the number of classes from an empty tensor: pass "
+          "num_classes",
+          "one_hot", "num_classes");
     }
     // A 0-d temporary on the device holds the largest label while it is read.
     num_classes = std::max<int64_t>(labels.max().item<int64_t>() + 1, 0);
@@ -340,11 +345,11 @@ void check_cat_entry(const char* op, const Tensor& ref, const Tensor& t, size_t 
                      op, {ref.dtype(), t.dtype()});
   }
   if (t.dim() != ref.dim()) {
-    throw ShapeError(fmt::format("[{}] tensors must have the same number of dimensions: got {} "
-                                 "({}) and {} ({}) for tensor {}",
-                                 op, ref.dim(), to_string(ref.sizes()), t.dim(),
-                                 to_string(t.sizes()), i),
-                     op, ShapeRoles::operands(ref.sizes(), t.sizes()));
+    throw ShapeError(
+        fmt::format("[{}] tensors must have the same number of dimensions: got {} "
+                    "({}) and {} ({}) for tensor {}",
+                    op, ref.dim(), to_string(ref.sizes()), t.dim(), to_string(t.sizes()), i),
+        op, ShapeRoles::operands(ref.sizes(), t.sizes()));
   }
   for (int d = 0; d < t.dim(); ++d) {
     if (d != dim && t.size(d) != ref.size(d)) {
@@ -360,7 +365,8 @@ void check_cat_entry(const char* op, const Tensor& ref, const Tensor& t, size_t 
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) throw ValueError("[cat] expected a non-empty list of tensors", "cat", "tensors");
+  if (tensors.empty())
+    throw ValueError("[cat] expected a non-empty list of tensors", "cat", "tensors");
   for (const Tensor& t : tensors) detail::check_defined("cat", t, "tensor");
   TraceOpScope trace("cat");
   // 1-d empty tensors are skipped whatever their shape, as in PyTorch (legacy behaviour).
@@ -410,14 +416,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) throw ValueError("[stack] expected a non-empty list of tensors", "stack", "tensors");
+  if (tensors.empty())
+    throw ValueError("[stack] expected a non-empty list of tensors", "stack", "tensors");
   for (const Tensor& t : tensors) detail::check_defined("stack", t, "tensor");
   for (size_t i = 1; i < tensors.size(); ++i) {
     if (!(tensors[i].sizes() == tensors[0].sizes())) {
       throw ShapeError(fmt::format("[stack] stack expects each tensor to be equal size, but got "
                                    "{} at entry 0 and {} at entry {}",
-                                   to_string(tensors[0].sizes()), to_string(tensors[i].sizes()),
-                                   i),
+                                   to_string(tensors[0].sizes()), to_string(tensors[i].sizes()), i),
                        "stack", ShapeRoles::operands(tensors[0].sizes(), tensors[i].sizes()));
     }
   }

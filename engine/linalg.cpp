@@ -82,8 +82,8 @@ BatchedMatrix as_matrix(const Tensor& t, bool left, const Shape& batch) {
   m.cols = t.size(-1);
   m.rs = t.stride(-2);
   m.cs = t.stride(-1);
-  m.batch_strides = broadcast_strides(leading(t.sizes(), n - 2), leading(t.strides(), n - 2),
-                                      batch);
+  m.batch_strides =
+      broadcast_strides(leading(t.sizes(), n - 2), leading(t.strides(), n - 2), batch);
   return m;
 }
 
@@ -143,8 +143,8 @@ void fold_batch_into_rows(std::vector<BatchDim>& dims, BatchedMatrix& a, Batched
 // C = alpha A B + beta C over the batch shape `batch` (A, B, C already GEMM-readable). The
 // innermost merged batch dim becomes the kernel's batch, the next one its outer batch level;
 // any further ones loop here.
-void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& b,
-              BatchedMatrix c, const Shape& batch, double alpha, double beta) {
+void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& b, BatchedMatrix c,
+              const Shape& batch, double alpha, double beta) {
   std::vector<BatchDim> dims = merge_batch(batch, a, b, c);
   fold_batch_into_rows(dims, a, c);
   kernels::GemmArgs g;
@@ -194,8 +194,7 @@ void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& 
   }
 }
 
-void check_pair(const char* op, const Tensor& a, const Tensor& b, const char* an,
-                const char* bn) {
+void check_pair(const char* op, const Tensor& a, const Tensor& b, const char* an, const char* bn) {
   detail::check_defined(op, a, an);
   detail::check_defined(op, b, bn);
   detail::check_same_device(op, a, b);
@@ -367,8 +366,7 @@ Tensor bmm(const Tensor& batch1, const Tensor& batch2) {
   if (a.size(0) != b.size(0) || a.size(2) != b.size(1)) {
     throw ShapeError(fmt::format("[bmm] batch1 and batch2 shapes cannot be multiplied ({} and {}): "
                                  "expected batch2 of shape [{}, {}, m]",
-                                 to_string(a.sizes()), to_string(b.sizes()), a.size(0),
-                                 a.size(2)),
+                                 to_string(a.sizes()), to_string(b.sizes()), a.size(0), a.size(2)),
                      "bmm", ShapeRoles::operands(a.sizes(), b.sizes()));
   }
   check_dtypes("bmm", a, b);
@@ -446,7 +444,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const Tensor b = bias.defined() ? in[2] : Tensor();
   check_matrix("linear", w, "weight");
   if (x.dim() == 0) {
-    throw ShapeError("[linear] input must have at least 1 dimension, got a 0-D tensor", "linear", ShapeRoles::given(x.sizes()));
+    throw ShapeError("[linear] input must have at least 1 dimension, got a 0-D tensor", "linear",
+                     ShapeRoles::given(x.sizes()));
   }
   const int64_t in_features = x.size(-1);
   const int64_t rows = numel_of(leading(x.sizes(), x.dim() - 1));
@@ -469,7 +468,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   }
   Tensor out = new_tensor(shape, x.dtype(), x.device());
   if (out.numel() > 0) {
-    if (b.defined()) kernels_for(out.device()).copy(detail::operand(out), detail::operand(b, shape));
+    if (b.defined())
+      kernels_for(out.device()).copy(detail::operand(out), detail::operand(b, shape));
     linear_gemm(out, x, w, b.defined() ? 1.0 : 0.0);
   }
   if (should_record({&x, &w, &b})) {

@@ -42,14 +42,14 @@ constexpr size_t kDefaultSimCapacity = 1 * kGiB;
 struct Registry {
   std::mutex mutex;
   std::array<std::atomic<PolicyAllocator*>, kNumSlots> slots{};
-  std::vector<std::unique_ptr<MemorySource>> sources;  // kept for the life of the process
+  std::vector<std::unique_ptr<MemorySource>> sources;        // kept for the life of the process
   std::vector<std::unique_ptr<PolicyAllocator>> allocators;  // likewise, including replaced ones
   std::array<AllocatorConfig, kNumSlots> configs{};
   std::array<bool, kNumSlots> configured{};
   size_t cpu_limit = 0;  // 0: host memory
   bool cpu_limit_read = false;
   std::array<size_t, kMaxDeviceIndex> sim_capacity{};
-  std::optional<std::string> trace_path;  // MEMGRAD_TRACE, read once
+  std::optional<std::string> trace_path;     // MEMGRAD_TRACE, read once
   std::optional<std::string> snapshot_path;  // MEMGRAD_SNAPSHOT, read with it
   bool trace_path_read = false;
   bool trace_writer_registered = false;
@@ -90,8 +90,7 @@ std::unique_ptr<MemorySource> make_source(Registry& r, Device d) {
       if (capacity == 0) capacity = env_size("MEMGRAD_SIM_MEMORY", kDefaultSimCapacity);
       return std::make_unique<BoundedMemory>(capacity, d.str());
     }
-    case DeviceType::CUDA:
-      return make_cuda_source(d.index());
+    case DeviceType::CUDA: return make_cuda_source(d.index());
   }
   return nullptr;
 }
@@ -136,8 +135,8 @@ bool write_snapshots(Registry& r) {
     const std::string path =
         slots.size() == 1 ? *r.snapshot_path : trace_file_for(*r.snapshot_path, name);
     try {
-      write_snapshot_file(path, memory_snapshot(a, r.configs[static_cast<size_t>(s)],
-                                                snapshot_index(s)));
+      write_snapshot_file(path,
+                          memory_snapshot(a, r.configs[static_cast<size_t>(s)], snapshot_index(s)));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[memgrad] error: MEMGRAD_SNAPSHOT: %s\n", e.what());
       ok = false;
@@ -169,8 +168,8 @@ void write_traces() {
     const std::string path =
         traced.size() == 1 ? *r.trace_path : trace_file_for(*r.trace_path, source.name());
     try {
-      write_file_atomically(path, trace_to_json(a->trace(), source.name(), a->policy_name(),
-                                                     source.capacity()));
+      write_file_atomically(
+          path, trace_to_json(a->trace(), source.name(), a->policy_name(), source.capacity()));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[memgrad] error: MEMGRAD_TRACE: %s\n", e.what());
       failed = true;
@@ -223,7 +222,8 @@ PolicyAllocator& allocator_for(Device device) {
   Registry& r = registry();
   PolicyAllocator* a =
       r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);
-  if (a != nullptr) [[likely]] return *a;
+  if (a != nullptr) [[likely]]
+    return *a;
   if (device.is_cuda()) check_cuda_device(device.index());
   std::lock_guard<std::mutex> lock(r.mutex);
   a = r.slots[static_cast<size_t>(slot_of(device))].load(std::memory_order_acquire);

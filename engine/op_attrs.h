@@ -154,11 +154,10 @@ struct DropoutAttrs {
   double scale = 1.0;
 };
 
-using OpAttrs =
-    std::variant<NoAttrs, AlphaAttrs, ScalarAttrs, GeluAttrs, ClampAttrs, ReductionAttrs,
-                 VarianceAttrs, NormAttrs, ArgReductionAttrs, SoftmaxAttrs, IndexDimAttrs,
-                 AddmmAttrs, FillAttrs, CatAttrs, PadAttrs, SliceAttrs, SelectAttrs,
-                 TransposeAttrs, PermuteAttrs, AsStridedAttrs, DiagonalAttrs, LayerNormAttrs,
-                 CrossEntropyAttrs, DropoutAttrs>;
+using OpAttrs = std::variant<NoAttrs, AlphaAttrs, ScalarAttrs, GeluAttrs, ClampAttrs,
+                             ReductionAttrs, VarianceAttrs, NormAttrs, ArgReductionAttrs,
+                             SoftmaxAttrs, IndexDimAttrs, AddmmAttrs, FillAttrs, CatAttrs, PadAttrs,
+                             SliceAttrs, SelectAttrs, TransposeAttrs, PermuteAttrs, AsStridedAttrs,
+                             DiagonalAttrs, LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs>;
 
 }  // namespace memgrad

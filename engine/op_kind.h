@@ -20,8 +20,8 @@ enum class OpKind : uint16_t {
   DivScalar,   // a / s, or s / a                       ScalarAttrs
   RSubScalar,  // s - a                                 ScalarAttrs
   Neg,
-  Pow,         // a ^ b (tensor exponent)
-  PowScalar,   // a ^ s                                 ScalarAttrs
+  Pow,        // a ^ b (tensor exponent)
+  PowScalar,  // a ^ s                                 ScalarAttrs
   Exp,
   Log,
   Sqrt,
@@ -31,22 +31,22 @@ enum class OpKind : uint16_t {
   Tanh,
   Sigmoid,
   Relu,
-  Gelu,        //                                       GeluAttrs
+  Gelu,  //                                       GeluAttrs
   Silu,
   Reciprocal,
   Square,
-  Clamp,       //                                       ClampAttrs
-  Where,       // inputs: condition, a, b
+  Clamp,  //                                       ClampAttrs
+  Where,  // inputs: condition, a, b
   Maximum,
   Minimum,
   // ---- reductions ----
-  Sum,         //                                       ReductionAttrs
-  Mean,        //                                       ReductionAttrs
-  Var,         //                                       VarianceAttrs
-  Std,         //                                       VarianceAttrs
-  MaxDim,      // outputs: values, indices              ArgReductionAttrs
-  MinDim,      // outputs: values, indices              ArgReductionAttrs
-  MaxAll,      // full reduction to a 0-d tensor
+  Sum,     //                                       ReductionAttrs
+  Mean,    //                                       ReductionAttrs
+  Var,     //                                       VarianceAttrs
+  Std,     //                                       VarianceAttrs
+  MaxDim,  // outputs: values, indices              ArgReductionAttrs
+  MinDim,  // outputs: values, indices              ArgReductionAttrs
+  MaxAll,  // full reduction to a 0-d tensor
   MinAll,
   Amax,        //                                       ReductionAttrs
   Amin,        //                                       ReductionAttrs
@@ -58,8 +58,8 @@ enum class OpKind : uint16_t {
   Mm,
   Bmm,
   Matmul,
-  Addmm,       // inputs: bias, a, b                    AddmmAttrs
-  Linear,      // inputs: x, weight[, bias]
+  Addmm,   // inputs: bias, a, b                    AddmmAttrs
+  Linear,  // inputs: x, weight[, bias]
   // ---- indexing and joining ----
   IndexSelect,  // inputs: self, index                  IndexDimAttrs
   Gather,       // inputs: self, index                  IndexDimAttrs
@@ -70,26 +70,26 @@ enum class OpKind : uint16_t {
   Pad,          //                                      PadAttrs
   // ---- copies and casts ----
   Clone,
-  ToDtype,      // the input's dtype is on the node's input metadata
+  ToDtype,  // the input's dtype is on the node's input metadata
   ToDevice,
-  Copy,         // in-place copy_: inputs self, src
-  Fill,         // in-place fill_/zero_/uniform_/normal_ FillAttrs
+  Copy,  // in-place copy_: inputs self, src
+  Fill,  // in-place fill_/zero_/uniform_/normal_ FillAttrs
   // ---- views ----
-  View,         // view / reshape without a copy / flatten / unflatten
+  View,  // view / reshape without a copy / flatten / unflatten
   Expand,
-  Slice,        //                                      SliceAttrs
-  Select,       //                                      SelectAttrs
-  Transpose,    //                                      TransposeAttrs
-  Permute,      //                                      PermuteAttrs
+  Slice,      //                                      SliceAttrs
+  Select,     //                                      SelectAttrs
+  Transpose,  //                                      TransposeAttrs
+  Permute,    //                                      PermuteAttrs
   Squeeze,
   Unsqueeze,
-  AsStrided,    // the input's geometry is on the node  AsStridedAttrs
-  Diagonal,     //                                      DiagonalAttrs
+  AsStrided,  // the input's geometry is on the node  AsStridedAttrs
+  Diagonal,   //                                      DiagonalAttrs
   // ---- nn ----
-  LayerNorm,    // inputs: x, weight, bias; outputs: y, mean, rstd     LayerNormAttrs
-  CrossEntropy, // inputs: logits, target, log_probs                   CrossEntropyAttrs
-  MseLoss,      // composed of differentiable ops; listed for autocast only
-  Dropout,      // inputs: x, mask                                     DropoutAttrs
+  LayerNorm,     // inputs: x, weight, bias; outputs: y, mean, rstd     LayerNormAttrs
+  CrossEntropy,  // inputs: logits, target, log_probs                   CrossEntropyAttrs
+  MseLoss,       // composed of differentiable ops; listed for autocast only
+  Dropout,       // inputs: x, mask                                     DropoutAttrs
   // New kinds go above Dropout, which stays last: kNumOpKinds counts up to it.
 };
 

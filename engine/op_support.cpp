@@ -29,8 +29,8 @@ size_t storage_nbytes(const Shape& sizes, DType dtype) {
 
 Tensor new_tensor(const Shape& sizes, DType dtype, Device device) {
   auto storage = std::make_shared<Storage>(storage_nbytes(sizes, dtype), device);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
-                                             0, dtype));
+  return Tensor(
+      std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }
 
 kernels::Operand operand(const Tensor& t) {
@@ -62,16 +62,18 @@ kernels::Operand operand(const Tensor& t, const Shape& shape) {
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   if (a.device() != b.device()) {
-    throw DeviceError(fmt::format(
-        "[{}] expected all tensors on the same device, but found {} and {}: move one with "
-        ".to(device) first",
-        op, a.device().str(), b.device().str()),
+    throw DeviceError(
+        fmt::format(
+            "[{}] expected all tensors on the same device, but found {} and {}: move one with "
+            ".to(device) first",
+            op, a.device().str(), b.device().str()),
         op, {a.device().str(), b.device().str()});
   }
 }
 
 void check_defined(const char* op, const Tensor& t, const char* what) {
-  if (!t.defined()) throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what), op, what);
+  if (!t.defined())
+    throw ValueError(fmt::format("[{}] {} is an undefined tensor", op, what), op, what);
 }
 
 void record(OpKind kind, std::initializer_list<Tensor> inputs,
@@ -80,8 +82,8 @@ void record(OpKind kind, std::initializer_list<Tensor> inputs,
                           std::span<const Tensor>(outputs.begin(), outputs.size()), attrs);
 }
 
-InplaceRecord::InplaceRecord(OpKind kind, const Tensor& self,
-                             std::initializer_list<Tensor> others, const OpAttrs& attrs) {
+InplaceRecord::InplaceRecord(OpKind kind, const Tensor& self, std::initializer_list<Tensor> others,
+                             const OpAttrs& attrs) {
   AutogradSeam* seam = autograd_seam();
   if (seam == nullptr) return;
   // The seam also runs the leaf checks when grad mode is on and only `others` require grad.

@@ -135,8 +135,7 @@ std::string vector_str(const HostValues& v, const Formatter& f, int64_t offset, 
     if (summarize && n > 2 * kEdgeItems && i == n - kEdgeItems) items.emplace_back(" ...");
     items.push_back(f.format(offset + i));
   }
-  const size_t per_line =
-      static_cast<size_t>(std::max(1, (kLineWidth - indent) / (f.width() + 2)));
+  const size_t per_line = static_cast<size_t>(std::max(1, (kLineWidth - indent) / (f.width() + 2)));
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0 && i % per_line == 0) {
@@ -151,8 +150,8 @@ std::string vector_str(const HostValues& v, const Formatter& f, int64_t offset, 
 }
 
 // The nested brackets of dimensions dim.. (PyTorch's _tensor_str_with_formatter).
-std::string tensor_str(const HostValues& v, const Formatter& f, int dim, int64_t offset,
-                       int indent, bool summarize) {
+std::string tensor_str(const HostValues& v, const Formatter& f, int dim, int64_t offset, int indent,
+                       bool summarize) {
   if (dim == v.sizes.size() - 1) return vector_str(v, f, offset, indent, summarize);
   const int64_t n = v.sizes[dim];
   const int64_t stride = row_stride(v.sizes, dim);

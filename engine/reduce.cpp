@@ -29,16 +29,11 @@ using kernels::ReduceOp;
 // PyTorch's ScalarType names, for the messages that quote them ("Got: Long").
 const char* torch_type_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32:
-      return "Float";
-    case DType::Float64:
-      return "Double";
-    case DType::Float16:
-      return "Half";
-    case DType::Int64:
-      return "Long";
-    case DType::Bool:
-      return "Bool";
+    case DType::Float32: return "Float";
+    case DType::Float64: return "Double";
+    case DType::Float16: return "Half";
+    case DType::Int64: return "Long";
+    case DType::Bool: return "Bool";
   }
   return "?";
 }
@@ -50,31 +45,27 @@ void check_floating(const char* op, const Tensor& x) {
   if (is_floating(d)) return;
   const std::string name = op;
   if (name == "mean") {
-    throw DTypeError(
-        fmt::format("[mean] mean(): could not infer output dtype. Input dtype must "
-                    "be either a floating point or complex dtype. Got: {}",
-                    torch_type_name(d)),
-        "mean", {d});
+    throw DTypeError(fmt::format("[mean] mean(): could not infer output dtype. Input dtype must "
+                                 "be either a floating point or complex dtype. Got: {}",
+                                 torch_type_name(d)),
+                     "mean", {d});
   }
   if (name == "var" || name == "std") {
-    throw DTypeError(
-        fmt::format("[{}] std and var only support floating point and complex "
-                    "dtypes. Got: {} ({})",
-                    op, torch_type_name(d), dtype_name(d)),
-        op, {d});
+    throw DTypeError(fmt::format("[{}] std and var only support floating point and complex "
+                                 "dtypes. Got: {} ({})",
+                                 op, torch_type_name(d), dtype_name(d)),
+                     op, {d});
   }
   if (name == "norm") {
-    throw DTypeError(
-        fmt::format("[norm] linalg.vector_norm: Expected a floating point or complex "
-                    "tensor as input. Got {} ({})",
-                    torch_type_name(d), dtype_name(d)),
-        "norm", {d});
+    throw DTypeError(fmt::format("[norm] linalg.vector_norm: Expected a floating point or complex "
+                                 "tensor as input. Got {} ({})",
+                                 torch_type_name(d), dtype_name(d)),
+                     "norm", {d});
   }
-  throw DTypeError(
-      fmt::format("[{}] expected a floating point input, got {}: convert it with "
-                  ".to(float32) first",
-                  op, dtype_name(d)),
-      op, {d});
+  throw DTypeError(fmt::format("[{}] expected a floating point input, got {}: convert it with "
+                               ".to(float32) first",
+                               op, dtype_name(d)),
+                   op, {d});
 }
 
 // Which dims a reduction removes, and the shapes it produces.
@@ -95,8 +86,8 @@ Reduction plan_reduction(const char* op, const Tensor& x, const Shape& dims, boo
   for (int64_t dim : dims) {
     const int d = wrap_dim(dim, nd, op);
     if (seen[static_cast<size_t>(d)]) {
-      throw ShapeError(
-          fmt::format("[{}] dim {} appears multiple times in the list of dims", op, d), op, ShapeRoles::wanted(dims, x.sizes()));
+      throw ShapeError(fmt::format("[{}] dim {} appears multiple times in the list of dims", op, d),
+                       op, ShapeRoles::wanted(dims, x.sizes()));
     }
     seen[static_cast<size_t>(d)] = true;
   }
@@ -141,8 +132,8 @@ void check_nonempty_dims(const char* op, const Tensor& x, const Reduction& r) {
   for (int64_t d : r.dims) {
     if (x.size(d) == 0) {
       throw ShapeError(
-          fmt::format("[{}] {}(): Expected reduction dim {} to have non-zero size.", op, op, d),
-          op, ShapeRoles::given(x.sizes()));
+          fmt::format("[{}] {}(): Expected reduction dim {} to have non-zero size.", op, op, d), op,
+          ShapeRoles::given(x.sizes()));
     }
   }
 }
@@ -161,10 +152,11 @@ Tensor fold(ReduceOp op, std::optional<OpKind> kind, const Tensor& x, const Redu
 Tensor extreme_all(const char* name, bool is_max, const Tensor& x) {
   detail::check_defined(name, x);
   if (x.numel() == 0) {
-    throw ShapeError(fmt::format(
-        "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-        "reduction dim with the 'dim' argument.",
-        name, name),
+    throw ShapeError(
+        fmt::format(
+            "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+            "reduction dim with the 'dim' argument.",
+            name, name),
         name, ShapeRoles::given(x.sizes()));
   }
   TraceOpScope trace(name);
@@ -208,8 +200,9 @@ std::pair<Tensor, Tensor> arg_extreme(const char* name, bool is_max, const Tenso
 Tensor arg_extreme_flat(const char* name, bool is_max, const Tensor& x, bool keepdim) {
   detail::check_defined(name, x);
   if (x.numel() == 0) {
-    throw ShapeError(fmt::format(
-        "[{}] {}(): Expected reduction dim to be specified for input.numel() == 0.", name, name),
+    throw ShapeError(
+        fmt::format("[{}] {}(): Expected reduction dim to be specified for input.numel() == 0.",
+                    name, name),
         name, ShapeRoles::given(x.sizes()));
   }
   TraceOpScope trace(name);
@@ -309,12 +302,8 @@ Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   return variance("std", OpKind::Std, x, dims, correction, keepdim);
 }
 
-Tensor max(const Tensor& x) {
-  return extreme_all("max", true, x);
-}
-Tensor min(const Tensor& x) {
-  return extreme_all("min", false, x);
-}
+Tensor max(const Tensor& x) { return extreme_all("max", true, x); }
+Tensor min(const Tensor& x) { return extreme_all("min", false, x); }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   auto result = arg_extreme("max", true, x, dim, keepdim, true);
@@ -390,12 +379,8 @@ Tensor all(const Tensor& x) {
   return fold(ReduceOp::All, kNotDifferentiable, x, plan_reduction("all", x, {}, false), kBool);
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) {
-  return softmax_op("softmax", false, x, dim);
-}
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_op("log_softmax", true, x, dim);
-}
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op("softmax", false, x, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op("log_softmax", true, x, dim); }
 
 Tensor& softmax_out(Tensor& out, const Tensor& x, int64_t dim) {
   detail::check_defined("softmax", x);

@@ -23,7 +23,9 @@ bool fits_int64(double v) {
 int64_t Scalar::to_int() const {
   if (kind_ != Kind::Float) return i_;
   if (!fits_int64(d_)) {
-    throw ValueError(fmt::format("value cannot be converted to type int64 without overflow: {}", d_), "", "value", fmt::format("{}", d_));
+    throw ValueError(
+        fmt::format("value cannot be converted to type int64 without overflow: {}", d_), "",
+        "value", fmt::format("{}", d_));
   }
   return static_cast<int64_t>(d_);
 }
@@ -31,15 +33,17 @@ int64_t Scalar::to_int() const {
 Scalar Scalar::negated() const {
   if (kind_ == Kind::Float) return Scalar(-d_);
   if (i_ == std::numeric_limits<int64_t>::min()) {
-    throw ValueError(fmt::format("cannot negate {}: the result is outside int64", i_), "", "value", fmt::format("{}", i_));
+    throw ValueError(fmt::format("cannot negate {}: the result is outside int64", i_), "", "value",
+                     fmt::format("{}", i_));
   }
   return Scalar(-i_);
 }
 
 void Scalar::check_fits(DType dtype, const char* op) const {
   if (dtype == DType::Int64 && kind_ == Kind::Float && !fits_int64(d_)) {
-    throw ValueError(fmt::format("[{}] value cannot be converted to type int64 without overflow: {}",
-                                 op, d_), op, "value", fmt::format("{}", d_));
+    throw ValueError(
+        fmt::format("[{}] value cannot be converted to type int64 without overflow: {}", op, d_),
+        op, "value", fmt::format("{}", d_));
   }
 }
 

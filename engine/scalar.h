@@ -13,13 +13,12 @@
 
 namespace memgrad {
 
-
 class Scalar {
  public:
   Scalar() = default;
   template <typename T>
-    requires std::is_arithmetic_v<T>
-  Scalar(T value) {  // NOLINT: implicit, so add(x, 2) reads naturally
+  requires std::is_arithmetic_v<T> Scalar(
+      T value) {  // NOLINT: implicit, so add(x, 2) reads naturally
     if constexpr (std::is_same_v<T, bool>) {
       kind_ = Kind::Bool;
       i_ = value ? 1 : 0;
@@ -54,8 +53,8 @@ class Scalar {
  private:
   enum class Kind : uint8_t { Float, Int, Bool };
   Kind kind_ = Kind::Float;
-  double d_ = 0.0;   // the value when kind_ is Float
-  int64_t i_ = 0;    // the value when kind_ is Int or Bool
+  double d_ = 0.0;  // the value when kind_ is Float
+  int64_t i_ = 0;   // the value when kind_ is Int or Bool
 };
 
 }  // namespace memgrad

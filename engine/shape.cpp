@@ -13,9 +13,9 @@ namespace memgrad {
 namespace {
 
 [[noreturn]] void too_many_dims(int n) {
-  throw ShapeError(fmt::format("[shape] {} dimensions requested; memgrad supports at most {}", n,
-                               kMaxDims),
-                   "shape", ShapeRoles{});
+  throw ShapeError(
+      fmt::format("[shape] {} dimensions requested; memgrad supports at most {}", n, kMaxDims),
+      "shape", ShapeRoles{});
 }
 
 }  // namespace
@@ -43,13 +43,15 @@ void Shape::push_back(int64_t value) {
 
 void Shape::insert(int pos, int64_t value) {
   if (n_ == kMaxDims) too_many_dims(n_ + 1);
-  for (int i = n_; i > pos; --i) values_[static_cast<size_t>(i)] = values_[static_cast<size_t>(i - 1)];
+  for (int i = n_; i > pos; --i)
+    values_[static_cast<size_t>(i)] = values_[static_cast<size_t>(i - 1)];
   values_[static_cast<size_t>(pos)] = value;
   ++n_;
 }
 
 void Shape::erase(int pos) {
-  for (int i = pos; i + 1 < n_; ++i) values_[static_cast<size_t>(i)] = values_[static_cast<size_t>(i + 1)];
+  for (int i = pos; i + 1 < n_; ++i)
+    values_[static_cast<size_t>(i)] = values_[static_cast<size_t>(i + 1)];
   --n_;
 }
 
@@ -111,9 +113,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     const int64_t sa = ia >= 0 ? a[ia] : 1;
     const int64_t sb = ib >= 0 ? b[ib] : 1;
     if (sa != sb && sa != 1 && sb != 1) {
-      throw ShapeError(fmt::format(
-          "[{}] shapes {} and {} cannot be broadcast: size {} and size {} at dimension {}", op,
-          to_string(a), to_string(b), sa, sb, i),
+      throw ShapeError(
+          fmt::format(
+              "[{}] shapes {} and {} cannot be broadcast: size {} and size {} at dimension {}", op,
+              to_string(a), to_string(b), sa, sb, i),
           op, ShapeRoles::operands(a, b));
     }
     out[i] = sa == 1 ? sb : sa;
@@ -144,13 +147,14 @@ Shape infer_size(const Shape& target, int64_t numel, const char* op) {
   for (int i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
       if (infer >= 0) {
-        throw ShapeError(fmt::format("[{}] only one dimension can be inferred", op), op, ShapeRoles::wanted(target));
+        throw ShapeError(fmt::format("[{}] only one dimension can be inferred", op), op,
+                         ShapeRoles::wanted(target));
       }
       infer = i;
     } else if (target[i] < 0) {
-      throw ShapeError(fmt::format("[{}] invalid shape dimension {} in {}", op, target[i],
-                                   to_string(target)),
-                       op, ShapeRoles::wanted(target));
+      throw ShapeError(
+          fmt::format("[{}] invalid shape dimension {} in {}", op, target[i], to_string(target)),
+          op, ShapeRoles::wanted(target));
     } else if (__builtin_mul_overflow(known, target[i], &known)) {
       throw ShapeError(fmt::format("[{}] shape {} is invalid for input of size {}: its sizes "
                                    "overflow int64",
@@ -163,9 +167,9 @@ Shape infer_size(const Shape& target, int64_t numel, const char* op) {
     return out;
   }
   if (infer < 0 && known == numel) return out;
-  throw ShapeError(fmt::format("[{}] shape {} is invalid for input of size {}", op,
-                               to_string(target), numel),
-                   op, ShapeRoles::wanted(target));
+  throw ShapeError(
+      fmt::format("[{}] shape {} is invalid for input of size {}", op, to_string(target), numel),
+      op, ShapeRoles::wanted(target));
 }
 
 Shape view_strides(const Shape& sizes, const Shape& strides, const Shape& target, bool& ok) {

@@ -7,8 +7,7 @@
 
 namespace memgrad {
 
-Storage::Storage(size_t nbytes, Device device)
-    : Storage(nbytes, device, allocator_for(device)) {}
+Storage::Storage(size_t nbytes, Device device) : Storage(nbytes, device, allocator_for(device)) {}
 
 // A CUDA block belongs to the current stream: the caching allocator reuses it, once freed, only
 // on that stream (other streams must record_stream it).

@@ -20,9 +20,10 @@ namespace {
 AutogradSeam& seam(const char* what) {
   AutogradSeam* s = autograd_seam();
   if (s == nullptr) {
-    throw Error(fmt::format("[{}] autograd is not linked into this program (link memgrad, not "
-                            "only its engine layer)",
-                            what));
+    throw Error(
+        fmt::format("[{}] autograd is not linked into this program (link memgrad, not "
+                    "only its engine layer)",
+                    what));
   }
   return *s;
 }
@@ -34,7 +35,8 @@ AutogradSeam& seam(const char* what) {
 void Tensor::throw_undefined(const char* method) {
   throw ValueError(fmt::format("[{}] called on an undefined tensor (a default-constructed Tensor, "
                                "or the grad() of a tensor that has received none)",
-                               method), method, "self");
+                               method),
+                   method, "self");
 }
 
 int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim(dim, this->dim(), "size")]; }
@@ -136,8 +138,8 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   seam("register_hook").register_hook(*this, std::move(hook));
 }
 void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
-  seam("register_post_accumulate_grad_hook").register_post_accumulate_grad_hook(*this,
-                                                                                 std::move(hook));
+  seam("register_post_accumulate_grad_hook")
+      .register_post_accumulate_grad_hook(*this, std::move(hook));
 }
 bool Tensor::retains_grad() const {
   AutogradSeam* s = autograd_seam();
@@ -169,15 +171,21 @@ bool Tensor::is_pinned() const { return memgrad::is_pinned(*this); }
 
 Tensor Tensor::view(const Shape& s) const { return memgrad::view(*this, s); }
 Tensor Tensor::reshape(const Shape& s) const { return memgrad::reshape(*this, s); }
-Tensor Tensor::flatten(int64_t start, int64_t end) const { return memgrad::flatten(*this, start, end); }
-Tensor Tensor::unflatten(int64_t dim, const Shape& s) const { return memgrad::unflatten(*this, dim, s); }
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  return memgrad::flatten(*this, start, end);
+}
+Tensor Tensor::unflatten(int64_t dim, const Shape& s) const {
+  return memgrad::unflatten(*this, dim, s);
+}
 Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
   return memgrad::slice(*this, dim, start, end, step);
 }
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
   return memgrad::narrow(*this, dim, start, length);
 }
-Tensor Tensor::select(int64_t dim, int64_t index) const { return memgrad::select(*this, dim, index); }
+Tensor Tensor::select(int64_t dim, int64_t index) const {
+  return memgrad::select(*this, dim, index);
+}
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return memgrad::transpose(*this, d0, d1); }
 Tensor Tensor::t() const { return memgrad::t(*this); }
 Tensor Tensor::mT() const { return memgrad::mT(*this); }
@@ -192,7 +200,9 @@ Tensor Tensor::as_strided(const Shape& s, const Shape& st, std::optional<int64_t
 Tensor Tensor::diagonal(int64_t offset, int64_t d1, int64_t d2) const {
   return memgrad::diagonal(*this, offset, d1, d2);
 }
-std::vector<Tensor> Tensor::chunk(int64_t n, int64_t dim) const { return memgrad::chunk(*this, n, dim); }
+std::vector<Tensor> Tensor::chunk(int64_t n, int64_t dim) const {
+  return memgrad::chunk(*this, n, dim);
+}
 std::vector<Tensor> Tensor::split(int64_t size, int64_t dim) const {
   return memgrad::split(*this, size, dim);
 }
@@ -281,10 +291,16 @@ Tensor& Tensor::normal_(double mean, double std) { return memgrad::normal_(*this
 
 // ---- reductions ----
 
-Tensor Tensor::sum(std::optional<DType> dtype) const { return memgrad::sum(*this, {}, false, dtype); }
-Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return memgrad::sum(*this, dims, keepdim); }
+Tensor Tensor::sum(std::optional<DType> dtype) const {
+  return memgrad::sum(*this, {}, false, dtype);
+}
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const {
+  return memgrad::sum(*this, dims, keepdim);
+}
 Tensor Tensor::mean() const { return memgrad::mean(*this); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return memgrad::mean(*this, dims, keepdim); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
+  return memgrad::mean(*this, dims, keepdim);
+}
 Tensor Tensor::var(const Shape& dims, int64_t c, bool keepdim) const {
   return memgrad::var(*this, dims, c, keepdim);
 }
@@ -299,8 +315,12 @@ std::pair<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
 std::pair<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
   return memgrad::min(*this, dim, keepdim);
 }
-Tensor Tensor::amax(const Shape& dims, bool keepdim) const { return memgrad::amax(*this, dims, keepdim); }
-Tensor Tensor::amin(const Shape& dims, bool keepdim) const { return memgrad::amin(*this, dims, keepdim); }
+Tensor Tensor::amax(const Shape& dims, bool keepdim) const {
+  return memgrad::amax(*this, dims, keepdim);
+}
+Tensor Tensor::amin(const Shape& dims, bool keepdim) const {
+  return memgrad::amin(*this, dims, keepdim);
+}
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const {
   return memgrad::argmax(*this, dim, keepdim);
 }

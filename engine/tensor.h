@@ -39,7 +39,8 @@ class Tensor {
   // The implementation of a defined tensor; throws ValueError naming `method` on an undefined
   // one (a default-constructed Tensor, or a grad() that never arrived).
   TensorImpl& checked(const char* method) const {
-    if (impl_ == nullptr) [[unlikely]] throw_undefined(method);
+    if (impl_ == nullptr) [[unlikely]]
+      throw_undefined(method);
     return *impl_;
   }
   TensorImpl* impl() const { return impl_.get(); }

@@ -30,7 +30,7 @@ class TensorImpl {
              int64_t storage_offset, DType dtype);
 
   const Shape& sizes() const { return sizes_; }
-  const Shape& strides() const { return strides_; }  // in elements
+  const Shape& strides() const { return strides_; }           // in elements
   int64_t storage_offset() const { return storage_offset_; }  // in elements
   int ndim() const { return sizes_.size(); }
   int64_t numel() const { return numel_; }

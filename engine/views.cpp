@@ -21,8 +21,8 @@ namespace {
 // view aliases the tensor that owns the storage, as in PyTorch), dtype kept.
 Tensor aliased(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
                OpKind kind, const OpAttrs& attrs = NoAttrs{}) {
-  auto impl = std::make_shared<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset,
-                                           x.dtype());
+  auto impl =
+      std::make_shared<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset, x.dtype());
   impl->set_view_base(x.is_view() ? x.impl()->view_base() : x.impl_ptr());
   Tensor out(std::move(impl));
   if (detail::should_record({&x})) detail::record(kind, {x}, {out}, attrs);
@@ -56,17 +56,18 @@ void check_in_storage(const char* op, const Tensor& x, const Shape& sizes, const
   }
   const size_t itemsize = x.element_size();
   size_t required = 0;
-  overflow = overflow || __builtin_mul_overflow(static_cast<size_t>(highest) + 1, itemsize, &required);
+  overflow =
+      overflow || __builtin_mul_overflow(static_cast<size_t>(highest) + 1, itemsize, &required);
   if (overflow || required > x.storage().nbytes()) {
     const std::string needed = overflow ? "more than 2^64 bytes" : fmt::format("{}", required);
-    throw IndexError(fmt::format(
-        "[{}] sizes {}, strides {}, storage offset {}, and itemsize {} requiring a storage size "
-        "of {} are out of bounds for storage of size {}",
-        op, to_string(sizes), to_string(strides), offset, itemsize, needed,
-        x.storage().nbytes()),
-        op,
-        {.index = overflow ? std::nullopt : std::optional<int64_t>(highest),
-         .size = static_cast<int64_t>(x.storage().nbytes() / itemsize)});
+    throw IndexError(fmt::format("[{}] sizes {}, strides {}, storage offset {}, and itemsize {} "
+                                 "requiring a storage size "
+                                 "of {} are out of bounds for storage of size {}",
+                                 op, to_string(sizes), to_string(strides), offset, itemsize, needed,
+                                 x.storage().nbytes()),
+                     op,
+                     {.index = overflow ? std::nullopt : std::optional<int64_t>(highest),
+                      .size = static_cast<int64_t>(x.storage().nbytes() / itemsize)});
   }
 }
 
@@ -117,9 +118,9 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   const int start = wrap_dim(start_dim, x.dim(), "flatten");
   const int end = wrap_dim(end_dim, x.dim(), "flatten");
   if (start > end) {
-    throw IndexError(fmt::format(
-        "[flatten] start_dim cannot come after end_dim (start_dim {}, end_dim {})", start_dim,
-        end_dim),
+    throw IndexError(
+        fmt::format("[flatten] start_dim cannot come after end_dim (start_dim {}, end_dim {})",
+                    start_dim, end_dim),
         "flatten", {.dim = start_dim, .ndim = x.dim()});
   }
   if (x.dim() == 0) return reshape(x, {1});
@@ -140,17 +141,18 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
   detail::check_defined("unflatten", x);
   const int d = wrap_dim(dim, x.dim(), "unflatten");
-  if (sizes.empty()) throw ShapeError("[unflatten] sizes must be non-empty", "unflatten", ShapeRoles::wanted(sizes));
+  if (sizes.empty())
+    throw ShapeError("[unflatten] sizes must be non-empty", "unflatten", ShapeRoles::wanted(sizes));
   const int64_t extent = x.dim() == 0 ? 1 : x.size(d);
   Shape inferred;
   try {
     inferred = infer_size(sizes, extent, "unflatten");
   } catch (const ShapeError&) {
-    throw ShapeError(fmt::format(
-        "[unflatten] provided sizes {} don't multiply up to the size of dim {} ({}) in the input "
-        "tensor",
-        to_string(sizes), dim, extent),
-        "unflatten", ShapeRoles::wanted(sizes, x.sizes()));
+    throw ShapeError(fmt::format("[unflatten] provided sizes {} don't multiply up to the size of "
+                                 "dim {} ({}) in the input "
+                                 "tensor",
+                                 to_string(sizes), dim, extent),
+                     "unflatten", ShapeRoles::wanted(sizes, x.sizes()));
   }
   Shape target;
   for (int i = 0; i < x.dim(); ++i) {
@@ -170,7 +172,8 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   check_not_scalar("slice", x);
   const int d = wrap_dim(dim, x.dim(), "slice");
   if (step <= 0) {
-    throw ValueError(fmt::format("[slice] slice step must be positive, got {}", step), "slice", "step", fmt::format("{}", step));
+    throw ValueError(fmt::format("[slice] slice step must be positive, got {}", step), "slice",
+                     "step", fmt::format("{}", step));
   }
   // Python slicing: negative bounds count from the end, then both clamp to [0, size].
   const int64_t size = x.size(d);
@@ -192,13 +195,14 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const int d = wrap_dim(dim, x.dim(), "narrow");
   const int64_t size = x.size(d);
   if (start < -size || start > size) {
-    throw IndexError(fmt::format(
-        "[narrow] start out of range (expected to be in range of [{}, {}], but got {})", -size,
-        size, start),
+    throw IndexError(
+        fmt::format("[narrow] start out of range (expected to be in range of [{}, {}], but got {})",
+                    -size, size, start),
         "narrow", {.index = start, .size = size, .dim = d});
   }
   if (length < 0) {
-    throw ValueError(fmt::format("[narrow] length must be non-negative, got {}", length), "narrow", "length", fmt::format("{}", length));
+    throw ValueError(fmt::format("[narrow] length must be non-negative, got {}", length), "narrow",
+                     "length", fmt::format("{}", length));
   }
   if (start < 0) start += size;
   if (start > size - length) {
@@ -240,16 +244,15 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
     std::swap(sizes[d0], sizes[d1]);
     std::swap(strides[d0], strides[d1]);
   }
-  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Transpose,
-                 TransposeAttrs{d0, d1});
+  return aliased(x, sizes, strides, x.storage_offset(), OpKind::Transpose, TransposeAttrs{d0, d1});
 }
 
 Tensor t(const Tensor& x) {
   detail::check_defined("t", x);
   if (x.dim() > 2) {
-    throw ShapeError(fmt::format("[t] t() expects a tensor with <= 2 dimensions, but self is {}D",
-                                 x.dim()),
-                     "t", ShapeRoles::given(x.sizes()));
+    throw ShapeError(
+        fmt::format("[t] t() expects a tensor with <= 2 dimensions, but self is {}D", x.dim()), "t",
+        ShapeRoles::given(x.sizes()));
   }
   return transpose(x, 0, x.dim() < 2 ? 0 : 1);
 }
@@ -257,9 +260,10 @@ Tensor t(const Tensor& x) {
 Tensor mT(const Tensor& x) {
   detail::check_defined("mT", x);
   if (x.dim() < 2) {
-    throw ShapeError(fmt::format(
-        "[mT] tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
-        x.dim()),
+    throw ShapeError(
+        fmt::format(
+            "[mT] tensor.mT is only supported on matrices or batches of matrices. Got {}-D tensor.",
+            x.dim()),
         "mT", ShapeRoles::given(x.sizes()));
   }
   return transpose(x, -2, -1);
@@ -268,9 +272,10 @@ Tensor mT(const Tensor& x) {
 Tensor permute(const Tensor& x, const Shape& dims) {
   detail::check_defined("permute", x);
   if (dims.size() != x.dim()) {
-    throw ShapeError(fmt::format(
-        "[permute] number of dims don't match: got dims {} for a tensor with {} dimensions",
-        to_string(dims), x.dim()),
+    throw ShapeError(
+        fmt::format(
+            "[permute] number of dims don't match: got dims {} for a tensor with {} dimensions",
+            to_string(dims), x.dim()),
         "permute", ShapeRoles::wanted(dims, x.sizes()));
   }
   Shape wrapped;
@@ -279,9 +284,9 @@ Tensor permute(const Tensor& x, const Shape& dims) {
   for (int64_t dim : dims) {
     const int d = wrap_dim(dim, x.dim(), "permute");
     if (std::find(wrapped.begin(), wrapped.end(), d) != wrapped.end()) {
-      throw ShapeError(fmt::format(
-          "[permute] dims {} is not a permutation: dimension {} appears twice", to_string(dims),
-          d),
+      throw ShapeError(
+          fmt::format("[permute] dims {} is not a permutation: dimension {} appears twice",
+                      to_string(dims), d),
           "permute", ShapeRoles::wanted(dims, x.sizes()));
     }
     wrapped.push_back(d);
@@ -298,10 +303,11 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
   const int n = sizes.size();
   const int ndim = x.dim();
   if (n < ndim) {
-    throw ShapeError(fmt::format(
-        "[expand] the number of sizes provided ({}) must be greater or equal to the number of "
-        "dimensions in the tensor ({})",
-        n, ndim),
+    throw ShapeError(
+        fmt::format(
+            "[expand] the number of sizes provided ({}) must be greater or equal to the number of "
+            "dimensions in the tensor ({})",
+            n, ndim),
         "expand", ShapeRoles::wanted(sizes, x.sizes()));
   }
   // PyTorch's inferExpandGeometry, right to left.
@@ -318,10 +324,10 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
     int64_t target = sizes[i];
     if (target == -1) {
       if (d < 0) {
-        throw ShapeError(fmt::format(
-            "[expand] the expanded size of the tensor (-1) isn't allowed in a leading, "
-            "non-existing dimension {}",
-            i),
+        throw ShapeError(
+            fmt::format("[expand] the expanded size of the tensor (-1) isn't allowed in a leading, "
+                        "non-existing dimension {}",
+                        i),
             "expand", ShapeRoles::wanted(sizes, x.sizes()));
       }
       target = size;
@@ -332,10 +338,11 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
     }
     if (size != target) {
       if (size != 1) {
-        throw ShapeError(fmt::format(
-            "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
-            "non-singleton dimension {}.  Target sizes: {}.  Tensor sizes: {}",
-            target, size, i, to_string(sizes), to_string(x.sizes())),
+        throw ShapeError(
+            fmt::format("[expand] the expanded size of the tensor ({}) must match the existing "
+                        "size ({}) at "
+                        "non-singleton dimension {}.  Target sizes: {}.  Tensor sizes: {}",
+                        target, size, i, to_string(sizes), to_string(x.sizes())),
             "expand", ShapeRoles::wanted(sizes, x.sizes()));
       }
       size = target;
@@ -396,13 +403,14 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   }
   for (int d = 0; d < sizes.size(); ++d) {
     if (sizes[d] < 0) {
-      throw ShapeError(fmt::format("[as_strided] negative size {} in {}", sizes[d],
-                                   to_string(sizes)),
-                       "as_strided", ShapeRoles::operands(sizes, strides));
+      throw ShapeError(
+          fmt::format("[as_strided] negative size {} in {}", sizes[d], to_string(sizes)),
+          "as_strided", ShapeRoles::operands(sizes, strides));
     }
     if (strides[d] < 0) {
-      throw ShapeError(fmt::format(
-          "[as_strided] negative strides are not supported, got strides: {}", to_string(strides)),
+      throw ShapeError(
+          fmt::format("[as_strided] negative strides are not supported, got strides: {}",
+                      to_string(strides)),
           "as_strided", ShapeRoles::operands(sizes, strides));
     }
   }
@@ -447,14 +455,18 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int d = wrap_dim(dim, x.dim(), "split");
   const int64_t size = x.size(d);
   if (split_size < 0) {
-    throw ValueError(fmt::format("[split] split_size must be non-negative, got {}", split_size), "split", "split_size", fmt::format("{}", split_size));
+    throw ValueError(fmt::format("[split] split_size must be non-negative, got {}", split_size),
+                     "split", "split_size", fmt::format("{}", split_size));
   }
   if (split_size == 0 && size != 0) {
-    throw ValueError(fmt::format(
-        "[split] split_size can only be 0 if dimension size is 0, but got dimension size of {}",
-        size), "split", "split_size", "0");
+    throw ValueError(
+        fmt::format(
+            "[split] split_size can only be 0 if dimension size is 0, but got dimension size of {}",
+            size),
+        "split", "split_size", "0");
   }
-  const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+  const int64_t pieces =
+      split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
   std::vector<Tensor> out;
   out.reserve(static_cast<size_t>(pieces));
   for (int64_t i = 0; i < pieces; ++i) {
@@ -472,18 +484,20 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
   int64_t total = 0;
   for (int64_t s : split_sizes) {
     if (s < 0) {
-      throw ShapeError(fmt::format(
-          "[split] split_sizes must have only non-negative entries, but got split_sizes={}",
-          split_sizes),
+      throw ShapeError(
+          fmt::format(
+              "[split] split_sizes must have only non-negative entries, but got split_sizes={}",
+              split_sizes),
           "split", ShapeRoles::given(x.sizes()));
     }
     total += s;
   }
   if (total != size) {
-    throw ShapeError(fmt::format(
-        "[split] split_sizes must sum exactly to {} (input tensor's size at dimension {}), but "
-        "got split_sizes={}",
-        size, d, split_sizes),
+    throw ShapeError(
+        fmt::format(
+            "[split] split_sizes must sum exactly to {} (input tensor's size at dimension {}), but "
+            "got split_sizes={}",
+            size, d, split_sizes),
         "split", ShapeRoles::given(x.sizes()));
   }
   std::vector<Tensor> out;
@@ -503,7 +517,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
                      {.dim = dim, .ndim = 0});
   }
   if (chunks <= 0) {
-    throw ValueError(fmt::format("[chunk] chunks must be greater than 0, got {}", chunks), "chunk", "chunks", fmt::format("{}", chunks));
+    throw ValueError(fmt::format("[chunk] chunks must be greater than 0, got {}", chunks), "chunk",
+                     "chunks", fmt::format("{}", chunks));
   }
   const int d = wrap_dim(dim, x.dim(), "chunk");
   const int64_t size = x.size(d);

@@ -3,17 +3,17 @@
 // output, so the catalogue shows real messages and real field values.
 //
 //   ./memgrad example errors_catalogue
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
@@ -42,8 +42,8 @@ std::string role(const std::optional<Shape>& shape) { return shape ? to_string(*
 // The fields of `e` in one line, or "" for a type that carries none.
 std::string fields_of(const Error& e) {
   if (const auto* s = dynamic_cast<const ShapeError*>(&e)) {
-    return fmt::format("op \"{}\", lhs {}, rhs {}, expected {}, actual {}", s->op(),
-                       role(s->lhs()), role(s->rhs()), role(s->expected()), role(s->actual()));
+    return fmt::format("op \"{}\", lhs {}, rhs {}, expected {}, actual {}", s->op(), role(s->lhs()),
+                       role(s->rhs()), role(s->expected()), role(s->actual()));
   }
   if (const auto* d = dynamic_cast<const DeviceError*>(&e)) {
     return fmt::format("op \"{}\", devices {}", d->op(), fmt::join(d->devices(), ", "));
@@ -69,17 +69,19 @@ std::string fields_of(const Error& e) {
                        field(i->position()));
   }
   if (const auto* v = dynamic_cast<const VersionCounterError*>(&e)) {
-    return fmt::format("op \"{}\", saved_version {}, current_version {}, shape {}, dtype {}, "
-                       "producer \"{}\", producer_output {}",
-                       v->op(), v->saved_version(), v->current_version(), to_string(v->shape()),
-                       dtype_name(v->dtype()), v->producer(), v->producer_output());
+    return fmt::format(
+        "op \"{}\", saved_version {}, current_version {}, shape {}, dtype {}, "
+        "producer \"{}\", producer_output {}",
+        v->op(), v->saved_version(), v->current_version(), to_string(v->shape()),
+        dtype_name(v->dtype()), v->producer(), v->producer_output());
   }
   if (const auto* o = dynamic_cast<const OutOfMemoryError*>(&e)) {
     const OutOfMemoryInfo& info = o->info();
-    return fmt::format("device \"{}\", requested {}, alloc_size {}, capacity {}, free {}, "
-                       "allocated {}, reserved {}",
-                       info.device, info.requested, info.alloc_size, info.capacity, info.free,
-                       info.allocated, info.reserved);
+    return fmt::format(
+        "device \"{}\", requested {}, alloc_size {}, capacity {}, free {}, "
+        "allocated {}, reserved {}",
+        info.device, info.requested, info.alloc_size, info.capacity, info.free, info.allocated,
+        info.reserved);
   }
   if (const auto* c = dynamic_cast<const ConfigError*>(&e)) {
     return fmt::format("key \"{}\", value \"{}\"", c->key, c->value);
@@ -125,18 +127,28 @@ int main(int argc, char** argv) {
     fmt::print("one real message of each error type (quoted by docs/errors.md)\n");
     return 0;
   }
-  show("ShapeError", "shapes that do not broadcast",
-       [] { (void)(ones({2, 3}) + ones({4})); });
-  show("ShapeError", "a view the strides cannot express", [] { (void)ones({4, 6}).t().view({24}); });
-  show("ShapeError", "matrix product of mismatched shapes", [] { (void)mm(ones({2, 3}), ones({4, 5})); });
-  show("ShapeError", "sizes whose element count overflows int64",
-       [] { (void)empty({int64_t{1} << 40, int64_t{1} << 40}); });
+  show("ShapeError", "shapes that do not broadcast", [] { (void)(ones({2, 3}) + ones({4})); });
+  show("ShapeError", "a view the strides cannot express", [] {
+    (void)ones({4, 6}).t().view({24});
+  });
+  show("ShapeError", "matrix product of mismatched shapes", [] {
+    (void)mm(ones({2, 3}), ones({4, 5}));
+  });
+  show("ShapeError", "sizes whose element count overflows int64", [] {
+    (void)empty({int64_t{1} << 40, int64_t{1} << 40});
+  });
   show("IndexError", "a dimension out of range", [] { (void)ones({2, 3}).sum({2}); });
-  show("IndexError", "an index out of range", [] { (void)ones({5, 2}).index_select(0, tensor({7})); });
-  show("DTypeError", "a float result written into an int64 tensor",
-       [] { Tensor i = tensor({1, 2}); i.add_(0.5); });
-  show("DeviceError", "tensors on different devices", [] { (void)(ones({2}) + ones({2}, Device("sim:0"))); });
-  show("DeviceError", "a CUDA tensor in a build or machine without one", [] { (void)ones({2}, Device("cuda:0")); });
+  show("IndexError", "an index out of range", [] {
+    (void)ones({5, 2}).index_select(0, tensor({7}));
+  });
+  show("DTypeError", "a float result written into an int64 tensor", [] {
+    Tensor i = tensor({1, 2});
+    i.add_(0.5);
+  });
+  show("DeviceError", "tensors on different devices",
+       [] { (void)(ones({2}) + ones({2}, Device("sim:0"))); });
+  show("DeviceError", "a CUDA tensor in a build or machine without one",
+       [] { (void)ones({2}, Device("cuda:0")); });
   show("ValueError", "an invalid argument value", [] { (void)arange(0, 10, 0); });
   show("ValueError", "a value an int64 tensor cannot hold",
        [] { (void)full({2}, 1e30, TensorOptions(kInt64)); });
@@ -171,20 +183,25 @@ int main(int argc, char** argv) {
   });
   show("IoError", "a file that cannot be written",
        [] { write_file_atomically("/proc/memgrad/trace.json", "{}"); });
-  show("TraceError", "a trace with a negative request",
-       [] { (void)parse_trace(R"({"contexts": [{"phase": "", "op": "", "label": ""}],
+  show("TraceError", "a trace with a negative request", [] {
+    (void)parse_trace(R"({"contexts": [{"phase": "", "op": "", "label": ""}],
                                   "memgrad_events": [{"action": "alloc", "t_ns": 0, "addr": 0,
                                   "size": 512, "requested": -1, "stream": 0, "allocated": 512,
-                                  "reserved": 2097152, "ctx": 0}]})"); });
-  show("PlanError", "a plan that would hand out overlapping blocks",
-       [] { (void)plan_from_json(R"({"memgrad_plan": 1, "steps_recorded": 1, "planned_step": 0,
+                                  "reserved": 2097152, "ctx": 0}]})");
+  });
+  show("PlanError", "a plan that would hand out overlapping blocks", [] {
+    (void)plan_from_json(R"({"memgrad_plan": 1, "steps_recorded": 1, "planned_step": 0,
                                      "arena_nbytes": 1024, "ideal_nbytes": 1024, "requests": [
                                      {"nbytes": 1024, "free_before": 2, "offsets": [0]},
                                      {"nbytes": 512, "free_before": 2, "offsets": [512]}]})",
-                                 "step.plan.json"); });
+                         "step.plan.json");
+  });
   show("PickleError", "a pickle that imports a class (what a snapshot never needs)", [] {
     // pickle.dumps(collections.OrderedDict(), protocol=2): GLOBAL, then REDUCE.
-    (void)read_pickle(std::string_view("\x80\x02" "ccollections\nOrderedDict\nq\x00)Rq\x01.", 34));
+    (void)read_pickle(
+        std::string_view("\x80\x02"
+                         "ccollections\nOrderedDict\nq\x00)Rq\x01.",
+                         34));
   });
   show("PickleError", "a truncated pickle",
        [] { (void)read_pickle(std::string_view("\x80\x04}\x94(\x8c\x08segments", 14)); });
@@ -192,7 +209,9 @@ int main(int argc, char** argv) {
     const PyValue block = PyValue::dict({{"size", "512"}});
     (void)block.at("size").as_int();
   });
-  show("CheckpointError", "a truncated safetensors file",
-       [] { (void)io::decode_safetensors(std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13), "model.safetensors"); });
+  show("CheckpointError", "a truncated safetensors file", [] {
+    (void)io::decode_safetensors(std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13),
+                                 "model.safetensors");
+  });
   return 0;
 }

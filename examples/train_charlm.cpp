@@ -25,8 +25,8 @@
 #include <fstream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/data/data_loader.h"
@@ -78,7 +78,8 @@ std::string read_text(const std::string& path) {
   if (text.size() < 1000) {
     throw ValueError(fmt::format("[train_charlm] '{}' holds {} bytes of text; at least 1000 are "
                                  "needed (give --text FILE)",
-                                 path, text.size()), "train_charlm", "--text", path);
+                                 path, text.size()),
+                     "train_charlm", "--text", path);
   }
   return text;
 }
@@ -105,7 +106,11 @@ class RandomWindows final : public data::Dataset {
  public:
   RandomWindows(Tensor tokens, int64_t begin, int64_t end, int64_t context, size_t items,
                 uint64_t seed)
-      : tokens_(std::move(tokens)), begin_(begin), end_(end), context_(context), items_(items),
+      : tokens_(std::move(tokens)),
+        begin_(begin),
+        end_(end),
+        context_(context),
+        items_(items),
         seed_(seed) {}
   size_t size() const override { return items_; }
   data::Example get(size_t i) const override {
@@ -190,19 +195,22 @@ int print_context_study(const examples::CharLMShape& shape, int64_t batch, Devic
   report.print();
   fmt::print("\n");
   for (size_t i = 1; i < points.size(); ++i) {
-    const auto ratio = [](int64_t a, int64_t b) { return static_cast<double>(a) / static_cast<double>(b); };
+    const auto ratio = [](int64_t a, int64_t b) {
+      return static_cast<double>(a) / static_cast<double>(b);
+    };
     fmt::print("context {} -> {}: attention x{:.2f}, everything else x{:.2f}\n",
                points[i - 1].context, points[i].context,
                ratio(points[i].attention, points[i - 1].attention),
                ratio(points[i].rest, points[i - 1].rest));
   }
   const examples::ContextPoint& last = points.back();
-  fmt::print("\nconclusion: each doubling of the context multiplies the attention probabilities "
-             "by 4 (B x H x T x T floats per block) and everything else by about 2, so at "
-             "context {} the attention is {:.0f}% of what the forward keeps.\n",
-             last.context,
-             100.0 * static_cast<double>(last.attention) /
-                 static_cast<double>(last.attention + last.rest));
+  fmt::print(
+      "\nconclusion: each doubling of the context multiplies the attention probabilities "
+      "by 4 (B x H x T x T floats per block) and everything else by about 2, so at "
+      "context {} the attention is {:.0f}% of what the forward keeps.\n",
+      last.context,
+      100.0 * static_cast<double>(last.attention) /
+          static_cast<double>(last.attention + last.rest));
   return report.all_match() ? 0 : 2;
 }
 
@@ -239,14 +247,28 @@ int main(int argc, char** argv) {
   std::string text_path = kDefaultTextDir;
   CLI::App app{"Train a small character-level transformer on a text and sample from it."};
   examples::add_train_flags(app, opt, /*default_epochs=*/1, /*default_batch=*/32);
-  app.add_option("--steps", steps, "Optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--context", context, "Context length (tokens)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--width", width, "Model width (embedding size)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--layers", layers, "Transformer blocks")->capture_default_str()->check(CLI::Range(1, 16));
-  app.add_option("--heads", heads, "Attention heads")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--dropout", dropout, "Dropout probability")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_option("--text", text_path, "A text file or a directory of text files")->capture_default_str();
-  app.add_option("--sample-length", sample_length, "Characters to sample at the end")->capture_default_str();
+  app.add_option("--steps", steps, "Optimizer steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--context", context, "Context length (tokens)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--width", width, "Model width (embedding size)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layers", layers, "Transformer blocks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  app.add_option("--heads", heads, "Attention heads")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dropout", dropout, "Dropout probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--text", text_path, "A text file or a directory of text files")
+      ->capture_default_str();
+  app.add_option("--sample-length", sample_length, "Characters to sample at the end")
+      ->capture_default_str();
   bool context_study = false;
   app.add_flag("--context-study", context_study,
                "Measure what one forward keeps at 1x, 2x and 4x --context, without training");
@@ -275,7 +297,8 @@ int main(int argc, char** argv) {
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > layers) {
       throw ValueError(fmt::format("--checkpoint-segments {} exceeds --layers {}",
-                                   opt.checkpoint_segments, layers), "", "--checkpoint-segments", fmt::format("{}", opt.checkpoint_segments));
+                                   opt.checkpoint_segments, layers),
+                       "", "--checkpoint-segments", fmt::format("{}", opt.checkpoint_segments));
     }
     const examples::CharLMShape shape{static_cast<int64_t>(corpus.vocab.size()), width, layers,
                                       heads, context};
@@ -286,7 +309,8 @@ int main(int argc, char** argv) {
     int64_t params = 0;
     for (const Tensor& p : model.parameters()) params += rounded(static_cast<int64_t>(p.nbytes()));
     int64_t buffers = 0;
-    for (const auto& [name, b] : model.named_buffers()) buffers += rounded(static_cast<int64_t>(b.nbytes()));
+    for (const auto& [name, b] : model.named_buffers())
+      buffers += rounded(static_cast<int64_t>(b.nbytes()));
     report.add("after model init (parameters + causal masks)", params + buffers,
                static_cast<int64_t>(memory_allocated(device)) - before_model);
     const int64_t parameter_count = model.num_parameters();  // ZeRO-3 empties the parameters
@@ -308,10 +332,12 @@ int main(int argc, char** argv) {
     if (o.lr == 0.0) o.lr = 3e-3;
     std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(o, dp.trainable());
     optim::CosineWithWarmup schedule(*optimizer, std::min<int64_t>(30, steps), steps, o.lr / 10);
-    RandomWindows train(tokens, 0, split, context, static_cast<size_t>(steps * opt.batch_size), opt.seed);
-    RandomWindows val(tokens, split, n, context, static_cast<size_t>(8 * opt.batch_size), opt.seed + 1);
-    data::DataLoader loader(train, {.batch_size = static_cast<size_t>(opt.batch_size),
-                                    .device = device});
+    RandomWindows train(tokens, 0, split, context, static_cast<size_t>(steps * opt.batch_size),
+                        opt.seed);
+    RandomWindows val(tokens, split, n, context, static_cast<size_t>(8 * opt.batch_size),
+                      opt.seed + 1);
+    data::DataLoader loader(train,
+                            {.batch_size = static_cast<size_t>(opt.batch_size), .device = device});
     autograd::GradScaler scaler({.enabled = opt.amp});
     examples::ProgressBar bar("training", steps, dp.prints());
     double loss_avg = 0.0, accuracy_avg = 0.0;
@@ -399,9 +425,9 @@ int main(int argc, char** argv) {
       report.print();
       return 2;
     }
-    fmt::print("validation loss {:.3f} (a uniform guess over {} characters scores {:.3f}); {:.1f} s\n\n",
-               val_loss, corpus.vocab.size(), std::log(static_cast<double>(corpus.vocab.size())),
-               seconds);
+    fmt::print(
+        "validation loss {:.3f} (a uniform guess over {} characters scores {:.3f}); {:.1f} s\n\n",
+        val_loss, corpus.vocab.size(), std::log(static_cast<double>(corpus.vocab.size())), seconds);
     fmt::print("sample (temperature 0.8):\n{}\n\n", text);
     report.print();
     fmt::print("\n");

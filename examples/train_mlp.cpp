@@ -20,8 +20,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/data/data_loader.h"
@@ -115,10 +115,14 @@ int main(int argc, char** argv) {
   examples::add_train_flags(app, opt, /*default_epochs=*/10, /*default_batch=*/128);
   app.add_option("--data", opt.data_dir, "Directory with MNIST-format IDX files (.gz or not)");
   int64_t max_steps = 0;
-  app.add_option("--max-steps", max_steps, "Stop training after this many optimizer steps (0: no limit)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--max-steps", max_steps,
+                 "Stop training after this many optimizer steps (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   if (opt.describe) {
-    fmt::print("{}\n", "MLP 784-512-512-10 on Fashion-MNIST with a per-phase memory report (the demo)");
+    fmt::print("{}\n",
+               "MLP 784-512-512-10 on Fashion-MNIST with a per-phase memory report (the demo)");
     return 0;
   }
 
@@ -138,8 +142,9 @@ int main(int argc, char** argv) {
     examples::SteadyStateReport steady(device);  // the requests up to the first evaluation
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > 5) {
-      throw ValueError(fmt::format("--checkpoint-segments {}: the MLP has 5 modules",
-                                   opt.checkpoint_segments), "", "--checkpoint-segments", fmt::format("{}", opt.checkpoint_segments));
+      throw ValueError(
+          fmt::format("--checkpoint-segments {}: the MLP has 5 modules", opt.checkpoint_segments),
+          "", "--checkpoint-segments", fmt::format("{}", opt.checkpoint_segments));
     }
     auto model_ptr = std::make_shared<Mlp>(device, opt.checkpoint_segments);
     Mlp& model = *model_ptr;
@@ -226,15 +231,17 @@ int main(int argc, char** argv) {
             }
           }
           const int64_t before_backward = static_cast<int64_t>(memory_allocated(device));
-          const Tensor scaled = opt.accumulate > 1 ? loss / static_cast<double>(opt.accumulate) : loss;
+          const Tensor scaled =
+              opt.accumulate > 1 ? loss / static_cast<double>(opt.accumulate) : loss;
           scaler.scale(scaled).backward();
           if (report_pending && m == 0) {
-            const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_backward;
+            const int64_t measured =
+                static_cast<int64_t>(memory_allocated(device)) - before_backward;
             if (plain_grads) {
               // (+ the 0-d loss / accumulate, which is still held here when accumulating)
-              first.report.add("backward (+ gradients - saved activations)",
-                               first.params - 2 * act - small + (opt.accumulate > 1 ? rounded(4) : 0),
-                               measured);
+              first.report.add(
+                  "backward (+ gradients - saved activations)",
+                  first.params - 2 * act - small + (opt.accumulate > 1 ? rounded(4) : 0), measured);
             } else {
               first.report.note(opt.zero != 0 ? "backward (ZeRO: gradients into flat or sharded "
                                                 "buffers)"
@@ -262,9 +269,8 @@ int main(int argc, char** argv) {
             first.report.add(fmt::format("optimizer step (+ {} state, lazily)", opt.optimizer),
                              state_bytes, measured);
           } else {
-            first.report.note(fmt::format("optimizer step (+ {} state of the shards)",
-                                          opt.optimizer),
-                              measured);
+            first.report.note(
+                fmt::format("optimizer step (+ {} state of the shards)", opt.optimizer), measured);
           }
         }
         const int64_t before_zero = static_cast<int64_t>(memory_allocated(device));
@@ -272,8 +278,7 @@ int main(int argc, char** argv) {
         if (report_pending) {
           const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_zero;
           if (opt.zero == 0) {
-            first.report.add("zero_grad(set_to_none=True) (- gradients)", -first.params,
-                             measured);
+            first.report.add("zero_grad(set_to_none=True) (- gradients)", -first.params, measured);
           } else {
             first.report.note("zero_grad (- the shards' gradients)", measured);
           }

@@ -82,8 +82,9 @@ void read_conf_text(std::string_view text, AllocatorConfig& config,
                     std::vector<std::string>& ignored, std::vector<std::string>& notes) {
   // Carried by the structured settings too, which are read instead.
   static const std::set<std::string, std::less<>> kStructured = {
-      "max_split_size_mb", "garbage_collection_threshold", "expandable_segments",
-      "roundup_power2_divisions", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
+      "max_split_size_mb",           "garbage_collection_threshold",
+      "expandable_segments",         "roundup_power2_divisions",
+      "release_lock_on_cudamalloc",  "pinned_use_cuda_host_register",
       "pinned_num_register_threads", "graph_capture_record_stream_reuse"};
   for (const auto& [key, value] : conf_entries(text)) {
     if (kStructured.contains(key)) continue;
@@ -183,7 +184,8 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
       if (v.kind() != PyValue::Kind::Int) {
         mistyped("an int");
       } else if (v.as_int() < 0) {
-        throw TraceError(fmt::format("{}: {} bytes, expected an int >= 0", where, v.as_int()), where);
+        throw TraceError(fmt::format("{}: {} bytes, expected an int >= 0", where, v.as_int()),
+                         where);
       } else {
         c.max_non_split_rounding_size = static_cast<size_t>(v.as_int());
       }
@@ -197,9 +199,10 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
         size_t bucket = 0;
         while (bucket < kRoundupIntervals && std::to_string(size_t{1} << bucket) != mb) ++bucket;
         if (bucket == kRoundupIntervals || n.kind() != PyValue::Kind::Int || n.as_int() < 0) {
-          notes.push_back(fmt::format("{}: interval '{}' is not one memgrad models "
-                                      "(powers of two from 1 to 32768 MB): ignored",
-                                      where, mb));
+          notes.push_back(
+              fmt::format("{}: interval '{}' is not one memgrad models "
+                          "(powers of two from 1 to 32768 MB): ignored",
+                          where, mb));
           continue;
         }
         c.roundup_power2_divisions[bucket] = static_cast<size_t>(n.as_int());
@@ -209,14 +212,16 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
         mistyped("a bool");
       } else if (v.as_bool() && !memgrads) {
         c.policy = "expandable";
-        notes.push_back("expandable_segments: replayed with memgrad's expandable policy, "
-                        "whose page mapping differs from PyTorch's: segment_map sizes may "
-                        "diverge");
+        notes.push_back(
+            "expandable_segments: replayed with memgrad's expandable policy, "
+            "whose page mapping differs from PyTorch's: segment_map sizes may "
+            "diverge");
       }
     } else if (key == "trace_alloc_overflowed") {
       if (v.kind() == PyValue::Kind::Bool && v.as_bool()) {
-        notes.push_back("the trace's ring buffer overflowed: allocations older than its first "
-                        "event are taken from the final segments, as live at time zero");
+        notes.push_back(
+            "the trace's ring buffer overflowed: allocations older than its first "
+            "event are taken from the final segments, as live at time zero");
       }
     } else if (key == "trace_alloc_max_entries") {
       // The ring's size: what trace_alloc_overflowed is about; nothing to replay.
@@ -225,10 +230,9 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
       if (v.kind() == PyValue::Kind::Str && !memgrads) {
         read_conf_text(v.as_str(), c, ignored, notes);
       }
-    } else if (const auto* u = std::find_if(std::begin(kUnmodelled), std::end(kUnmodelled),
-                                            [&](const UnmodelledSetting& s) {
-                                              return key == s.key;
-                                            });
+    } else if (const auto* u =
+                   std::find_if(std::begin(kUnmodelled), std::end(kUnmodelled),
+                                [&](const UnmodelledSetting& s) { return key == s.key; });
                u != std::end(kUnmodelled)) {
       if (!is_default_of(key, v)) {
         ignored.push_back(fmt::format("{}={} ({})", key, setting_text(v), u->what));
@@ -240,9 +244,10 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
   if (!ignored.empty()) {
     std::string list;
     for (const std::string& s : ignored) list += (list.empty() ? "" : ", ") + s;
-    notes.push_back(fmt::format("allocator settings memgrad does not model, ignored (the replay "
-                                "runs as if they were unset): {}",
-                                list));
+    notes.push_back(
+        fmt::format("allocator settings memgrad does not model, ignored (the replay "
+                    "runs as if they were unset): {}",
+                    list));
   }
   if (c.policy != "caching" && !memgrads) return;
   try {

@@ -37,9 +37,8 @@ std::string metadata_of(const TraceContextRecord& c) {
 PyValue frames_of(const TraceContextRecord& c) {
   std::string name = c.phase.empty() ? "(no phase)" : c.phase;
   if (!c.label.empty()) name += " / " + c.label;
-  const PyValue frame = PyValue::dict({{"filename", c.op.empty() ? "memgrad" : c.op},
-                                       {"line", 0},
-                                       {"name", name}});
+  const PyValue frame =
+      PyValue::dict({{"filename", c.op.empty() ? "memgrad" : c.op}, {"line", 0}, {"name", name}});
   return PyValue::list({frame});
 }
 
@@ -64,15 +63,23 @@ Items trace_entries(const std::vector<TraceEvent>& events, const std::vector<PyV
     const std::string action(trace_action_name(e.action));
     if (e.action == TraceAction::Snapshot) {
       // As PyTorch writes it: address 0, the active bytes, no frames (it records none).
-      out.push_back(PyValue::dict({{"action", action}, {"addr", 0}, {"size", e.nbytes},
-                                   {"stream", stream}, {"time_us", time_us},
-                                   {"compile_context", ""}, {"user_metadata", ""}}));
+      out.push_back(PyValue::dict({{"action", action},
+                                   {"addr", 0},
+                                   {"size", e.nbytes},
+                                   {"stream", stream},
+                                   {"time_us", time_us},
+                                   {"compile_context", ""},
+                                   {"user_metadata", ""}}));
       continue;
     }
     if (e.action == TraceAction::Oom) {
-      out.push_back(PyValue::dict({{"action", action}, {"device_free", e.address},
-                                   {"size", e.nbytes}, {"stream", stream}, {"time_us", time_us},
-                                   {"compile_context", ""}, {"user_metadata", m},
+      out.push_back(PyValue::dict({{"action", action},
+                                   {"device_free", e.address},
+                                   {"size", e.nbytes},
+                                   {"stream", stream},
+                                   {"time_us", time_us},
+                                   {"compile_context", ""},
+                                   {"user_metadata", m},
                                    {"frames", f}}));
       continue;
     }
@@ -87,9 +94,13 @@ Items trace_entries(const std::vector<TraceEvent>& events, const std::vector<PyV
         requested_at.erase(it);
       }
     }
-    out.push_back(PyValue::dict({{"action", action}, {"addr", e.address}, {"size", size},
-                                 {"stream", stream}, {"time_us", time_us},
-                                 {"compile_context", ""}, {"user_metadata", m},
+    out.push_back(PyValue::dict({{"action", action},
+                                 {"addr", e.address},
+                                 {"size", size},
+                                 {"stream", stream},
+                                 {"time_us", time_us},
+                                 {"compile_context", ""},
+                                 {"user_metadata", m},
                                  {"frames", f}}));
   }
   return out;
@@ -112,7 +123,8 @@ PyValue segment_value(const SegmentSnapshot& s, int device,
   uint64_t allocated = 0, active = 0, requested = 0;
   for (const BlockSnapshot& b : s.blocks) {
     if (b.nbytes == 0) continue;
-    Entries block = {{"address", b.address}, {"size", b.nbytes},
+    Entries block = {{"address", b.address},
+                     {"size", b.nbytes},
                      {"requested_size", b.allocated || b.pending_free ? b.requested : 0},
                      {"state", state_of(b)}};
     if (b.allocated || b.pending_free) {
@@ -168,9 +180,9 @@ PyValue memory_snapshot(PolicyAllocator& allocator, const AllocatorConfig& confi
   Items traces(static_cast<size_t>(device_index), PyValue::list());
   traces.push_back(PyValue::list(trace_entries(events, frames, metadata)));
   Entries settings = allocator_settings_of(config).entries();
-  settings.emplace_back("trace_alloc_max_entries",
-                        trace.max_entries() == SIZE_MAX ? int64_t{-1}
-                                                        : static_cast<int64_t>(trace.max_entries()));
+  settings.emplace_back("trace_alloc_max_entries", trace.max_entries() == SIZE_MAX
+                                                       ? int64_t{-1}
+                                                       : static_cast<int64_t>(trace.max_entries()));
   settings.emplace_back("trace_alloc_overflowed", trace.overflowed());
   const MemorySource& source = allocator.source();
   return PyValue::dict({

@@ -107,27 +107,59 @@ void MemoReads::scan(std::string_view in, bool count_reads) {
     const uint8_t op = bytes[pos++];
     size_t width = 0;                  // bytes of the argument
     std::optional<uint64_t> data = 0;  // bytes of data after the argument (str, LONG1/4)
+    // clang-format off: one line per group of opcodes that read alike.
     switch (op) {
-      case op::kMark: case op::kNone: case op::kNewTrue: case op::kNewFalse:
-      case op::kEmptyList: case op::kEmptyDict: case op::kEmptyTuple: case op::kList:
-      case op::kDict: case op::kTuple: case op::kTuple1: case op::kTuple2: case op::kTuple3:
-      case op::kAppend: case op::kAppends: case op::kSetItem: case op::kSetItems: break;
+      case op::kMark:
+      case op::kNone:
+      case op::kNewTrue:
+      case op::kNewFalse:
+      case op::kEmptyList:
+      case op::kEmptyDict:
+      case op::kEmptyTuple:
+      case op::kList:
+      case op::kDict:
+      case op::kTuple:
+      case op::kTuple1:
+      case op::kTuple2:
+      case op::kTuple3:
+      case op::kAppend:
+      case op::kAppends:
+      case op::kSetItem:
+      case op::kSetItems: break;
       case op::kMemoize: ++puts; break;
-      case op::kBinPut: ++puts; width = 1; break;
-      case op::kLongBinPut: ++puts; width = 4; break;
+      case op::kBinPut:
+        ++puts;
+        width = 1;
+        break;
+      case op::kLongBinPut:
+        ++puts;
+        width = 4;
+        break;
       case op::kBinInt1: width = 1; break;
       case op::kBinInt2: width = 2; break;
       case op::kBinInt: width = 4; break;
-      case op::kBinFloat: case op::kFrame: width = 8; break;
-      case op::kLong1: case op::kShortBinUnicode: width = 1; data = le(pos, width); break;
-      case op::kBinUnicode: width = 4; data = le(pos, width); break;
-      case op::kBinUnicode8: width = 8; data = le(pos, width); break;
+      case op::kBinFloat:
+      case op::kFrame: width = 8; break;
+      case op::kLong1:
+      case op::kShortBinUnicode:
+        width = 1;
+        data = le(pos, width);
+        break;
+      case op::kBinUnicode:
+        width = 4;
+        data = le(pos, width);
+        break;
+      case op::kBinUnicode8:
+        width = 8;
+        data = le(pos, width);
+        break;
       case op::kLong4:
         width = 4;
         data = le(pos, width);
         if (data && *data >= (uint64_t{1} << 31)) return;  // a negative length fails
         break;
-      case op::kBinGet: case op::kLongBinGet: {
+      case op::kBinGet:
+      case op::kLongBinGet: {
         width = op == op::kBinGet ? 1 : 4;
         const std::optional<uint64_t> index = le(pos, width);
         // An index no PUT can have defined yet fails there: nothing after it is read.
@@ -141,6 +173,7 @@ void MemoReads::scan(std::string_view in, bool count_reads) {
       }
       default: return;  // STOP, or an opcode refused or out of place: reading ends there
     }
+    // clang-format on
     if (!data || width > size - pos || *data > size - pos - width) return;  // truncated
     pos += width + static_cast<size_t>(*data);
   }
@@ -201,8 +234,8 @@ class PickleReader {
 
   [[noreturn]] void fail(std::string_view what) const {
     const std::string_view name = pickle_opcode_name(op_);
-    const std::string opcode = name.empty() ? fmt::format("byte 0x{:02x}", op_)
-                                            : fmt::format("{} (0x{:02x})", name, op_);
+    const std::string opcode =
+        name.empty() ? fmt::format("byte 0x{:02x}", op_) : fmt::format("{} (0x{:02x})", name, op_);
     throw PickleError(fmt::format("pickle: {} at byte {}: {}", opcode, op_start_, what), op_start_,
                       op_);
   }
@@ -445,9 +478,9 @@ class PickleReader {
   }
 
   struct StreamedList {
-    SequencePtr list;         // held, so that no other list takes its address
-    const void* outer;        // the list it was created to be an item of
-    size_t index;             // its place there
+    SequencePtr list;   // held, so that no other list takes its address
+    const void* outer;  // the list it was created to be an item of
+    size_t index;       // its place there
   };
 
   const StreamedList* streamed_list(const PySequence& list) const {
@@ -535,17 +568,32 @@ class PickleReader {
         break;
       }
       case op::kTuple: make_tuple(pop_mark()); break;
-      case op::kTuple1: need(1); make_tuple(stack_.size() - 1); break;
-      case op::kTuple2: need(2); make_tuple(stack_.size() - 2); break;
-      case op::kTuple3: need(3); make_tuple(stack_.size() - 3); break;
-      case op::kAppend: need(2); append_items(stack_[stack_.size() - 2], stack_.size() - 1); break;
+      case op::kTuple1:
+        need(1);
+        make_tuple(stack_.size() - 1);
+        break;
+      case op::kTuple2:
+        need(2);
+        make_tuple(stack_.size() - 2);
+        break;
+      case op::kTuple3:
+        need(3);
+        make_tuple(stack_.size() - 3);
+        break;
+      case op::kAppend:
+        need(2);
+        append_items(stack_[stack_.size() - 2], stack_.size() - 1);
+        break;
       case op::kAppends: {
         const size_t begin = pop_mark();
         if (begin <= floor()) fail("no list below the MARK (stack underflow)");
         append_items(stack_[begin - 1], begin);
         break;
       }
-      case op::kSetItem: need(3); set_items(stack_[stack_.size() - 3], stack_.size() - 2); break;
+      case op::kSetItem:
+        need(3);
+        set_items(stack_[stack_.size() - 3], stack_.size() - 2);
+        break;
       case op::kSetItems: {
         const size_t begin = pop_mark();
         if (begin <= floor()) fail("no dict below the MARK (stack underflow)");
@@ -572,7 +620,7 @@ class PickleReader {
   PickleItemSink* sink_ = nullptr;
   std::vector<SequencePtr> outers_;  // lists created right after the sink's key, in order
   std::unordered_map<const void*, StreamedList> streamed_;  // lists whose items the sink takes
-  bool fetched_streamed_ = false;    // a memo fetch pushed one of those or an outer list
+  bool fetched_streamed_ = false;        // a memo fetch pushed one of those or an outer list
   std::optional<MemoReads> memo_reads_;  // the indices some GET reads
   std::vector<PyValue> memo_;            // the entries kept: one slot per index read back
   uint64_t memo_size_ = 0;               // the entries defined, kept or not

@@ -246,9 +246,9 @@ class PickleWriter {
 
   int protocol_;
   bool framing_;
-  std::string out_;    // committed output: PROTO, then whole frames
-  std::string frame_;  // the frame being written
-  std::unordered_map<const void*, uint32_t> memo_;        // container node -> memo index
+  std::string out_;                                 // committed output: PROTO, then whole frames
+  std::string frame_;                               // the frame being written
+  std::unordered_map<const void*, uint32_t> memo_;  // container node -> memo index
   std::unordered_map<std::string_view, uint32_t> strings_;  // str contents -> memo index
   uint32_t memo_size_ = 0;
 };

@@ -88,18 +88,13 @@ std::string key_list(const PyValue::Entries& entries) {
 
 PyValue from_json_at(const nlohmann::json& json, int depth) {
   switch (json.type()) {
-    case nlohmann::json::value_t::null:
-      return {};
-    case nlohmann::json::value_t::boolean:
-      return json.get<bool>();
-    case nlohmann::json::value_t::number_integer:
-      return json.get<int64_t>();
+    case nlohmann::json::value_t::null: return {};
+    case nlohmann::json::value_t::boolean: return json.get<bool>();
+    case nlohmann::json::value_t::number_integer: return json.get<int64_t>();
     case nlohmann::json::value_t::number_unsigned:
       return json.get<uint64_t>();  // throws above INT64_MAX
-    case nlohmann::json::value_t::number_float:
-      return json.get<double>();
-    case nlohmann::json::value_t::string:
-      return json.get_ref<const std::string&>();
+    case nlohmann::json::value_t::number_float: return json.get<double>();
+    case nlohmann::json::value_t::string: return json.get_ref<const std::string&>();
     case nlohmann::json::value_t::array: {
       check_depth(depth + 1);
       PyValue::Items items;
@@ -168,9 +163,8 @@ size_t find_invalid_utf8(std::string_view text) {
 
 PyValue::PyValue(std::string_view text) {
   if (const size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
-    throw PyValueError("UTF-8 text",
-                       fmt::format("byte 0x{:02x} at offset {}",
-                                   static_cast<unsigned char>(text[bad]), bad));
+    throw PyValueError("UTF-8 text", fmt::format("byte 0x{:02x} at offset {}",
+                                                 static_cast<unsigned char>(text[bad]), bad));
   }
   value_ = std::make_shared<const std::string>(text);
 }

@@ -58,7 +58,7 @@ class PyValue {
  public:
   // Python's types; kind_name() spells them as Python's type() does.
   enum class Kind : uint8_t { None, Bool, Int, Float, Str, List, Tuple, Dict };
-  using Items = std::vector<PyValue>;                       // a list's or tuple's elements
+  using Items = std::vector<PyValue>;                        // a list's or tuple's elements
   using Entries = std::vector<std::pair<PyValue, PyValue>>;  // a dict's (key, value) pairs
 
   // None. Allocates: nothing (nor do bool, int and float values).
@@ -68,8 +68,8 @@ class PyValue {
   PyValue(double value) : value_(value) {}
   // An int. Throws PyValueError for an unsigned value above INT64_MAX.
   template <std::integral T>
-    requires(!std::same_as<T, bool> && !std::same_as<T, char>)
-  PyValue(T value) : value_(checked_int(value)) {}
+  requires(!std::same_as<T, bool> && !std::same_as<T, char>) PyValue(T value)
+      : value_(checked_int(value)) {}
   // A str. Throws PyValueError when `text` is not UTF-8. Allocates: a node holding a copy.
   PyValue(std::string_view text);
   PyValue(const char* text) : PyValue(std::string_view(text)) {}
@@ -131,10 +131,9 @@ class PyValue {
 
  private:
   friend class detail::PickleReader;  // fills containers in place while reading a pickle
-  using Storage = std::variant<std::monostate, bool, int64_t, double,
-                               std::shared_ptr<const std::string>,
-                               std::shared_ptr<detail::PySequence>,
-                               std::shared_ptr<detail::PyMapping>>;
+  using Storage =
+      std::variant<std::monostate, bool, int64_t, double, std::shared_ptr<const std::string>,
+                   std::shared_ptr<detail::PySequence>, std::shared_ptr<detail::PyMapping>>;
   explicit PyValue(Storage value) : value_(std::move(value)) {}
 
   template <std::integral T>

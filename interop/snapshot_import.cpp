@@ -63,15 +63,18 @@ class Place {
 // Reads dict[key] as an int in [0, kMaxField]; TraceError naming `where`, the key and the value.
 uint64_t field(const PyValue& dict, std::string_view key, const Place& where) {
   const PyValue* v = dict.find(key);
-  if (v == nullptr) throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key), where.str(), std::string(key));
+  if (v == nullptr)
+    throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key), where.str(), std::string(key));
   if (v->kind() != PyValue::Kind::Int) {
-    throw TraceError(fmt::format("{}: \"{}\" is a {}, expected an int", where.str(), key,
-                                 v->kind_name()), where.str(), std::string(key));
+    throw TraceError(
+        fmt::format("{}: \"{}\" is a {}, expected an int", where.str(), key, v->kind_name()),
+        where.str(), std::string(key));
   }
   const int64_t n = v->as_int();
   if (n < 0 || n > kMaxField) {
-    throw TraceError(fmt::format("{}: \"{}\" is {}, expected an int in [0, 2^62]", where.str(),
-                                 key, n), where.str(), std::string(key));
+    throw TraceError(
+        fmt::format("{}: \"{}\" is {}, expected an int in [0, 2^62]", where.str(), key, n),
+        where.str(), std::string(key));
   }
   return static_cast<uint64_t>(n);
 }
@@ -81,25 +84,29 @@ StreamId stream_of(const PyValue& dict, const Place& where) {
   const PyValue* v = dict.find("stream");
   if (v == nullptr || v->is_none()) return kDefaultStream;
   if (v->kind() != PyValue::Kind::Int) {
-    throw TraceError(fmt::format("{}: \"stream\" is a {}, expected an int", where.str(),
-                                 v->kind_name()), where.str(), "stream");
+    throw TraceError(
+        fmt::format("{}: \"stream\" is a {}, expected an int", where.str(), v->kind_name()),
+        where.str(), "stream");
   }
   return static_cast<StreamId>(v->as_int());
 }
 
 const PyValue::Items& list_at(const PyValue& dict, std::string_view key, const Place& where) {
   const PyValue* v = dict.find(key);
-  if (v == nullptr) throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key), where.str(), std::string(key));
+  if (v == nullptr)
+    throw TraceError(fmt::format("{}: no \"{}\"", where.str(), key), where.str(), std::string(key));
   if (v->kind() != PyValue::Kind::List && v->kind() != PyValue::Kind::Tuple) {
-    throw TraceError(fmt::format("{}: \"{}\" is a {}, expected a list", where.str(), key,
-                                 v->kind_name()), where.str(), std::string(key));
+    throw TraceError(
+        fmt::format("{}: \"{}\" is a {}, expected a list", where.str(), key, v->kind_name()),
+        where.str(), std::string(key));
   }
   return v->items();
 }
 
 const PyValue& dict_item(const PyValue& v, const Place& where) {
   if (v.kind() != PyValue::Kind::Dict) {
-    throw TraceError(fmt::format("{}: a {}, expected a dict", where.str(), v.kind_name()), where.str());
+    throw TraceError(fmt::format("{}: a {}, expected a dict", where.str(), v.kind_name()),
+                     where.str());
   }
   return v;
 }
@@ -108,8 +115,9 @@ const PyValue& dict_item(const PyValue& v, const Place& where) {
 // frames are a stack, whose first entry (the innermost call) stands for it here.
 TraceContextRecord context_of(const PyValue& e) {
   const PyValue* frames = e.find("frames");
-  if (frames == nullptr || (frames->kind() != PyValue::Kind::List &&
-                            frames->kind() != PyValue::Kind::Tuple) || frames->items().empty()) {
+  if (frames == nullptr ||
+      (frames->kind() != PyValue::Kind::List && frames->kind() != PyValue::Kind::Tuple) ||
+      frames->items().empty()) {
     return {};
   }
   const PyValue& f = frames->items().front();
@@ -157,8 +165,8 @@ class ContextTable {
     const auto [it, added] = stream_index_.try_emplace(stream, streams_.size());
     if (added) {
       if (streams_.size() == kMaxStreams) {
-        throw TraceError(fmt::format("{}: more than {} distinct streams", where.str(),
-                                     kMaxStreams), where.str());
+        throw TraceError(fmt::format("{}: more than {} distinct streams", where.str(), kMaxStreams),
+                         where.str());
       }
       streams_.push_back(stream);
     }
@@ -197,8 +205,8 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
     const uint64_t total = field(seg, "total_size", where);
     out.recorded_peak_reserved += total;  // reserved at the end, for now
     const PyValue* pool = seg.find("segment_pool_id");
-    if (pool != nullptr && (pool->kind() == PyValue::Kind::Tuple ||
-                            pool->kind() == PyValue::Kind::List)) {
+    if (pool != nullptr &&
+        (pool->kind() == PyValue::Kind::Tuple || pool->kind() == PyValue::Kind::List)) {
       for (const PyValue& id : pool->items()) {
         if (id.kind() == PyValue::Kind::Int && id.as_int() != 0) {
           ++private_pools;
@@ -213,8 +221,8 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
       const PyValue& block = dict_item(blocks[b], bwhere);
       const uint64_t size = field(block, "size", bwhere);
       const PyValue* state = block.find("state");
-      const bool active = state != nullptr && state->kind() == PyValue::Kind::Str &&
-                          state->as_str() != "inactive";
+      const bool active =
+          state != nullptr && state->kind() == PyValue::Kind::Str && state->as_str() != "inactive";
       if (active) {
         const uint64_t requested =
             block.find("requested_size") != nullptr ? field(block, "requested_size", bwhere) : size;
@@ -224,22 +232,24 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
     }
     if (address - field(seg, "address", where) != total) {
       throw TraceError(fmt::format("{}: block sizes sum to {}, total_size is {}", where,
-                                   address - field(seg, "address", where), total), where, "total_size");
+                                   address - field(seg, "address", where), total),
+                       where, "total_size");
     }
   }
   if (private_pools > 0) {
-    out.notes.push_back(fmt::format("{} segments belong to private pools (CUDA graphs, MemPool): "
-                                    "their requests are replayed in the default pool",
-                                    private_pools));
+    out.notes.push_back(
+        fmt::format("{} segments belong to private pools (CUDA graphs, MemPool): "
+                    "their requests are replayed in the default pool",
+                    private_pools));
   }
   return live;
 }
 
 std::optional<TraceAction> action_of(const std::string& name) {
-  for (TraceAction a : {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
-                        TraceAction::SegmentAlloc, TraceAction::SegmentFree,
-                        TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom,
-                        TraceAction::Snapshot}) {
+  for (TraceAction a :
+       {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
+        TraceAction::SegmentAlloc, TraceAction::SegmentFree, TraceAction::SegmentMap,
+        TraceAction::SegmentUnmap, TraceAction::Oom, TraceAction::Snapshot}) {
     if (trace_action_name(a) == name) return a;
   }
   return std::nullopt;
@@ -256,7 +266,7 @@ struct RecordedEvent {
   uint64_t address = 0;  // for oom: the device's free bytes (device_free)
   uint64_t nbytes = 0;
   int64_t time_ns = 0;
-  uint32_t context = 0;     // index into the ContextTable that read the entry
+  uint32_t context = 0;      // index into the ContextTable that read the entry
   uint32_t stream : 24 = 0;  // index into that table's streams
   TraceAction action : 8 = TraceAction::Alloc;
 };
@@ -288,7 +298,8 @@ std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
       ++markers.user_defined;
       return std::nullopt;
     }
-    throw TraceError(fmt::format("{}: unknown action '{}'", where.str(), name->as_str()), where.str(), "action");
+    throw TraceError(fmt::format("{}: unknown action '{}'", where.str(), name->as_str()),
+                     where.str(), "action");
   }
   if (*action == TraceAction::Snapshot) {
     (void)field(e, "addr", where);
@@ -299,12 +310,13 @@ std::optional<RecordedEvent> read_event(const PyValue& item, const Place& where,
   RecordedEvent t;
   t.action = *action;
   t.stream = contexts.intern_stream(stream_of(e, where), where);
-  t.address = *action == TraceAction::Oom ? field(e, "device_free", where)
-                                          : field(e, "addr", where);
+  t.address =
+      *action == TraceAction::Oom ? field(e, "device_free", where) : field(e, "addr", where);
   t.nbytes = field(e, "size", where);
   if (t.action == TraceAction::Alloc && t.nbytes > (uint64_t{1} << 60)) {
-    throw TraceError(fmt::format("{}: an allocation of {} bytes (above 1 EiB)", where.str(),
-                                 t.nbytes), where.str(), "size");
+    throw TraceError(
+        fmt::format("{}: an allocation of {} bytes (above 1 EiB)", where.str(), t.nbytes),
+        where.str(), "size");
   }
   const PyValue* time = e.find("time_us");
   if (time != nullptr && time->kind() == PyValue::Kind::Int && time->as_int() >= 0 &&
@@ -366,8 +378,9 @@ int choose_device(const PyValue::Items& traces, std::optional<int> device, Trace
                   std::vector<std::string>& notes) {
   if (device) {
     if (*device < 0 || static_cast<size_t>(*device) >= traces.size()) {
-      throw TraceError(fmt::format("device_traces: no device {} (the snapshot has {})", *device,
-                                   traces.size()), "device_traces");
+      throw TraceError(
+          fmt::format("device_traces: no device {} (the snapshot has {})", *device, traces.size()),
+          "device_traces");
     }
     return *device;
   }
@@ -379,9 +392,10 @@ int choose_device(const PyValue::Items& traces, std::optional<int> device, Trace
     if (n > entry_count(traces, static_cast<size_t>(best), streamed)) best = static_cast<int>(d);
   }
   if (with_events > 1) {
-    notes.push_back(fmt::format("{} devices have events: device {} (the most) is replayed; "
-                                "choose another with --device",
-                                with_events, best));
+    notes.push_back(
+        fmt::format("{} devices have events: device {} (the most) is replayed; "
+                    "choose another with --device",
+                    with_events, best));
   }
   return best;
 }
@@ -416,14 +430,15 @@ RecordedEvents read_events(const PyValue& trace, int device, TraceSink* streamed
   // A snapshot entry needs no note: nothing happened there that the replay leaves out.
   out.snapshot_markers = markers.snapshots;
   if (markers.user_defined > 0) {
-    out.notes.push_back(fmt::format("{} user_defined annotations skipped (not requests)",
-                                    markers.user_defined));
+    out.notes.push_back(
+        fmt::format("{} user_defined annotations skipped (not requests)", markers.user_defined));
   }
   if (streams.size() > 1) {
-    out.notes.push_back(fmt::format("{} streams allocate: each is replayed as its own stream; "
-                                    "frees take effect at free_completed (record_stream waits "
-                                    "are not modelled)",
-                                    streams.size()));
+    out.notes.push_back(
+        fmt::format("{} streams allocate: each is replayed as its own stream; "
+                    "frees take effect at free_completed (record_stream waits "
+                    "are not modelled)",
+                    streams.size()));
   }
   return events;
 }
@@ -466,9 +481,8 @@ size_t peak_reserved(const RecordedEvents& events, size_t start) {
 // - the stitch policy (`moves_pages`) unmaps free pages and maps as many bytes or more right
 //   after, for the request it serves.
 // Anything else freed cached segments on request.
-bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved,
-                    size_t limit, bool garbage_collection, bool releases_on_free,
-                    bool moves_pages) {
+bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved, size_t limit,
+                    bool garbage_collection, bool releases_on_free, bool moves_pages) {
   if (releases_on_free && first > 0 && events[first - 1].action == TraceAction::FreeCompleted &&
       events[first - 1].address == events[first].address) {
     return false;
@@ -476,8 +490,8 @@ bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved,
   size_t next = first;
   size_t released = 0;
   while (next < events.size() && (events[next].action == TraceAction::SegmentFree ||
-                                   events[next].action == TraceAction::SegmentUnmap ||
-                                   events[next].action == TraceAction::Oom)) {
+                                  events[next].action == TraceAction::SegmentUnmap ||
+                                  events[next].action == TraceAction::Oom)) {
     if (events[next].action != TraceAction::Oom) released += events[next].nbytes;
     ++next;
   }
@@ -503,8 +517,8 @@ size_t request_bound(const RecordedEvents& recorded, size_t before) {
   size_t bound = before;
   bool releasing = false;
   for (const RecordedEvent& e : recorded) {
-    const bool releases = e.action == TraceAction::SegmentFree ||
-                          e.action == TraceAction::SegmentUnmap;
+    const bool releases =
+        e.action == TraceAction::SegmentFree || e.action == TraceAction::SegmentUnmap;
     bound += (e.action != TraceAction::FreeRequested) + (e.action == TraceAction::Oom) +
              (releases && !releasing);
     releasing = releases;
@@ -517,9 +531,10 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
                              TraceSink* streamed) {
   ImportedSnapshot out;
   if (snapshot.kind() != PyValue::Kind::Dict) {
-    throw TraceError(fmt::format("snapshot: a {}, expected a dict with \"segments\" and "
-                                 "\"device_traces\"",
-                                 snapshot.kind_name()));
+    throw TraceError(
+        fmt::format("snapshot: a {}, expected a dict with \"segments\" and "
+                    "\"device_traces\"",
+                    snapshot.kind_name()));
   }
   const PyValue::Items& segments = list_at(snapshot, "segments", "snapshot");
   const PyValue::Items& traces = list_at(snapshot, "device_traces", "snapshot");
@@ -533,11 +548,13 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
   }
   read_allocator_settings(snapshot.find("allocator_settings"), out.config, out.notes);
   std::map<uint64_t, LiveBlock> live_at_end = final_live_blocks(segments, out.device, out);
-  if (traces.empty()) throw TraceError("device_traces: empty (no history was recorded)", "device_traces");
+  if (traces.empty())
+    throw TraceError("device_traces: empty (no history was recorded)", "device_traces");
   const PyValue& trace_value = traces[static_cast<size_t>(out.device)];
   if (trace_value.kind() != PyValue::Kind::List) {
     throw TraceError(fmt::format("device_traces[{}]: a {}, expected a list", out.device,
-                                 trace_value.kind_name()), fmt::format("device_traces[{}]", out.device));
+                                 trace_value.kind_name()),
+                     fmt::format("device_traces[{}]", out.device));
   }
   ContextTable contexts;
   const RecordedEvents recorded = read_events(trace_value, out.device, streamed, contexts, out);
@@ -564,8 +581,8 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
   out.live_before_history = before.size();
   out.events.reserve(request_bound(recorded, before.size()));
   for (const auto& [address, block] : before) {
-    out.events.push_back({TraceAction::Alloc, block.stream, 0, address, block.size, block.size,
-                          0, 0, contexts.intern({"before history", "", ""})});
+    out.events.push_back({TraceAction::Alloc, block.stream, 0, address, block.size, block.size, 0,
+                          0, contexts.intern({"before history", "", ""})});
   }
 
   // The requests, with empty_cache() where a burst of segment frees shows one, and the peak of
@@ -596,8 +613,8 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
                        out.config.garbage_collection_threshold > 0.0,
                        out.config.policy == "passthrough" || out.config.policy == "planned",
                        out.config.policy == "stitch")) {
-      out.events.push_back({TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0,
-                            e.context});
+      out.events.push_back(
+          {TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0, e.context});
     }
     if (e.action == TraceAction::Oom && !out.recorded_oom) {
       out.recorded_oom = true;
@@ -605,10 +622,11 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     }
     if (e.action == TraceAction::Oom && out.capacity == 0) {
       out.capacity = static_cast<size_t>(std::max<int64_t>(reserved, 0)) + e.address;
-      out.notes.push_back(fmt::format("the device's capacity is not recorded: taken as the "
-                                      "reserved bytes at the first OOM plus its device_free, {} "
-                                      "bytes",
-                                      out.capacity));
+      out.notes.push_back(
+          fmt::format("the device's capacity is not recorded: taken as the "
+                      "reserved bytes at the first OOM plus its device_free, {} "
+                      "bytes",
+                      out.capacity));
     }
     if (e.action == TraceAction::Oom) {
       // The request that failed is a request all the same: replayed as an allocation (at an
@@ -622,17 +640,17 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     if (is_segment_action(e.action)) {
       out.recorded_segments.push_back(e);
       const int64_t n = static_cast<int64_t>(e.nbytes);
-      const bool grows = e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentMap;
+      const bool grows =
+          e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentMap;
       reserved += grows ? n : -n;
-      out.recorded_peak_reserved = std::max(out.recorded_peak_reserved,
-                                            static_cast<size_t>(std::max<int64_t>(reserved, 0)));
+      out.recorded_peak_reserved =
+          std::max(out.recorded_peak_reserved, static_cast<size_t>(std::max<int64_t>(reserved, 0)));
     }
     out.events.push_back(e);
   }
   out.contexts = contexts.take();
   return out;
 }
-
 
 // The bytes of the file at `path`, in one buffer of its size (a stream copied through a
 // std::ostringstream would hold the file up to three times over while growing and copying).

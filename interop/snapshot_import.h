@@ -26,9 +26,9 @@ bool is_snapshot_bytes(std::string_view bytes);
 
 // A snapshot read back as one device's request stream.
 struct ImportedSnapshot {
-  int device = 0;                     // the device index whose trace it is
-  std::string device_name;            // memgrad's name when memgrad wrote it, else "cuda:N"
-  size_t capacity = 0;                // the device's bytes when known (memgrad), else 0
+  int device = 0;           // the device index whose trace it is
+  std::string device_name;  // memgrad's name when memgrad wrote it, else "cuda:N"
+  size_t capacity = 0;      // the device's bytes when known (memgrad), else 0
   // Requests for plan_replay(): Alloc (requested bytes), FreeRequested at each free_completed,
   // and the recorded segment events; blocks live before the history began come first, as
   // allocs at time zero. EmptyCache marks where a burst of segment frees shows an empty_cache().
@@ -36,14 +36,14 @@ struct ImportedSnapshot {
   std::vector<TraceEvent> events;
   std::vector<TraceContextRecord> contexts;
   std::vector<TraceEvent> recorded_segments;  // segment_alloc/free/map/unmap, in order
-  bool recorded_oom = false;          // whether the trace holds an oom event
-  size_t segments_before_oom = 0;     // recorded segment events before the first oom
-  size_t recorded_peak_reserved = 0;  // peak of the reserved bytes the segment events imply
-  size_t live_before_history = 0;     // blocks allocated before the trace begins
-  size_t frees_before_history = 0;    // frees of such blocks within the trace
-  size_t failed_requests = 0;         // oom events, replayed as allocations never freed
-  size_t snapshot_markers = 0;        // snapshot entries (no requests: skipped)
-  AllocatorConfig config;             // the caching policy with the snapshot's settings
+  bool recorded_oom = false;                  // whether the trace holds an oom event
+  size_t segments_before_oom = 0;             // recorded segment events before the first oom
+  size_t recorded_peak_reserved = 0;          // peak of the reserved bytes the segment events imply
+  size_t live_before_history = 0;             // blocks allocated before the trace begins
+  size_t frees_before_history = 0;            // frees of such blocks within the trace
+  size_t failed_requests = 0;                 // oom events, replayed as allocations never freed
+  size_t snapshot_markers = 0;                // snapshot entries (no requests: skipped)
+  AllocatorConfig config;                     // the caching policy with the snapshot's settings
   // What the replay cannot model, one line each with the choice made (several streams,
   // private pools, an overflowed ring buffer, settings memgrad lacks, several devices).
   std::vector<std::string> notes;
@@ -76,11 +76,11 @@ ImportedSnapshot import_snapshot_file(const std::string& path, std::optional<int
 
 // The first difference between the segment decisions a replay made and the recorded ones
 // (action and size, in order; within a run of consecutive segment frees or unmaps, whose order
-// follows addresses, in order of action and size), or nullopt when they are the same. `context` gets the events
-// around the divergence, one line each.
+// follows addresses, in order of action and size), or nullopt when they are the same. `context`
+// gets the events around the divergence, one line each.
 struct SegmentDivergence {
-  size_t index = 0;                  // position in the segment event sequences
-  std::string expected;              // "segment_alloc 2097152", or "(none)" past the end
+  size_t index = 0;      // position in the segment event sequences
+  std::string expected;  // "segment_alloc 2097152", or "(none)" past the end
   std::string got;
   std::vector<std::string> context;  // the recorded and replayed events around `index`
 };

@@ -37,11 +37,10 @@ using Json = nlohmann::json;
 constexpr uint64_t kMaxValue = uint64_t{1} << 62;  // times in ns (146 years) and bytes
 
 std::optional<TraceAction> action_named(std::string_view name) {
-  for (TraceAction a :
-       {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
-        TraceAction::SegmentAlloc, TraceAction::SegmentFree, TraceAction::SegmentMap,
-        TraceAction::SegmentUnmap, TraceAction::Oom, TraceAction::EmptyCache,
-        TraceAction::Snapshot}) {
+  for (TraceAction a : {TraceAction::Alloc, TraceAction::FreeRequested, TraceAction::FreeCompleted,
+                        TraceAction::SegmentAlloc, TraceAction::SegmentFree,
+                        TraceAction::SegmentMap, TraceAction::SegmentUnmap, TraceAction::Oom,
+                        TraceAction::EmptyCache, TraceAction::Snapshot}) {
     if (trace_action_name(a) == name) return a;
   }
   return std::nullopt;
@@ -56,11 +55,14 @@ TraceAction action_from_name(const std::string& name) {
 // read as huge unsigned ones, and times and byte counts stay far enough below 2^63 that sums and
 // differences of them cannot overflow. `v` is null when the key was absent.
 uint64_t field(const std::optional<Json>& v, const char* key, size_t index, uint64_t max) {
-  if (!v) throw TraceError(fmt::format("trace: event {} has no \"{}\"", index, key), fmt::format("memgrad_events[{}]", index), key);
+  if (!v)
+    throw TraceError(fmt::format("trace: event {} has no \"{}\"", index, key),
+                     fmt::format("memgrad_events[{}]", index), key);
   if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() < 0) ||
       v->get<uint64_t>() > max) {
     throw TraceError(fmt::format("trace: event {}: \"{}\" is {}, expected an integer in [0, {}]",
-                                 index, key, v->dump(), max), fmt::format("memgrad_events[{}]", index), key);
+                                 index, key, v->dump(), max),
+                     fmt::format("memgrad_events[{}]", index), key);
   }
   return v->get<uint64_t>();
 }
@@ -118,8 +120,7 @@ class TraceHandler {
     if (!seen_events_ || !seen_contexts_) {
       throw TraceError("trace: no \"memgrad_events\" or \"contexts\" array (not a memgrad trace?)");
     }
-    for (size_t i = 0; i < trace.events.size(); ++i)
-      check_context(i);
+    for (size_t i = 0; i < trace.events.size(); ++i) check_context(i);
   }
 
  private:
@@ -132,23 +133,18 @@ class TraceHandler {
     if (skip_ > 0) return true;
     switch (where()) {
       case Where::Start:
-      case Where::Done:
-        throw TraceError("trace: not a JSON object");
-      case Where::Top:
-        top_level_scalar(v);
-        return true;
+      case Where::Done: throw TraceError("trace: not a JSON object");
+      case Where::Top: top_level_scalar(v); return true;
       case Where::Contexts:
         throw TraceError(fmt::format("trace: context {} is {}, expected an object",
-                                     trace.contexts.size(), v.dump()), fmt::format("contexts[{}]", trace.contexts.size()));
+                                     trace.contexts.size(), v.dump()),
+                         fmt::format("contexts[{}]", trace.contexts.size()));
       case Where::Events:
-        throw TraceError(fmt::format("trace: event {} is {}, expected an object",
-                                     trace.events.size(), v.dump()), fmt::format("memgrad_events[{}]", trace.events.size()));
-      case Where::Context:
-        context_field(v);
-        return true;
-      case Where::Event:
-        event_field(std::move(v));
-        return true;
+        throw TraceError(
+            fmt::format("trace: event {} is {}, expected an object", trace.events.size(), v.dump()),
+            fmt::format("memgrad_events[{}]", trace.events.size()));
+      case Where::Context: context_field(v); return true;
+      case Where::Event: event_field(std::move(v)); return true;
     }
     return true;
   }
@@ -196,8 +192,7 @@ class TraceHandler {
         event_field(Json(kind));  // refused when the event is finished, if it is one of ours
         skip_ = 1;
         return true;
-      case Where::Done:
-        throw TraceError("trace: not a JSON object");
+      case Where::Done: throw TraceError("trace: not a JSON object");
     }
     return true;
   }
@@ -221,7 +216,8 @@ class TraceHandler {
     }
     if (key_ == "device" || key_ == "policy") {
       if (!v.is_string()) {
-        throw TraceError(fmt::format("trace: \"{}\" is {}, expected a string", key_, v.dump()), "", key_);
+        throw TraceError(fmt::format("trace: \"{}\" is {}, expected a string", key_, v.dump()), "",
+                         key_);
       }
       (key_ == "device" ? trace.device : trace.policy) = v.get<std::string>();
     } else if (key_ == "capacity") {
@@ -238,7 +234,8 @@ class TraceHandler {
     if (into == nullptr) return;
     if (!v.is_string()) {
       throw TraceError(fmt::format("trace: context {}: \"{}\" is {}, expected a string",
-                                   trace.contexts.size() - 1, key_, v.dump()), fmt::format("contexts[{}]", trace.contexts.size() - 1), key_);
+                                   trace.contexts.size() - 1, key_, v.dump()),
+                       fmt::format("contexts[{}]", trace.contexts.size() - 1), key_);
     }
     *into = v.get<std::string>();
   }
@@ -257,7 +254,8 @@ class TraceHandler {
     const std::optional<Json>& action = fields_[kAction];
     if (!action || !action->is_string()) {
       throw TraceError(fmt::format("trace: event {}: \"action\" is {}, expected a string", index,
-                                   action ? action->dump() : "missing"), fmt::format("memgrad_events[{}]", index), "action");
+                                   action ? action->dump() : "missing"),
+                       fmt::format("memgrad_events[{}]", index), "action");
     }
     TraceEvent e;
     e.action = action_from_name(action->get_ref<const std::string&>());
@@ -275,7 +273,8 @@ class TraceHandler {
     if (contexts_done_) check_context(index);
     if (index > 0 && e.time_ns < trace.events[index - 1].time_ns) {
       throw TraceError(fmt::format("trace: event {} at t_ns {} comes before event {} at {}", index,
-                                   e.time_ns, index - 1, trace.events[index - 1].time_ns), fmt::format("memgrad_events[{}]", index), "t_ns");
+                                   e.time_ns, index - 1, trace.events[index - 1].time_ns),
+                       fmt::format("memgrad_events[{}]", index), "t_ns");
     }
   }
 
@@ -283,7 +282,8 @@ class TraceHandler {
     const uint32_t context = trace.events[index].context;
     if (context >= trace.contexts.size()) {
       throw TraceError(fmt::format("trace: event {} refers to context {} of {}", index, context,
-                                   trace.contexts.size()), fmt::format("memgrad_events[{}]", index), "ctx");
+                                   trace.contexts.size()),
+                       fmt::format("memgrad_events[{}]", index), "ctx");
     }
   }
 

@@ -45,23 +45,12 @@ std::string xml_escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
     }
   }
   return out;
@@ -201,15 +190,15 @@ std::vector<LiveBlock> live_at(const std::vector<TraceEvent>& events, size_t pea
 
 void draw_band(std::string& svg, const Band& b, double x0, double w,
                const std::vector<std::pair<std::string, const char*>>& colours) {
+  svg += fmt::format(
+      "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
+      "<title>{}</title></rect>\n",
+      x0, kPlotTop, w, kPlotBottom - kPlotTop, colour_of(colours, b.phase), xml_escape(b.phase));
+  if (w >= kCharWidth * static_cast<double>(b.phase.size()) + 6.0) {
     svg += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
-        "<title>{}</title></rect>\n",
-        x0, kPlotTop, w, kPlotBottom - kPlotTop, colour_of(colours, b.phase), xml_escape(b.phase));
-    if (w >= kCharWidth * static_cast<double>(b.phase.size()) + 6.0) {
-      svg += fmt::format(
-          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" class=\"phase\">{}</text>\n",
-          x0 + w / 2, kPlotTop - 5.0, xml_escape(b.phase));
-    }
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" class=\"phase\">{}</text>\n",
+        x0 + w / 2, kPlotTop - 5.0, xml_escape(b.phase));
+  }
 }
 
 // Bands narrower than a pixel are merged into the band drawn before them (which keeps its
@@ -251,7 +240,8 @@ void draw_axes(std::string& svg, const Scale& scale) {
   const auto span = static_cast<int64_t>(scale.t1 - scale.t0);
   const Step ts = time_step(std::max<int64_t>(1, (span + kTargetTicks - 1) / kTargetTicks));
   for (int64_t t = 0; t <= span; t += ts.value) {
-    const double x = kPlotLeft + (kPlotRight - kPlotLeft) * static_cast<double>(t) / (scale.t1 - scale.t0);
+    const double x =
+        kPlotLeft + (kPlotRight - kPlotLeft) * static_cast<double>(t) / (scale.t1 - scale.t0);
     svg += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"axis\"/>\n"
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
@@ -387,8 +377,10 @@ std::string trace_to_svg(const std::vector<TraceEvent>& events,
   const auto cap = static_cast<int64_t>(std::min<size_t>(capacity, INT64_MAX));
   // The capacity is drawn only when it is on the same scale as what the trace reserved.
   const bool capacity_drawn =
-      cap > 0 && static_cast<double>(cap) <= 2.0 * static_cast<double>(std::max<int64_t>(max_reserved, 1));
-  scale.y_max = static_cast<double>(std::max<int64_t>({1, max_reserved, peak, capacity_drawn ? cap : 0}));
+      cap > 0 &&
+      static_cast<double>(cap) <= 2.0 * static_cast<double>(std::max<int64_t>(max_reserved, 1));
+  scale.y_max =
+      static_cast<double>(std::max<int64_t>({1, max_reserved, peak, capacity_drawn ? cap : 0}));
   scale.y_max *= 1.05;  // headroom above the highest line
 
   const std::vector<Band> bands = phase_bands(events, contexts);

@@ -89,8 +89,7 @@ std::string trace_to_json(const std::vector<TraceEvent>& evs,
       fmt::format_to(to(),
                      ",{{\"args\":{{\"op\":{},\"phase\":{},\"size\":{}}},\"name\":\"{}\","
                      "\"ph\":\"i\",\"pid\":1,\"s\":\"p\",\"tid\":1,\"ts\":{}}}",
-                     ops[e.context], phases[e.context], e.nbytes, trace_action_name(e.action),
-                     ts);
+                     ops[e.context], phases[e.context], e.nbytes, trace_action_name(e.action), ts);
     }
   }
   if (!evs.empty()) add_phase_slices(out, evs, ctxs, phases);

@@ -36,7 +36,7 @@ struct GemmArgs {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   MatrixArg a, b;
   void* c = nullptr;
-  int64_t ldc = 0;             // row stride of C (its column stride is 1)
+  int64_t ldc = 0;  // row stride of C (its column stride is 1)
   int64_t batch_stride_c = 0;
   double alpha = 1.0, beta = 0.0;
   // A second batch level around `batch`, for two batch dims whose strides do not merge into one
@@ -98,8 +98,8 @@ class KernelBackend {
   virtual void norm(const Operand& out, const Operand& in, double p) = 0;
   virtual void softmax(const Operand& out, const Operand& in, int dim, bool log) = 0;
   // grad_in = y (g - sum(g y)) for softmax, g - exp(y) sum(g) for log_softmax, along dim.
-  virtual void softmax_backward(const Operand& grad_in, const Operand& grad_out,
-                                const Operand& out, int dim, bool log) = 0;
+  virtual void softmax_backward(const Operand& grad_in, const Operand& grad_out, const Operand& out,
+                                int dim, bool log) = 0;
 
   // ---- matrix products ----
   virtual void gemm(const GemmArgs& args) = 0;
@@ -137,10 +137,10 @@ class KernelBackend {
                           int64_t rows, int64_t n, double eps) = 0;
   // dx, and (when their data are not null) dweight and dbias, from dy and the forward's saved
   // x, mean, rstd and weight.
-  virtual void layer_norm_backward(const Operand& dx, const Operand& dweight,
-                                   const Operand& dbias, const Operand& dy, const Operand& x,
-                                   const Operand& mean, const Operand& rstd,
-                                   const Operand& weight, int64_t rows, int64_t n) = 0;
+  virtual void layer_norm_backward(const Operand& dx, const Operand& dweight, const Operand& dbias,
+                                   const Operand& dy, const Operand& x, const Operand& mean,
+                                   const Operand& rstd, const Operand& weight, int64_t rows,
+                                   int64_t n) = 0;
   // Per row of logits (rows x C): log_probs = log_softmax(row) and
   // loss = -(1 - s) log_probs[target] - (s / C) sum(log_probs); rows whose target equals
   // ignore_index get loss 0. Reports a target outside [0, C) other than ignore_index.

@@ -117,26 +117,26 @@ MEMGRAD_HOST_DEVICE inline C unary_grad(UnaryOp op, C g, C s) {
   switch (op) {
     case UnaryOp::Neg: return -g;
     case UnaryOp::Exp: return exp_grad(g, s);
-    case UnaryOp::Log: return g / s;                             // s = x
-    case UnaryOp::Sqrt: return g / mul_rn(C(2), s);              // s = sqrt(x)
-    case UnaryOp::Rsqrt: return C(-0.5) * g * s * s * s;         // s = x^-1/2
-    case UnaryOp::Abs: return g * C((s > C(0)) - (s < C(0)));    // s = x
+    case UnaryOp::Log: return g / s;                           // s = x
+    case UnaryOp::Sqrt: return g / mul_rn(C(2), s);            // s = sqrt(x)
+    case UnaryOp::Rsqrt: return C(-0.5) * g * s * s * s;       // s = x^-1/2
+    case UnaryOp::Abs: return g * C((s > C(0)) - (s < C(0)));  // s = x
     case UnaryOp::Sign: return C(0);
     case UnaryOp::Tanh: return tanh_grad(g, s);
     case UnaryOp::Sigmoid: return sigmoid_grad(g, s);
     case UnaryOp::Relu: return relu_grad(g, s);
-    case UnaryOp::GeluTanh: {                                    // s = x
+    case UnaryOp::GeluTanh: {  // s = x
       const C inner = C(kSqrt2OverPi) * (s + C(kGeluCoeff) * s * s * s);
       const C t = std::tanh(inner);
       const C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluCoeff) * s * s);
       return g * (C(0.5) * (C(1) + t) + C(0.5) * s * (C(1) - t * t) * dinner);
     }
-    case UnaryOp::GeluErf: {                                     // s = x: g (cdf + x pdf)
+    case UnaryOp::GeluErf: {  // s = x: g (cdf + x pdf)
       const C cdf = C(0.5) * (C(1) + std::erf(s * C(kInvSqrt2)));
       const C pdf = std::exp(C(-0.5) * s * s) * C(kInvSqrt2Pi);
       return g * (cdf + s * pdf);
     }
-    case UnaryOp::Silu: {                                        // s = x
+    case UnaryOp::Silu: {  // s = x
       const C sig = sigmoid_of(s);
       return g * sig * (C(1) + s * (C(1) - sig));
     }
@@ -171,8 +171,10 @@ MEMGRAD_HOST_DEVICE inline C binary_value(BinaryOp op, C a, C b, C alpha) {
     case BinaryOp::Sub: return sub_value(a, b, alpha);
     case BinaryOp::Mul: return mul_rn(a, b);
     case BinaryOp::Div:
-      if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : static_cast<C>(a / b);
-      else return a / b;
+      if constexpr (std::is_integral_v<C>)
+        return b == 0 ? C(0) : static_cast<C>(a / b);
+      else
+        return a / b;
     case BinaryOp::Pow: return static_cast<C>(std::pow(a, b));
     case BinaryOp::Maximum:
       if (is_nan(a) || is_nan(b)) return static_cast<C>(a + b);  // NaN propagates
@@ -224,9 +226,7 @@ MEMGRAD_HOST_DEVICE inline C where_value(C cond, C a, C b) {
 // ---- compute types (host only: the backends' dispatch) ----
 
 // The type a dtype computes in: float for float16, the dtype itself otherwise.
-constexpr DType compute_dtype(DType d) {
-  return d == DType::Float16 ? DType::Float32 : d;
-}
+constexpr DType compute_dtype(DType d) { return d == DType::Float16 ? DType::Float32 : d; }
 
 // The floating type of a floating-only op (a backward rule, clamp): float64 stays, everything
 // else computes in float.

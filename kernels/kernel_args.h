@@ -40,9 +40,9 @@ enum class UnaryOp : uint8_t {
   Exp,
   Log,
   Sqrt,
-  Rsqrt,     // 1 / sqrt(x)
+  Rsqrt,  // 1 / sqrt(x)
   Abs,
-  Sign,      // -1, 0 or 1
+  Sign,  // -1, 0 or 1
   Tanh,
   Sigmoid,   // 1 / (1 + exp(-x))
   Relu,      // max(x, 0)

@@ -18,8 +18,8 @@ MEMGRAD_HOST_DEVICE inline double layer_norm_xhat(double x, double mean, double 
 
 // y = xhat w + b in the compute type C; the weight and the bias only where the layer has them.
 template <typename C>
-MEMGRAD_HOST_DEVICE inline C layer_norm_value(double xhat, bool has_weight, C weight,
-                                              bool has_bias, C bias) {
+MEMGRAD_HOST_DEVICE inline C layer_norm_value(double xhat, bool has_weight, C weight, bool has_bias,
+                                              C bias) {
   C v = static_cast<C>(xhat);
   if (has_weight) v = mul_rn(v, weight);
   if (has_bias) v = add_rn(v, bias);

@@ -73,8 +73,8 @@ MEMGRAD_HOST_DEVICE inline SgdElement<C> sgd_update(const SgdConstants<C>& a, C 
 // Element i of a parameter after one step: param, and buf with momentum (buf may be null
 // without momentum; it is read only after the first step).
 template <typename C, typename T>
-MEMGRAD_HOST_DEVICE inline void sgd_step_element(const SgdConstants<C>& a, T* param,
-                                                 const T* grad, T* buf, int64_t i) {
+MEMGRAD_HOST_DEVICE inline void sgd_step_element(const SgdConstants<C>& a, T* param, const T* grad,
+                                                 T* buf, int64_t i) {
   const C old = a.use_momentum && !a.first ? static_cast<C>(buf[i]) : C(0);
   const SgdElement<C> e = sgd_update(a, static_cast<C>(param[i]), static_cast<C>(grad[i]), old);
   if (a.use_momentum) buf[i] = static_cast<T>(e.buf);
@@ -88,9 +88,9 @@ struct AdamConstants {
   C step_size;     // lr / (1 - beta1^step)
   C inv_sqrt_bc2;  // 1 / sqrt(1 - beta2^step)
   C beta1, beta2, eps;
-  C c1, c2;        // 1 - beta1, 1 - beta2
-  C decay;         // AdamW: 1 - lr weight_decay; Adam: 1
-  C l2;            // Adam: weight_decay; AdamW: 0
+  C c1, c2;  // 1 - beta1, 1 - beta2
+  C decay;   // AdamW: 1 - lr weight_decay; Adam: 1
+  C l2;      // Adam: weight_decay; AdamW: 0
 };
 
 // 1 - beta in double: from a float beta2 = 0.999 it would be off by 1.3e-5 (relative).

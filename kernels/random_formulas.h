@@ -25,8 +25,7 @@ MEMGRAD_HOST_DEVICE inline int uniform_bits(bool is_float64, bool is_float16) {
 
 // from + span u, with u = (the top `bits` bits of word) / 2^bits, uniform in [0, 1) and exact
 // in double.
-MEMGRAD_HOST_DEVICE inline double uniform_draw(uint32_t word, int bits, double from,
-                                               double span) {
+MEMGRAD_HOST_DEVICE inline double uniform_draw(uint32_t word, int bits, double from, double span) {
   const double u = static_cast<double>(word >> (32 - bits)) / static_cast<double>(1ull << bits);
   return add_rn(from, mul_rn(span, u));
 }

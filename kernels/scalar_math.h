@@ -30,9 +30,12 @@ namespace memgrad::kernels {
 template <typename C>
 MEMGRAD_HOST_DEVICE inline C mul_rn(C a, C b) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<C, float>) return __fmul_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dmul_rn(a, b);
-  else return static_cast<C>(a * b);
+  if constexpr (std::is_same_v<C, float>)
+    return __fmul_rn(a, b);
+  else if constexpr (std::is_same_v<C, double>)
+    return __dmul_rn(a, b);
+  else
+    return static_cast<C>(a * b);
 #else
   return static_cast<C>(a * b);
 #endif
@@ -42,9 +45,12 @@ MEMGRAD_HOST_DEVICE inline C mul_rn(C a, C b) {
 template <typename C>
 MEMGRAD_HOST_DEVICE inline C add_rn(C a, C b) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<C, float>) return __fadd_rn(a, b);
-  else if constexpr (std::is_same_v<C, double>) return __dadd_rn(a, b);
-  else return static_cast<C>(a + b);
+  if constexpr (std::is_same_v<C, float>)
+    return __fadd_rn(a, b);
+  else if constexpr (std::is_same_v<C, double>)
+    return __dadd_rn(a, b);
+  else
+    return static_cast<C>(a + b);
 #else
   return static_cast<C>(a + b);
 #endif

@@ -260,11 +260,10 @@ size_t ideal_of(const std::vector<Item>& items, size_t count) {
 
 }  // namespace
 
-PlanError PlanError::at(const std::string& path, const std::string& field,
-                        const std::string& why) {
-  return PlanError(fmt::format("plan{}: {}: {}", path.empty() ? "" : fmt::format(" '{}'", path),
-                               field, why),
-                   path, field);
+PlanError PlanError::at(const std::string& path, const std::string& field, const std::string& why) {
+  return PlanError(
+      fmt::format("plan{}: {}: {}", path.empty() ? "" : fmt::format(" '{}'", path), field, why),
+      path, field);
 }
 
 uint64_t context_tag(std::string_view phase, std::string_view op) {
@@ -284,8 +283,8 @@ uint64_t context_tag(std::string_view phase, std::string_view op) {
 
 MemoryPlan plan_recording(const std::vector<RecordedStep>& steps, size_t plan_step) {
   if (plan_step >= steps.size()) {
-    throw PlanError(fmt::format("plan: step {} of a recording of {} steps", plan_step,
-                                steps.size()));
+    throw PlanError(
+        fmt::format("plan: step {} of a recording of {} steps", plan_step, steps.size()));
   }
   StepLifetimes step = lifetimes_of(steps[plan_step]);
   const size_t n = step.requests.size();
@@ -320,7 +319,7 @@ std::vector<RecordedStep> steps_of_trace(const RecordedTrace& trace) {
     has_forward = has_forward || (e.action == TraceAction::Alloc &&
                                   trace.contexts.at(e.context).phase == "forward");
   }
-  if (!has_forward) steps.emplace_back();  // the whole trace is one step
+  if (!has_forward) steps.emplace_back();       // the whole trace is one step
   std::unordered_map<uint64_t, uint64_t> live;  // address -> id
   uint64_t next_id = 0;
   bool previous_forward = false;
@@ -347,8 +346,8 @@ std::vector<RecordedStep> steps_of_trace(const RecordedTrace& trace) {
 
 MemoryPlan plan_trace(const RecordedTrace& trace, std::string source) {
   const std::vector<RecordedStep> steps = steps_of_trace(trace);
-  if (steps.empty() || std::none_of(steps[0].begin(), steps[0].end(),
-                                    [](const StepEvent& e) { return e.alloc; })) {
+  if (steps.empty() ||
+      std::none_of(steps[0].begin(), steps[0].end(), [](const StepEvent& e) { return e.alloc; })) {
     throw PlanError(fmt::format("plan: the trace '{}' has no allocation to plan", source), source);
   }
   MemoryPlan plan = plan_recording(steps, 0);
@@ -359,11 +358,13 @@ MemoryPlan plan_trace(const RecordedTrace& trace, std::string source) {
 void check_plan(const MemoryPlan& plan, const std::string& path) {
   const size_t n = plan.requests.size();
   if (n == 0) throw PlanError::at(path, "requests", "empty");
-  if (n >= PlannedRequest::kOutlives) throw PlanError::at(path, "requests", "more than 2^32 requests");
+  if (n >= PlannedRequest::kOutlives)
+    throw PlanError::at(path, "requests", "more than 2^32 requests");
   if (plan.arena_nbytes == 0 || plan.arena_nbytes % kGranule != 0 ||
       plan.arena_nbytes > kMaxArenaBytes) {
-    throw PlanError::at(path, "arena_nbytes", fmt::format("is {}, expected a positive multiple of 512 up to 2^60",
-                                          plan.arena_nbytes));
+    throw PlanError::at(
+        path, "arena_nbytes",
+        fmt::format("is {}, expected a positive multiple of 512 up to 2^60", plan.arena_nbytes));
   }
   std::vector<std::vector<uint32_t>> due(n + 1);  // requests freed before allocation p
   std::map<size_t, size_t> taken;                 // live blocks: offset -> end
@@ -373,7 +374,8 @@ void check_plan(const MemoryPlan& plan, const std::string& path) {
     const bool overlaps = (next != taken.end() && next->first < end) ||
                           (next != taken.begin() && std::prev(next)->second > offset);
     if (overlaps) {
-      throw PlanError::at(path, fmt::format("requests[{}].offsets", k),
+      throw PlanError::at(
+          path, fmt::format("requests[{}].offsets", k),
           fmt::format("[{}, {}) overlaps a block live at the same time", offset, end));
     }
     taken.emplace(offset, end);
@@ -382,26 +384,30 @@ void check_plan(const MemoryPlan& plan, const std::string& path) {
     const PlannedRequest& r = plan.requests[k];
     const std::string where = fmt::format("requests[{}]", k);
     if (r.nbytes == 0 || r.nbytes % kGranule != 0) {
-      throw PlanError::at(path, where + ".nbytes", fmt::format("is {}, expected a positive multiple of 512",
-                                               r.nbytes));
+      throw PlanError::at(path, where + ".nbytes",
+                          fmt::format("is {}, expected a positive multiple of 512", r.nbytes));
     }
     if (!r.outlives() && (r.free_before <= k || r.free_before > n)) {
-      throw PlanError::at(path, where + ".free_before", fmt::format("is {}, expected in ({}, {}]", r.free_before,
-                                                    k, n));
+      throw PlanError::at(path, where + ".free_before",
+                          fmt::format("is {}, expected in ({}, {}]", r.free_before, k, n));
     }
-    if (r.one_time && !r.outlives()) throw PlanError::at(path, where + ".one_time", "set on a request freed "
-                                                                     "within the step");
+    if (r.one_time && !r.outlives())
+      throw PlanError::at(path, where + ".one_time",
+                          "set on a request freed "
+                          "within the step");
     const size_t max_copies = r.outlives() ? kMaxPlanCopies : 1;
     if (r.offsets.empty() || r.offsets.size() > max_copies) {
-      throw PlanError::at(path, where + ".offsets", fmt::format("has {} entries, expected 1 to {}",
-                                                r.offsets.size(), max_copies));
+      throw PlanError::at(
+          path, where + ".offsets",
+          fmt::format("has {} entries, expected 1 to {}", r.offsets.size(), max_copies));
     }
     for (size_t offset : r.offsets) {
       if (offset % kGranule != 0 || offset > plan.arena_nbytes ||
           r.nbytes > plan.arena_nbytes - offset) {
-        throw PlanError::at(path, where + ".offsets", fmt::format("offset {} (+{}) is not a multiple of 512 "
-                                                  "inside the arena of {}",
-                                                  offset, r.nbytes, plan.arena_nbytes));
+        throw PlanError::at(path, where + ".offsets",
+                            fmt::format("offset {} (+{}) is not a multiple of 512 "
+                                        "inside the arena of {}",
+                                        offset, r.nbytes, plan.arena_nbytes));
       }
     }
     if (!r.outlives()) due[r.free_before].push_back(static_cast<uint32_t>(k));

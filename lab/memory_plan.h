@@ -71,8 +71,8 @@ struct PlannedRequest {
 // Offsets for every request of one step, and what they cost.
 struct MemoryPlan {
   std::vector<PlannedRequest> requests;
-  size_t arena_nbytes = 0;   // bytes: the arena the offsets index (max offset + nbytes)
-  size_t ideal_nbytes = 0;   // bytes: most live at once under the plan's lifetimes (a lower bound)
+  size_t arena_nbytes = 0;  // bytes: the arena the offsets index (max offset + nbytes)
+  size_t ideal_nbytes = 0;  // bytes: most live at once under the plan's lifetimes (a lower bound)
   uint32_t steps_recorded = 0;  // steps in the recording it was made from
   uint32_t planned_step = 0;    // which of them it plans (0-based)
   std::string source;           // what it was made from: a trace's path, "warm-up", ...

@@ -24,7 +24,8 @@ uint64_t read_uint(const nlohmann::json& j, const char* key, const std::string& 
   if (!j.contains(key)) throw PlanError::at(path, field, "missing");
   const nlohmann::json& v = j.at(key);
   if (!v.is_number_unsigned() || v.get<uint64_t>() > max) {
-    throw PlanError::at(path, field, fmt::format("is {}, expected an integer in [0, {}]", v.dump(), max));
+    throw PlanError::at(path, field,
+                        fmt::format("is {}, expected an integer in [0, {}]", v.dump(), max));
   }
   return v.get<uint64_t>();
 }
@@ -39,7 +40,8 @@ PlannedRequest request_from_json(const nlohmann::json& j, size_t index, const st
         read_uint(j, "free_before", where, path, PlannedRequest::kOutlives - 1));
   }
   if (j.contains("one_time")) {
-    if (!j.at("one_time").is_boolean()) throw PlanError::at(path, where + ".one_time", "expected true or false");
+    if (!j.at("one_time").is_boolean())
+      throw PlanError::at(path, where + ".one_time", "expected true or false");
     r.one_time = j.at("one_time").get<bool>();
   }
   if (!j.contains("offsets") || !j.at("offsets").is_array()) {
@@ -49,7 +51,7 @@ PlannedRequest request_from_json(const nlohmann::json& j, size_t index, const st
     const nlohmann::json& v = j.at("offsets")[c];
     if (!v.is_number_unsigned() || v.get<uint64_t>() > kMaxArenaBytes) {
       throw PlanError::at(path, fmt::format("{}.offsets[{}]", where, c),
-          fmt::format("is {}, expected an integer in [0, 2^60]", v.dump()));
+                          fmt::format("is {}, expected an integer in [0, 2^60]", v.dump()));
     }
     r.offsets.push_back(v.get<size_t>());
   }
@@ -86,17 +88,20 @@ std::string plan_to_json(const MemoryPlan& plan) {
 
 MemoryPlan plan_from_json(std::string_view json, const std::string& path) {
   const nlohmann::json doc = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) throw PlanError::at(path, "(document)", "not a JSON object");
-  if (!doc.contains("memgrad_plan")) throw PlanError::at(path, "memgrad_plan", "missing (not a memgrad plan?)");
+  if (doc.is_discarded() || !doc.is_object())
+    throw PlanError::at(path, "(document)", "not a JSON object");
+  if (!doc.contains("memgrad_plan"))
+    throw PlanError::at(path, "memgrad_plan", "missing (not a memgrad plan?)");
   if (doc.at("memgrad_plan") != 1) {
-    throw PlanError::at(path, "memgrad_plan", fmt::format("version {} (this build reads 1)",
-                                          doc.at("memgrad_plan").dump()));
+    throw PlanError::at(
+        path, "memgrad_plan",
+        fmt::format("version {} (this build reads 1)", doc.at("memgrad_plan").dump()));
   }
   MemoryPlan plan;
   plan.arena_nbytes = read_uint(doc, "arena_nbytes", "", path, kMaxArenaBytes);
   plan.ideal_nbytes = read_uint(doc, "ideal_nbytes", "", path, kMaxArenaBytes);
-  plan.steps_recorded = static_cast<uint32_t>(read_uint(doc, "steps_recorded", "", path,
-                                                        UINT32_MAX));
+  plan.steps_recorded =
+      static_cast<uint32_t>(read_uint(doc, "steps_recorded", "", path, UINT32_MAX));
   plan.planned_step = static_cast<uint32_t>(read_uint(doc, "planned_step", "", path, UINT32_MAX));
   if (doc.contains("source") && doc.at("source").is_string()) {
     plan.source = doc.at("source").get<std::string>();

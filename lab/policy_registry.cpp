@@ -61,9 +61,8 @@ BlockRange size_class_block(size_t nbytes, const AllocatorConfig&) {
 BlockRange caching_block(size_t nbytes, const AllocatorConfig& config) {
   const size_t rounded = CachingAllocator::round_size(nbytes, config);
   if (rounded <= kSmallSize) return {rounded, rounded};
-  const size_t slack = rounded >= config.max_split_size
-                           ? config.max_non_split_rounding_size - 1
-                           : kSmallSize;
+  const size_t slack =
+      rounded >= config.max_split_size ? config.max_non_split_rounding_size - 1 : kSmallSize;
   return {rounded, rounded + std::min(slack, SIZE_MAX - rounded)};
 }
 

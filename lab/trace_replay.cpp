@@ -77,7 +77,8 @@ ReplayPlan plan_replay(const std::vector<TraceEvent>& events) {
       live[e.address] = slot;
       // At most 2^60 per request, so 2^64 needs 16 live at once: checked all the same.
       if (__builtin_add_overflow(live_bytes, e.requested, &live_bytes)) {
-        throw TraceError(fmt::format("trace: at event {} more than 2^64 bytes are live", i), fmt::format("memgrad_events[{}]", i));
+        throw TraceError(fmt::format("trace: at event {} more than 2^64 bytes are live", i),
+                         fmt::format("memgrad_events[{}]", i));
       }
       plan.ideal_peak = std::max(plan.ideal_peak, live_bytes);
       plan.ops.push_back({true, false, slot, e.requested, e.stream, i});

@@ -34,9 +34,9 @@ struct ReplayOp {
   bool alloc = true;
   bool empty_cache = false;
   uint32_t slot = 0;
-  size_t nbytes = 0;      // the caller's bytes (alloc only)
+  size_t nbytes = 0;  // the caller's bytes (alloc only)
   StreamId stream = kDefaultStream;
-  size_t event = 0;       // index of the trace event it comes from
+  size_t event = 0;  // index of the trace event it comes from
 };
 
 // The request sequence of a trace and what it needs at least.
@@ -46,9 +46,9 @@ struct ReplayPlan {
   size_t slots = 0;                // blocks alive at once, at most
   size_t allocs = 0;
   size_t frees = 0;
-  size_t unmatched_frees = 0;      // frees of blocks allocated before the trace began
-  size_t live_at_end = 0;          // blocks never freed within the trace
-  size_t ideal_peak = 0;           // max over time of the live requested bytes
+  size_t unmatched_frees = 0;  // frees of blocks allocated before the trace began
+  size_t live_at_end = 0;      // blocks never freed within the trace
+  size_t ideal_peak = 0;       // max over time of the live requested bytes
 };
 
 // The requests of `events`, in order. Allocates: host memory for the plan only.
@@ -58,10 +58,10 @@ ReplayPlan plan_replay(const std::vector<TraceEvent>& events);
 struct ReplayResult {
   std::string policy;
   size_t capacity = 0;
-  size_t allocs = 0;           // requests served before the end or the first OOM
+  size_t allocs = 0;  // requests served before the end or the first OOM
   size_t frees = 0;
-  size_t peak_reserved = 0;    // bytes
-  size_t peak_allocated = 0;   // bytes
+  size_t peak_reserved = 0;   // bytes
+  size_t peak_allocated = 0;  // bytes
   // 1 - allocated/reserved at the peak of reserved (the highest allocated while reserved is at
   // its peak), and averaged over the requests (those with reserved > 0).
   double fragmentation_at_peak = 0.0;
@@ -71,20 +71,20 @@ struct ReplayResult {
   FragmentationReport fragmentation_report_at_peak;
   double hard_mean = 0.0;
   double soft_mean = 0.0;
-  int64_t source_calls = 0;    // num_device_alloc + num_device_free (page maps for expandable)
+  int64_t source_calls = 0;  // num_device_alloc + num_device_free (page maps for expandable)
   bool oom = false;
-  size_t oom_event = 0;        // trace event index of the request that failed
-  size_t oom_op = 0;           // its index in the plan
+  size_t oom_event = 0;  // trace event index of the request that failed
+  size_t oom_op = 0;     // its index in the plan
   std::string oom_message;
-  double ns_per_op = 0.0;      // allocate or free, best of the timed passes (0: not timed)
-  MemoryStats stats;           // at the end of the serving pass, before the live blocks go
+  double ns_per_op = 0.0;          // allocate or free, best of the timed passes (0: not timed)
+  MemoryStats stats;               // at the end of the serving pass, before the live blocks go
   std::vector<TraceEvent> events;  // the policy's own trace, when asked for ...
   std::vector<TraceContextRecord> event_contexts;  // ... and the contexts its events index
 };
 
 struct ReplayOptions {
-  int timed_passes = 0;        // extra passes, each on a fresh device, timed without stats reads
-  bool record_trace = false;   // fill ReplayResult::events (contexts: those of `contexts`)
+  int timed_passes = 0;       // extra passes, each on a fresh device, timed without stats reads
+  bool record_trace = false;  // fill ReplayResult::events (contexts: those of `contexts`)
   const std::vector<TraceContextRecord>* contexts = nullptr;  // the recording's, for the trace
   // Called with the allocator at the end of the serving pass, before its live blocks are freed
   // (to read what a policy counts beyond the stats, e.g. the planned policy's fallbacks).

@@ -1,7 +1,6 @@
 // Shared formula helpers.
 #include "autograd/functions/common.h"
 
-
 namespace memgrad::autograd {
 
 Tensor sum_to(const Tensor& grad, const Shape& sizes) {

@@ -23,9 +23,9 @@ struct LayerNorm {
     const bool needs[3] = {n.needs_grad(0), n.needs_grad(1), n.needs_grad(2)};
     const Tensor x = n.unpack(kX), mean = n.unpack(kMean), rstd = n.unpack(kRstd);
     const Tensor weight = n.unpack(kWeight);
-    LayerNormGrads d = layer_norm_backward(g[0], x, mean, rstd, weight,
-                                           n.attrs<LayerNormAttrs>().normalized_shape,
-                                           n.input(1).sizes, needs);
+    LayerNormGrads d =
+        layer_norm_backward(g[0], x, mean, rstd, weight, n.attrs<LayerNormAttrs>().normalized_shape,
+                            n.input(1).sizes, needs);
     return {d.x, d.weight, d.bias};
   }
 };

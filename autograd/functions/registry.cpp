@@ -35,7 +35,9 @@ const Table& table() {
 
 }  // namespace
 
-void set_op_entry(OpKind kind, OpEntry entry) { mutable_table()[static_cast<size_t>(kind)] = entry; }
+void set_op_entry(OpKind kind, OpEntry entry) {
+  mutable_table()[static_cast<size_t>(kind)] = entry;
+}
 
 const OpEntry& op_entry(OpKind kind) { return table()[static_cast<size_t>(kind)]; }
 
@@ -43,9 +45,10 @@ std::shared_ptr<OpNode> record_op(OpKind kind, Inputs inputs, Outputs outputs,
                                   const OpAttrs& attrs) {
   const OpEntry& entry = op_entry(kind);
   if (entry.backward == nullptr) {
-    throw AutogradError(fmt::format("[{}] this op has no backward formula in memgrad; compute "
-                                    "it under NoGradGuard or on detached inputs",
-                                    op_name(kind)));
+    throw AutogradError(
+        fmt::format("[{}] this op has no backward formula in memgrad; compute "
+                    "it under NoGradGuard or on detached inputs",
+                    op_name(kind)));
   }
   const Outputs with_history =
       entry.differentiable_outputs == 0 ? outputs : outputs.first(entry.differentiable_outputs);

@@ -123,8 +123,9 @@ Tensor AsStrided::grad(OpNode& n, const Tensor& g) {
     std::vector<int64_t> p = in_pos.cpu().to_vector<int64_t>();
     std::sort(p.begin(), p.end());
     if (std::adjacent_find(p.begin(), p.end()) != p.end()) {
-      throw AutogradError("as_strided backward: the input has overlapping memory (e.g. an "
-                          "expanded tensor); call .contiguous() on it first");
+      throw AutogradError(
+          "as_strided backward: the input has overlapping memory (e.g. an "
+          "expanded tensor); call .contiguous() on it first");
     }
   }
   int64_t extent = 1;

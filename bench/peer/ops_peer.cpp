@@ -62,7 +62,8 @@ void measure_sgemm(const Counts& n, int64_t m, int64_t k, int64_t cols, const ch
   const torch::Tensor b = torch::randn({k, cols});
   torch::Tensor c = a.mm(b);
   const double t = bench::median_seconds_per_call([&] { c = a.mm(b); }, n.big_reps, 1);
-  const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(cols);
+  const double flop =
+      2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(cols);
   bench::report(name, flop / t / 1e9, "GFLOP/s");
 }
 
@@ -117,6 +118,4 @@ int run(const bench::Flags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return bench::run_main(argc, argv, "ops_peer", run);
-}
+int main(int argc, char** argv) { return bench::run_main(argc, argv, "ops_peer", run); }

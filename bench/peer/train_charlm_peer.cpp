@@ -56,8 +56,8 @@ struct BlockImpl : torch::nn::Module {
     const std::vector<torch::Tensor> parts = qkv(x).split(C, 2);  // 3 x (B, T, C)
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };
     const torch::Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
-    torch::Tensor att = torch::matmul(q, k.transpose(-2, -1)) *
-                        (1.0 / std::sqrt(static_cast<double>(D)));
+    torch::Tensor att =
+        torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
     att = att.masked_fill(future.slice(0, 0, T).slice(1, 0, T),
                           -std::numeric_limits<float>::infinity());
     att = torch::softmax(att, -1);
@@ -127,8 +127,8 @@ int run(const bench::Flags& flags) {
   std::vector<Batch> pool;
   for (int i = 0; i < kPoolBatches; ++i) {
     const torch::Tensor window = torch::randint(0, kVocab, {kBatch, kContext + 1});
-    pool.push_back({window.narrow(1, 0, kContext).contiguous(),
-                    window.narrow(1, 1, kContext).contiguous()});
+    pool.push_back(
+        {window.narrow(1, 0, kContext).contiguous(), window.narrow(1, 1, kContext).contiguous()});
   }
   CharLM model;
   torch::optim::AdamW optimizer(
@@ -143,13 +143,11 @@ int run(const bench::Flags& flags) {
     loss.backward();
     optimizer.step();
   });
-  bench::report_training("charlm", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss,
-                                    loss.item<double>()});
+  bench::report_training(
+      "charlm", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss, loss.item<double>()});
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return bench::run_main(argc, argv, "train_charlm_peer", run);
-}
+int main(int argc, char** argv) { return bench::run_main(argc, argv, "train_charlm_peer", run); }

@@ -59,13 +59,11 @@ int run(const bench::Flags& flags) {
     loss.backward();
     optimizer.step();
   });
-  bench::report_training("train", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss,
-                                   loss.item<double>()});
+  bench::report_training(
+      "train", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss, loss.item<double>()});
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return bench::run_main(argc, argv, "train_peer", run);
-}
+int main(int argc, char** argv) { return bench::run_main(argc, argv, "train_peer", run); }

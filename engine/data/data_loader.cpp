@@ -39,12 +39,14 @@ void check_batch_buffers(const Example& out, size_t n, const char* who) {
   if (!out.input.defined() || !out.target.defined() || out.input.dim() == 0 ||
       out.target.dim() == 0 || out.input.size(0) != static_cast<int64_t>(n) ||
       out.target.size(0) != static_cast<int64_t>(n)) {
-    throw ShapeError(fmt::format("[{}] fill_batch needs tensors of {} items, got input {} and "
-                                 "target {}",
-                                 who, n, out.input.defined() ? to_string(out.input.sizes()) : "undefined",
-                                 out.target.defined() ? to_string(out.target.sizes()) : "undefined"),
-                     who, ShapeRoles::operands(out.input.defined() ? out.input.sizes() : Shape{},
-                                          out.target.defined() ? out.target.sizes() : Shape{}));
+    throw ShapeError(
+        fmt::format("[{}] fill_batch needs tensors of {} items, got input {} and "
+                    "target {}",
+                    who, n, out.input.defined() ? to_string(out.input.sizes()) : "undefined",
+                    out.target.defined() ? to_string(out.target.sizes()) : "undefined"),
+        who,
+        ShapeRoles::operands(out.input.defined() ? out.input.sizes() : Shape{},
+                             out.target.defined() ? out.target.sizes() : Shape{}));
   }
 }
 
@@ -95,7 +97,8 @@ Example TensorDataset::get_batch(const std::vector<size_t>& indices) const {
 
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
     : dataset_(dataset), options_(options) {
-  if (options_.batch_size == 0) throw ValueError("[DataLoader] batch_size must be >= 1", "DataLoader", "batch_size");
+  if (options_.batch_size == 0)
+    throw ValueError("[DataLoader] batch_size must be >= 1", "DataLoader", "batch_size");
   start_epoch(0);
 }
 

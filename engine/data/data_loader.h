@@ -26,11 +26,11 @@ namespace memgrad::data {
 struct DataLoaderOptions {
   size_t batch_size = 64;
   bool shuffle = false;
-  uint64_t seed = 0;           // the permutation of epoch e uses seed + e
+  uint64_t seed = 0;  // the permutation of epoch e uses seed + e
   bool drop_last = false;
-  size_t prefetch = 2;         // batches prepared ahead by the background thread (0: none)
-  Device device = kCPU;        // where batches are delivered
-  bool pin_memory = true;      // stage through pinned host memory when device is CUDA
+  size_t prefetch = 2;     // batches prepared ahead by the background thread (0: none)
+  Device device = kCPU;    // where batches are delivered
+  bool pin_memory = true;  // stage through pinned host memory when device is CUDA
 };
 
 class DataLoader {
@@ -76,7 +76,7 @@ class DataLoader {
   const Dataset& dataset_;
   DataLoaderOptions options_;
   std::vector<size_t> order_;
-  size_t next_batch_ = 0;   // next batch index to hand out
+  size_t next_batch_ = 0;  // next batch index to hand out
   size_t staging_allocations_ = 0;
   std::vector<Tensor> staging_;  // pinned buffers reused across batches (CUDA targets)
 

@@ -24,7 +24,8 @@ namespace {
 class IdxInput {
  public:
   explicit IdxInput(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
-    if (file_ == nullptr) throw CheckpointError(fmt::format("[read_idx] cannot open '{}'", path), "read_idx", path, "");
+    if (file_ == nullptr)
+      throw CheckpointError(fmt::format("[read_idx] cannot open '{}'", path), "read_idx", path, "");
   }
   ~IdxInput() { gzclose(file_); }
   IdxInput(const IdxInput&) = delete;
@@ -40,7 +41,8 @@ class IdxInput {
         int err = 0;
         const char* msg = gzerror(file_, &err);
         throw CheckpointError(fmt::format("[read_idx] '{}' is corrupt: {}", path_,
-                                          msg != nullptr ? msg : "read error"), "read_idx", path_, "");
+                                          msg != nullptr ? msg : "read error"),
+                              "read_idx", path_, "");
       }
       if (got == 0) break;
       done += static_cast<size_t>(got);
@@ -64,7 +66,8 @@ std::string find_file(const std::string& dir, const std::string& name) {
   }
   throw CheckpointError(fmt::format("[load_mnist] '{}' not found in {} (with or without .gz); "
                                     "on Debian: apt-get install dataset-fashion-mnist",
-                                    name, dir), "load_mnist", dir, name);
+                                    name, dir),
+                        "load_mnist", dir, name);
 }
 
 }  // namespace
@@ -75,22 +78,26 @@ Tensor read_idx(const std::string& path, bool as_labels, double scale) {
   if (in.read(header, 4) < 4) {
     throw CheckpointError(fmt::format("[read_idx] '{}' is truncated: an IDX header needs at "
                                       "least 4 bytes",
-                                      path), "read_idx", path);
+                                      path),
+                          "read_idx", path);
   }
   if (header[0] != 0 || header[1] != 0) {
     throw CheckpointError(fmt::format("[read_idx] '{}' is not an IDX file (magic {:02x}{:02x})",
-                                      path, header[0], header[1]), "read_idx", path);
+                                      path, header[0], header[1]),
+                          "read_idx", path);
   }
   if (header[2] != 0x08) {
     throw CheckpointError(fmt::format("[read_idx] '{}': element type 0x{:02x} is not supported "
                                       "(only unsigned bytes, 0x08)",
-                                      path, header[2]), "read_idx", path);
+                                      path, header[2]),
+                          "read_idx", path);
   }
   const int ndim = header[3];
-  if (ndim == 0 || ndim > 4 || in.read(header + 4, 4 * static_cast<size_t>(ndim)) <
-                                   4 * static_cast<size_t>(ndim)) {
-    throw CheckpointError(fmt::format("[read_idx] '{}' has a bad header ({} dimensions)", path,
-                                      ndim), "read_idx", path);
+  if (ndim == 0 || ndim > 4 ||
+      in.read(header + 4, 4 * static_cast<size_t>(ndim)) < 4 * static_cast<size_t>(ndim)) {
+    throw CheckpointError(
+        fmt::format("[read_idx] '{}' has a bad header ({} dimensions)", path, ndim), "read_idx",
+        path);
   }
   // The product of the sizes is checked as it is formed: four 32-bit sizes can overflow it (and
   // numel downstream).
@@ -109,7 +116,8 @@ Tensor read_idx(const std::string& path, bool as_labels, double scale) {
   if (overflow) {
     throw CheckpointError(fmt::format("[read_idx] '{}' is malformed: header shape {} has more "
                                       "values than can exist",
-                                      path, to_string(sizes)), "read_idx", path);
+                                      path, to_string(sizes)),
+                          "read_idx", path);
   }
   const size_t count = has_zero ? 0 : nonzero;
   // The output is allocated at the size the header declares (a typed OOM if that is absurd),
@@ -130,10 +138,11 @@ Tensor read_idx(const std::string& path, bool as_labels, double scale) {
     got += n;
   }
   if (got != count || in.read(chunk, 1) != 0) {
-    throw CheckpointError(fmt::format("[read_idx] '{}' is truncated or padded: header says {} "
-                                      "values of shape {}, the file holds {}",
-                                      path, count, to_string(sizes),
-                                      got == count ? "more" : fmt::format("{}", got)), "read_idx", path);
+    throw CheckpointError(
+        fmt::format("[read_idx] '{}' is truncated or padded: header says {} "
+                    "values of shape {}, the file holds {}",
+                    path, count, to_string(sizes), got == count ? "more" : fmt::format("{}", got)),
+        "read_idx", path);
   }
   return t;
 }
@@ -151,7 +160,8 @@ MnistSplit load_mnist(const std::string& dir) {
 
 TensorDataset read_csv(const std::string& path, bool has_header, int label_column) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(fmt::format("[read_csv] cannot open '{}'", path), "read_csv", path);
+  if (!in)
+    throw CheckpointError(fmt::format("[read_csv] cannot open '{}'", path), "read_csv", path);
   std::vector<float> features;
   std::vector<int64_t> labels;
   size_t columns = 0;
@@ -159,23 +169,26 @@ TensorDataset read_csv(const std::string& path, bool has_header, int label_colum
   std::string line;
   size_t line_no = 0;
   auto fail = [&](size_t column, const std::string& why) {
-    throw CheckpointError(fmt::format("[read_csv] '{}' line {} column {}: {}", path, line_no,
-                                      column, why), "read_csv", path, fmt::format("line {} column {}", line_no, column));
+    throw CheckpointError(
+        fmt::format("[read_csv] '{}' line {} column {}: {}", path, line_no, column, why),
+        "read_csv", path, fmt::format("line {} column {}", line_no, column));
   };
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || (has_header && line_no == 1)) continue;
     if (const size_t nul = line.find('\0'); nul != std::string::npos) {
-      fail(static_cast<size_t>(std::count(line.begin(), line.begin() + static_cast<ptrdiff_t>(nul), ',')) + 1,
+      fail(static_cast<size_t>(
+               std::count(line.begin(), line.begin() + static_cast<ptrdiff_t>(nul), ',')) +
+               1,
            "a NUL byte (binary data?)");
     }
     // Fields split at every comma, so "1,2," has an empty third field rather than two fields.
     std::vector<std::string> fields;
     size_t start = 0;
-    for (size_t comma = line.find(','); ; comma = line.find(',', start)) {
-      fields.push_back(line.substr(start, comma == std::string::npos ? std::string::npos
-                                                                       : comma - start));
+    for (size_t comma = line.find(',');; comma = line.find(',', start)) {
+      fields.push_back(
+          line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
@@ -188,13 +201,15 @@ TensorDataset read_csv(const std::string& path, bool has_header, int label_colum
       if (columns < 2 || at < 0 || at >= static_cast<int64_t>(columns)) {
         throw CheckpointError(fmt::format("[read_csv] '{}': label column {} outside the {} "
                                           "columns of line {} (at least 2 needed)",
-                                          path, label_column, columns, line_no), "read_csv", path, fmt::format("column {}", label_column));
+                                          path, label_column, columns, line_no),
+                              "read_csv", path, fmt::format("column {}", label_column));
       }
       label = static_cast<size_t>(at);
     }
     if (fields.size() != columns) {
-      throw CheckpointError(fmt::format("[read_csv] '{}' line {} has {} columns, expected {}",
-                                        path, line_no, fields.size(), columns), "read_csv", path, fmt::format("line {}", line_no));
+      throw CheckpointError(fmt::format("[read_csv] '{}' line {} has {} columns, expected {}", path,
+                                        line_no, fields.size(), columns),
+                            "read_csv", path, fmt::format("line {}", line_no));
     }
     for (size_t c = 0; c < columns; ++c) {
       const std::string& field = fields[c];
@@ -219,7 +234,8 @@ TensorDataset read_csv(const std::string& path, bool has_header, int label_colum
       }
     }
   }
-  if (labels.empty()) throw CheckpointError(fmt::format("[read_csv] '{}' holds no rows", path), "read_csv", path);
+  if (labels.empty())
+    throw CheckpointError(fmt::format("[read_csv] '{}' holds no rows", path), "read_csv", path);
   const auto n = static_cast<int64_t>(labels.size());
   return TensorDataset(from_vector(features, {n, static_cast<int64_t>(columns - 1)}),
                        from_vector(labels, {n}));

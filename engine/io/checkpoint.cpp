@@ -23,7 +23,8 @@ std::string require(const std::map<std::string, std::string>& meta, const std::s
   if (it == meta.end()) {
     throw CheckpointError(fmt::format("[checkpoint] '{}' has no '{}' entry: not a training "
                                       "checkpoint written by memgrad",
-                                      path, key), "checkpoint", path, key);
+                                      path, key),
+                          "checkpoint", path, key);
   }
   return it->second;
 }
@@ -40,7 +41,8 @@ int64_t parse_int(const std::map<std::string, std::string>& meta, const std::str
   if (text.empty() || ec != std::errc() || stop != end || value < min) {
     throw CheckpointError(fmt::format("[checkpoint] '{}': metadata {} is \"{}\", expected an "
                                       "integer >= {}",
-                                      path, key, text, min), "checkpoint", path, key);
+                                      path, key, text, min),
+                          "checkpoint", path, key);
   }
   return value;
 }
@@ -53,7 +55,8 @@ uint64_t parse_unsigned(const std::map<std::string, std::string>& meta, const st
   if (text.empty() || ec != std::errc() || stop != text.data() + text.size()) {
     throw CheckpointError(fmt::format("[checkpoint] '{}': metadata {} is \"{}\", expected an "
                                       "integer in [0, 2^64)",
-                                      path, key, text), "checkpoint", path, key);
+                                      path, key, text),
+                          "checkpoint", path, key);
   }
   return value;
 }
@@ -66,14 +69,16 @@ std::map<std::string, double> parse_scalars(const std::map<std::string, std::str
   if (!json.is_object()) {
     throw CheckpointError(fmt::format("[checkpoint] '{}': metadata optimizer_scalars is not a "
                                       "JSON object of numbers",
-                                      path), "checkpoint", path, "optimizer_scalars");
+                                      path),
+                          "checkpoint", path, "optimizer_scalars");
   }
   std::map<std::string, double> scalars;
   for (const auto& [key, value] : json.items()) {
     if (!value.is_number() || !std::isfinite(value.get<double>())) {
       throw CheckpointError(fmt::format("[checkpoint] '{}': optimizer scalar {} is {}, expected a "
                                         "finite number",
-                                        path, key, value.dump()), "checkpoint", path, key);
+                                        path, key, value.dump()),
+                            "checkpoint", path, key);
     }
     scalars[key] = value.get<double>();
   }
@@ -85,9 +90,11 @@ std::map<std::string, double> parse_scalars(const std::map<std::string, std::str
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state) {
   SafetensorsFile file;
-  for (const auto& [name, t] : model.state_dict()) file.tensors.emplace_back(std::string(kModel) + name, t);
+  for (const auto& [name, t] : model.state_dict())
+    file.tensors.emplace_back(std::string(kModel) + name, t);
   const optim::OptimizerState opt = optimizer.state_dict();
-  for (const auto& [name, t] : opt.tensors) file.tensors.emplace_back(std::string(kOptim) + name, t);
+  for (const auto& [name, t] : opt.tensors)
+    file.tensors.emplace_back(std::string(kOptim) + name, t);
   nlohmann::json scalars = opt.scalars;
   file.metadata = state.extra;
   file.metadata["format"] = "memgrad-training-checkpoint-1";
@@ -105,8 +112,9 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
   const Device device = model.parameters().empty() ? kCPU : model.parameters()[0].device();
   SafetensorsFile file = load_safetensors(path, device);
   if (require(file.metadata, "format", path) != "memgrad-training-checkpoint-1") {
-    throw CheckpointError(fmt::format("[checkpoint] '{}' has an unknown format '{}'", path,
-                                      file.metadata["format"]), "checkpoint", path, "format");
+    throw CheckpointError(
+        fmt::format("[checkpoint] '{}' has an unknown format '{}'", path, file.metadata["format"]),
+        "checkpoint", path, "format");
   }
   nn::StateDict model_state;
   optim::OptimizerState opt;
@@ -116,7 +124,9 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
     } else if (name.starts_with(kOptim)) {
       opt.tensors.emplace_back(name.substr(kOptim.size()), t);
     } else {
-      throw CheckpointError(fmt::format("[checkpoint] '{}' holds an unexpected tensor '{}'", path, name), "checkpoint", path, name);
+      throw CheckpointError(
+          fmt::format("[checkpoint] '{}' holds an unexpected tensor '{}'", path, name),
+          "checkpoint", path, name);
     }
   }
   TrainingState state;
@@ -129,7 +139,8 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
       it != file.metadata.end() && it->second != optimizer.name()) {
     throw CheckpointError(fmt::format("[checkpoint] '{}' holds the state of {}, not of the {} it "
                                       "is loaded into",
-                                      path, it->second, optimizer.name()), "checkpoint", path, "optimizer");
+                                      path, it->second, optimizer.name()),
+                          "checkpoint", path, "optimizer");
   }
   // All or nothing: the model's state is checked, the optimizer loads (itself all or nothing),
   // and only then are the model's values copied in, which cannot fail once checked.

@@ -14,7 +14,7 @@ namespace memgrad::io {
 struct TrainingState {
   int64_t step = 0;
   int64_t epoch = 0;
-  GeneratorState generator;  // the model device's default generator
+  GeneratorState generator;                  // the model device's default generator
   std::map<std::string, std::string> extra;  // free-form (e.g. the loss history)
 };
 

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "base/atomic_file.h"
 #include "allocator/error.h"
+#include "base/atomic_file.h"
 #include "engine/copy.h"
 #include "engine/error.h"
 #include "engine/factories.h"
@@ -53,13 +53,15 @@ DType parse_format_dtype(const std::string& s, const std::string& what, const st
   if (s == "BOOL") return DType::Bool;
   throw CheckpointError(fmt::format("[safetensors] {}: tensor '{}' has dtype '{}', which memgrad "
                                     "does not support (F32, F64, F16, I64, BOOL)",
-                                    what, name, s), "safetensors", path_of(what), name);
+                                    what, name, s),
+                        "safetensors", path_of(what), name);
 }
 
 // `entry`: the tensor at fault, empty when the file as a whole is.
 [[noreturn]] void corrupt(const std::string& what, const std::string& why,
                           const std::string& entry = {}) {
-  throw CheckpointError(fmt::format("[safetensors] {} is corrupt: {}", what, why), "safetensors", path_of(what), entry);
+  throw CheckpointError(fmt::format("[safetensors] {} is corrupt: {}", what, why), "safetensors",
+                        path_of(what), entry);
 }
 
 // A SAX pass over the header: rejects duplicate keys at any depth (the format's own loader does;
@@ -79,7 +81,8 @@ class KeyChecker : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& key) override {
-    if (!keys_.back().insert(key).second) corrupt(what_, fmt::format("duplicate key '{}' in the header", key));
+    if (!keys_.back().insert(key).second)
+      corrupt(what_, fmt::format("duplicate key '{}' in the header", key));
     if (keys_.size() == 1) order.push_back(key);
     return true;
   }
@@ -129,8 +132,10 @@ struct Entry {
 Shape parse_shape(const std::string& name, const nlohmann::json& sizes, size_t data_size,
                   const std::string& what, uint64_t& count) {
   if (sizes.size() > static_cast<size_t>(kMaxDims)) {
-    corrupt(what, fmt::format("tensor '{}' has {} dimensions, more than the {} memgrad supports",
-                              name, sizes.size(), kMaxDims), name);
+    corrupt(what,
+            fmt::format("tensor '{}' has {} dimensions, more than the {} memgrad supports", name,
+                        sizes.size(), kMaxDims),
+            name);
   }
   Shape shape;
   uint64_t nonzero = 1;  // product of the non-zero sizes
@@ -148,8 +153,10 @@ Shape parse_shape(const std::string& name, const nlohmann::json& sizes, size_t d
   }
   count = has_zero ? 0 : nonzero;
   if (overflow || count > data_size) {
-    corrupt(what, fmt::format("tensor '{}' of shape {} has more elements than the {} data bytes",
-                              name, to_string(shape), data_size), name);
+    corrupt(what,
+            fmt::format("tensor '{}' of shape {} has more elements than the {} data bytes", name,
+                        to_string(shape), data_size),
+            name);
   }
   return shape;
 }
@@ -162,7 +169,8 @@ Entry parse_entry(const std::string& name, const nlohmann::json& entry, std::str
       !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
       !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
       entry["data_offsets"].size() != 2) {
-    corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name), name);
+    corrupt(what, fmt::format("tensor '{}' lacks dtype, shape or a pair of data_offsets", name),
+            name);
   }
   Entry e;
   e.name = name;
@@ -176,16 +184,19 @@ Entry parse_entry(const std::string& name, const nlohmann::json& entry, std::str
   e.begin = offs[0].get<size_t>();
   e.end = offs[1].get<size_t>();
   if (e.begin > e.end || e.end > data.size()) {
-    corrupt(what, fmt::format("tensor '{}' has offsets [{}, {}) outside the {} data bytes (the "
-                              "file is truncated?)",
-                              name, e.begin, e.end, data.size()), name);
+    corrupt(what,
+            fmt::format("tensor '{}' has offsets [{}, {}) outside the {} data bytes (the "
+                        "file is truncated?)",
+                        name, e.begin, e.end, data.size()),
+            name);
   }
   const size_t expected = count * element_size(e.dtype);
   if (e.end - e.begin != expected) {
-    corrupt(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes but its "
-                              "offsets span {}",
-                              name, to_string(e.shape), dtype_name(e.dtype), expected,
-                              e.end - e.begin), name);
+    corrupt(what,
+            fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes but its "
+                        "offsets span {}",
+                        name, to_string(e.shape), dtype_name(e.dtype), expected, e.end - e.begin),
+            name);
   }
   if (e.dtype == DType::Bool) {
     const auto* b = reinterpret_cast<const unsigned char*>(data.data() + e.begin);
@@ -229,11 +240,14 @@ std::string encode_safetensors(const SafetensorsFile& file) {
   std::set<std::string> names;
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__") {
-      throw CheckpointError("[safetensors] a tensor cannot be named '__metadata__' (the format "
-                            "keeps that key for the metadata)", "safetensors", "", "__metadata__");
+      throw CheckpointError(
+          "[safetensors] a tensor cannot be named '__metadata__' (the format "
+          "keeps that key for the metadata)",
+          "safetensors", "", "__metadata__");
     }
     if (!names.insert(name).second) {
-      throw CheckpointError(fmt::format("[safetensors] two tensors are named '{}'", name), "safetensors", "", name);
+      throw CheckpointError(fmt::format("[safetensors] two tensors are named '{}'", name),
+                            "safetensors", "", name);
     }
   }
   std::string data;
@@ -252,22 +266,27 @@ std::string encode_safetensors(const SafetensorsFile& file) {
   } catch (const nlohmann::json::type_error& e) {  // a name or value that is not UTF-8
     throw CheckpointError(fmt::format("[safetensors] tensor names and metadata must be valid "
                                       "UTF-8 ({})",
-                                      e.what()), "safetensors");
+                                      e.what()),
+                          "safetensors");
   }
   json.append((8 - json.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   std::string out(8, '\0');
   const uint64_t n = json.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + json + data;
 }
 
 SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& what,
                                    Device device) {
-  if (bytes.size() < 8) corrupt(what, fmt::format("{} bytes, too short for the header length", bytes.size()));
+  if (bytes.size() < 8)
+    corrupt(what, fmt::format("{} bytes, too short for the header length", bytes.size()));
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(bytes[static_cast<size_t>(i)])} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    n |= uint64_t{static_cast<unsigned char>(bytes[static_cast<size_t>(i)])} << (8 * i);
   if (n > kMaxHeaderBytes || n > bytes.size() - 8) {
-    corrupt(what, fmt::format("the header claims {} bytes but only {} follow", n, bytes.size() - 8));
+    corrupt(what,
+            fmt::format("the header claims {} bytes but only {} follow", n, bytes.size() - 8));
   }
   std::vector<std::string> order;
   const nlohmann::json header = parse_header(std::string_view(bytes).substr(8, n), what, order);
@@ -314,7 +333,8 @@ void save_safetensors(const std::string& path, const SafetensorsFile& file) {
 
 SafetensorsFile load_safetensors(const std::string& path, Device device) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(fmt::format("[safetensors] cannot open '{}'", path), "safetensors", path);
+  if (!in)
+    throw CheckpointError(fmt::format("[safetensors] cannot open '{}'", path), "safetensors", path);
   std::stringstream ss;
   ss << in.rdbuf();
   return decode_safetensors(ss.str(), "'" + path + "'", device);

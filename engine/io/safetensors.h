@@ -1,7 +1,8 @@
-// Saving and loading tensors in the safetensors format (https://github.com/huggingface/safetensors):
-// 8 bytes of little-endian header length, a JSON header mapping each name to its dtype ("F32",
-// "F64", "F16", "I64", "BOOL"), shape and byte offsets, then the raw little-endian data. Files
-// round-trip bit-exactly and open in Python's safetensors.
+// Saving and loading tensors in the safetensors format
+// (https://github.com/huggingface/safetensors): 8 bytes of little-endian header length, a JSON
+// header mapping each name to its dtype ("F32", "F64", "F16", "I64", "BOOL"), shape and byte
+// offsets, then the raw little-endian data. Files round-trip bit-exactly and open in Python's
+// safetensors.
 //
 // Loading validates everything before trusting it: a truncated file, a header longer than the
 // file, malformed JSON, an unknown dtype, a shape with more than 8 dimensions or more elements

@@ -17,13 +17,14 @@
 
 namespace memgrad::nn {
 
-CausalSelfAttention::CausalSelfAttention(int64_t embed_dim, int64_t num_heads,
-                                         int64_t max_context, double dropout, Device device)
+CausalSelfAttention::CausalSelfAttention(int64_t embed_dim, int64_t num_heads, int64_t max_context,
+                                         double dropout, Device device)
     : embed_dim_(embed_dim), num_heads_(num_heads), max_context_(max_context), dropout_(dropout) {
   if (num_heads <= 0 || embed_dim % num_heads != 0) {
     throw ValueError(fmt::format("[CausalSelfAttention] embed_dim {} must be a multiple of "
                                  "num_heads {}",
-                                 embed_dim, num_heads), "CausalSelfAttention", "embed_dim", fmt::format("{}", embed_dim));
+                                 embed_dim, num_heads),
+                     "CausalSelfAttention", "embed_dim", fmt::format("{}", embed_dim));
   }
   const LinearOptions o{true, device, kFloat32};
   qkv_ = register_module("qkv", std::make_shared<Linear>(embed_dim, 3 * embed_dim, o));
@@ -59,8 +60,8 @@ std::string CausalSelfAttention::extra_repr() const {
 TransformerBlock::TransformerBlock(int64_t embed_dim, int64_t num_heads, int64_t max_context,
                                    double dropout, Device device) {
   ln1_ = register_module("ln1", std::make_shared<LayerNorm>(Shape{embed_dim}, 1e-5, true, device));
-  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(embed_dim, num_heads,
-                                                                        max_context, dropout, device));
+  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(
+                                      embed_dim, num_heads, max_context, dropout, device));
   ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{embed_dim}, 1e-5, true, device));
   const LinearOptions o{true, device, kFloat32};
   mlp_ = register_module("mlp", std::make_shared<Sequential>());

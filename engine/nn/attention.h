@@ -37,8 +37,8 @@ class CausalSelfAttention : public UnaryModule {
 // x + attn(ln1(x)), then x + mlp(ln2(x)) with mlp = Linear(C, 4C) -> GELU -> Linear(4C, C).
 class TransformerBlock : public UnaryModule {
  public:
-  TransformerBlock(int64_t embed_dim, int64_t num_heads, int64_t max_context,
-                   double dropout = 0.0, Device device = kCPU);
+  TransformerBlock(int64_t embed_dim, int64_t num_heads, int64_t max_context, double dropout = 0.0,
+                   Device device = kCPU);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "TransformerBlock"; }
 

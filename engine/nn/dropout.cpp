@@ -10,7 +10,8 @@ namespace memgrad::nn {
 
 Dropout::Dropout(double p) : p_(p) {
   if (!(p >= 0.0 && p <= 1.0)) {
-    throw ValueError(fmt::format("[Dropout] probability has to be between 0 and 1, but got {}", p), "Dropout", "p", fmt::format("{}", p));
+    throw ValueError(fmt::format("[Dropout] probability has to be between 0 and 1, but got {}", p),
+                     "Dropout", "p", fmt::format("{}", p));
   }
 }
 

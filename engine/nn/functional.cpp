@@ -22,9 +22,9 @@ kernels::Operand optional_operand(const Tensor& t) {
 
 void check_floating(const char* op, const Tensor& t) {
   if (!is_floating(t.dtype())) {
-    throw DTypeError(fmt::format("[{}] expected a floating tensor, got {}", op,
-                                 dtype_name(t.dtype())),
-                     op, {t.dtype()});
+    throw DTypeError(
+        fmt::format("[{}] expected a floating tensor, got {}", op, dtype_name(t.dtype())), op,
+        {t.dtype()});
   }
 }
 
@@ -39,8 +39,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   if (!ok) {
     throw ShapeError(fmt::format("[layer_norm] given normalized_shape={}, expected input with "
                                  "shape [*, {}], but got input of size {}",
-                                 to_string(normalized_shape),
-                                 to_string(normalized_shape).substr(1), to_string(input.sizes())),
+                                 to_string(normalized_shape), to_string(normalized_shape).substr(1),
+                                 to_string(input.sizes())),
                      "layer_norm", ShapeRoles::wanted(normalized_shape, input.sizes()));
   }
   for (const Tensor* p : {&weight, &bias}) {
@@ -66,15 +66,15 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
       .layer_norm(operand(y), operand(mean), operand(rstd), operand(x), optional_operand(w),
                   optional_operand(b), rows, n, eps);
   if (detail::should_record({&x, &w, &b})) {
-    detail::record(OpKind::LayerNorm, {x, w, b}, {y, mean, rstd},
-                   LayerNormAttrs{normalized_shape});
+    detail::record(OpKind::LayerNorm, {x, w, b}, {y, mean, rstd}, LayerNormAttrs{normalized_shape});
   }
   return y;
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   if (!(p >= 0.0 && p <= 1.0)) {
-    throw ValueError(fmt::format("[dropout] probability has to be between 0 and 1, but got {}", p), "dropout", "p", fmt::format("{}", p));
+    throw ValueError(fmt::format("[dropout] probability has to be between 0 and 1, but got {}", p),
+                     "dropout", "p", fmt::format("{}", p));
   }
   if (!training || p == 0.0) return x;
   TraceOpScope trace("dropout");
@@ -120,8 +120,9 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
                      "cross_entropy", ShapeRoles::operands(logits_in.sizes(), target_in.sizes()));
   }
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
-    throw ValueError(fmt::format("[cross_entropy] label_smoothing must be in [0, 1], got {}",
-                                 label_smoothing), "cross_entropy", "label_smoothing", fmt::format("{}", label_smoothing));
+    throw ValueError(
+        fmt::format("[cross_entropy] label_smoothing must be in [0, 1], got {}", label_smoothing),
+        "cross_entropy", "label_smoothing", fmt::format("{}", label_smoothing));
   }
   TraceOpScope trace("cross_entropy");
   std::vector<Tensor> in = detail::autocast(OpKind::CrossEntropy, {logits2});
@@ -135,12 +136,12 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
           .cross_entropy(operand(losses), operand(log_probs), operand(logits), operand(target),
                          ignore_index, label_smoothing);
   if (!check.ok) {
-    throw IndexError(fmt::format("[cross_entropy] target {} is out of bounds for {} classes "
-                                 "(at row {})",
-                                 check.value, logits.size(1), check.position),
-                     "cross_entropy",
-                     {.index = check.value, .size = logits.size(1), .dim = 1,
-                      .position = check.position});
+    throw IndexError(
+        fmt::format("[cross_entropy] target {} is out of bounds for {} classes "
+                    "(at row {})",
+                    check.value, logits.size(1), check.position),
+        "cross_entropy",
+        {.index = check.value, .size = logits.size(1), .dim = 1, .position = check.position});
   }
   Tensor out;
   int64_t count = rows;

@@ -6,9 +6,7 @@
 #include "engine/autograd_seam.h"
 
 namespace memgrad::nn::init {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 void kaiming_uniform_(Tensor& t, double a, int64_t fan_in) {
   const double gain = std::sqrt(2.0 / (1.0 + a * a));

@@ -28,9 +28,9 @@ void reset(Tensor& weight, Tensor& bias, int64_t in) {
 Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
     : in_(in_features), out_(out_features) {
   if (in_features < 0 || out_features < 0) {
-    throw ShapeError(fmt::format("[Linear] features must be >= 0, got in={} out={}", in_features,
-                                 out_features),
-                     "Linear", ShapeRoles::given(Shape{out_features, in_features}));
+    throw ShapeError(
+        fmt::format("[Linear] features must be >= 0, got in={} out={}", in_features, out_features),
+        "Linear", ShapeRoles::given(Shape{out_features, in_features}));
   }
   const TensorOptions opts = TensorOptions(options.dtype).with_device(options.device);
   weight_ = register_parameter("weight", empty({out_, in_}, opts));

@@ -39,7 +39,8 @@ void Module::collect(const std::string& prefix, bool params, bool recurse,
     if (t.defined()) out.emplace_back(prefix + name, t);
   }
   if (!recurse) return;
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, true, out);
+  for (const auto& [name, child] : children_)
+    child->collect(prefix + name + ".", params, true, out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
@@ -146,16 +147,17 @@ std::vector<std::pair<Tensor, Tensor>> Module::check_state_dict(const StateDict&
   // Everything is checked before anything is copied, so a failed load changes nothing.
   std::vector<std::pair<Tensor, Tensor>> copies;  // (parameter or buffer, value to load)
   for (auto& [name, target] : mine) {
-    auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == name; });
+    auto it =
+        std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == name; });
     if (it == state.end()) {
       missing.push_back(name);
       continue;
     }
     if (!(it->second.sizes() == target.sizes())) {
-      mismatched.push_back(fmt::format("{}: copying a param with shape {}, the shape in the "
-                                       "current model is {}",
-                                       name, to_string(it->second.sizes()),
-                                       to_string(target.sizes())));
+      mismatched.push_back(
+          fmt::format("{}: copying a param with shape {}, the shape in the "
+                      "current model is {}",
+                      name, to_string(it->second.sizes()), to_string(target.sizes())));
       continue;
     }
     copies.emplace_back(target, it->second);
@@ -166,7 +168,8 @@ std::vector<std::pair<Tensor, Tensor>> Module::check_state_dict(const StateDict&
     }
   }
   if (!mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
-    std::string msg = fmt::format("[load_state_dict] error(s) in loading state_dict for {}:", name());
+    std::string msg =
+        fmt::format("[load_state_dict] error(s) in loading state_dict for {}:", name());
     if (strict && !missing.empty()) {
       msg += fmt::format(" Missing key(s): \"{}\".", fmt::join(missing, "\", \""));
     }

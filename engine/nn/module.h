@@ -63,7 +63,7 @@ class Module {
   // What load_state_dict would copy, as (parameter or buffer, value) pairs, or the
   // CheckpointError it would throw. Changes nothing.
   std::vector<std::pair<Tensor, Tensor>> check_state_dict(const StateDict& state,
-                                                         bool strict = true) const;
+                                                          bool strict = true) const;
 
   // One line per module, indented: "Sequential(\n  (0): Linear(in=784, out=512)\n ...)".
   std::string str() const;

@@ -18,7 +18,9 @@ namespace memgrad::optim {
 namespace {
 
 void check_non_negative(const char* what, double v) {
-  if (!(v >= 0.0)) throw ValueError(fmt::format("[optim] Invalid {} value: {}", what, v), "optim", what, fmt::format("{}", v));
+  if (!(v >= 0.0))
+    throw ValueError(fmt::format("[optim] Invalid {} value: {}", what, v), "optim", what,
+                     fmt::format("{}", v));
 }
 
 const Tensor* find_tensor(const OptimizerState& s, const std::string& name) {
@@ -33,8 +35,10 @@ Tensor restore(const OptimizerState& s, const std::string& name, const Tensor& p
   const Tensor* saved = find_tensor(s, name);
   if (saved == nullptr) return Tensor();
   if (!(saved->sizes() == param.sizes())) {
-    throw CheckpointError(fmt::format("[optim] state {} has shape {} but the parameter has shape {}",
-                                      name, to_string(saved->sizes()), to_string(param.sizes())), "optim", "", name);
+    throw CheckpointError(
+        fmt::format("[optim] state {} has shape {} but the parameter has shape {}", name,
+                    to_string(saved->sizes()), to_string(param.sizes())),
+        "optim", "", name);
   }
   GradModeGuard no_grad(false);
   return saved->to(param.device()).to(param.dtype()).clone();
@@ -48,7 +52,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
   check_non_negative("learning rate", lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].defined() || !params_[i].requires_grad()) {
-      throw ValueError(fmt::format("[optim] parameter {} is undefined or does not require grad", i), "optim", fmt::format("params[{}]", i));
+      throw ValueError(fmt::format("[optim] parameter {} is undefined or does not require grad", i),
+                       "optim", fmt::format("params[{}]", i));
     }
   }
 }
@@ -87,7 +92,8 @@ void Optimizer::check_state_names(const OptimizerState& state,
   auto stranger = [&](const std::string& key) {
     return CheckpointError(fmt::format("[optim] the saved state holds '{}', which is not state of "
                                        "{} over {} parameters (saved by another optimizer?)",
-                                       key, name(), params_.size()), "optim", "", key);
+                                       key, name(), params_.size()),
+                           "optim", "", key);
   };
   for (const auto& [key, t] : state.tensors) {
     if (!known(key, tensor_names)) throw stranger(key);
@@ -97,10 +103,11 @@ void Optimizer::check_state_names(const OptimizerState& state,
                                                    [&](const char* g) { return key == g; });
     if (!global && !known(key, scalar_names)) throw stranger(key);
   }
-  if (auto it = state.scalars.find("lr"); it != state.scalars.end() && !(it->second >= 0.0 &&
-                                                                        std::isfinite(it->second))) {
-    throw CheckpointError(fmt::format("[optim] saved learning rate {} is not a finite number >= 0",
-                                      it->second), "optim", "", "lr");
+  if (auto it = state.scalars.find("lr");
+      it != state.scalars.end() && !(it->second >= 0.0 && std::isfinite(it->second))) {
+    throw CheckpointError(
+        fmt::format("[optim] saved learning rate {} is not a finite number >= 0", it->second),
+        "optim", "", "lr");
   }
 }
 
@@ -122,12 +129,14 @@ Tensor Optimizer::prepared_grad(size_t i) const {
   Tensor g = p.grad();
   if (!g.defined()) return g;
   if (!p.is_contiguous()) {
-    throw ValueError(fmt::format("[optim] parameter {} of shape {} is not contiguous", i,
-                                 to_string(p.sizes())), "optim", fmt::format("params[{}]", i));
+    throw ValueError(
+        fmt::format("[optim] parameter {} of shape {} is not contiguous", i, to_string(p.sizes())),
+        "optim", fmt::format("params[{}]", i));
   }
   if (!(g.sizes() == p.sizes())) {
     throw ValueError(fmt::format("[optim] gradient of shape {} for parameter {} of shape {}",
-                                 to_string(g.sizes()), i, to_string(p.sizes())), "optim", fmt::format("params[{}].grad", i));
+                                 to_string(g.sizes()), i, to_string(p.sizes())),
+                     "optim", fmt::format("params[{}].grad", i));
   }
   return g.to(p.dtype()).contiguous();
 }
@@ -139,7 +148,8 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
   check_non_negative("momentum", options.momentum);
   check_non_negative("weight_decay", options.weight_decay);
   if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
-    throw ValueError("[optim] Nesterov momentum requires a momentum and zero dampening", "optim", "nesterov", "true");
+    throw ValueError("[optim] Nesterov momentum requires a momentum and zero dampening", "optim",
+                     "nesterov", "true");
   }
   momentum_.resize(params_.size());
 }
@@ -168,7 +178,8 @@ OptimizerState SGD::state_dict() const {
   s.scalars["lr"] = lr_;
   s.scalars["momentum"] = options_.momentum;
   for (size_t i = 0; i < momentum_.size(); ++i) {
-    if (momentum_[i].defined()) s.tensors.emplace_back(fmt::format("state.{}.momentum_buffer", i), momentum_[i]);
+    if (momentum_[i].defined())
+      s.tensors.emplace_back(fmt::format("state.{}.momentum_buffer", i), momentum_[i]);
   }
   return s;
 }
@@ -191,7 +202,9 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
   check_non_negative("epsilon", options.eps);
   check_non_negative("weight_decay", options.weight_decay);
   for (double b : {options.beta1, options.beta2}) {
-    if (!(b >= 0.0 && b < 1.0)) throw ValueError(fmt::format("[optim] Invalid beta parameter: {}", b), "optim", "betas", fmt::format("{}", b));
+    if (!(b >= 0.0 && b < 1.0))
+      throw ValueError(fmt::format("[optim] Invalid beta parameter: {}", b), "optim", "betas",
+                       fmt::format("{}", b));
   }
   exp_avg_.resize(params_.size());
   exp_avg_sq_.resize(params_.size());
@@ -250,18 +263,22 @@ void Adam::load_state_dict(const OptimizerState& s) {
     // A parameter with state has both moments and has taken 1 to 2^53 steps (the bias
     // correction divides by 1 - beta^step, which is 0 at step 0); one without has neither.
     constexpr double kMaxStep = 9007199254740992.0;  // 2^53: every integer below is a double
-    if (has_state && !(exp_avg[i].defined() && exp_avg_sq[i].defined() && it != s.scalars.end() &&
-                       it->second >= 1.0 && it->second <= kMaxStep &&
-                       it->second == std::floor(it->second))) {
-      throw CheckpointError(fmt::format(
-          "[optim] Adam state of parameter {} needs exp_avg, exp_avg_sq and an integer {} in "
-          "[1, 2^53]; the saved state has {}{}",
-          i, step_key, exp_avg[i].defined() && exp_avg_sq[i].defined() ? "both moments" : "one moment",
-          it == s.scalars.end() ? " and no step" : fmt::format(" and step {}", it->second)), "optim", "", step_key);
+    if (has_state &&
+        !(exp_avg[i].defined() && exp_avg_sq[i].defined() && it != s.scalars.end() &&
+          it->second >= 1.0 && it->second <= kMaxStep && it->second == std::floor(it->second))) {
+      throw CheckpointError(
+          fmt::format(
+              "[optim] Adam state of parameter {} needs exp_avg, exp_avg_sq and an integer {} in "
+              "[1, 2^53]; the saved state has {}{}",
+              i, step_key,
+              exp_avg[i].defined() && exp_avg_sq[i].defined() ? "both moments" : "one moment",
+              it == s.scalars.end() ? " and no step" : fmt::format(" and step {}", it->second)),
+          "optim", "", step_key);
     }
     if (!has_state && it != s.scalars.end()) {
-      throw CheckpointError(fmt::format("[optim] {} is saved without exp_avg and exp_avg_sq",
-                                        step_key), "optim", "", step_key);
+      throw CheckpointError(
+          fmt::format("[optim] {} is saved without exp_avg and exp_avg_sq", step_key), "optim", "",
+          step_key);
     }
     steps[i] = has_state ? static_cast<int64_t>(it->second) : 0;
   }
@@ -276,20 +293,26 @@ void Adam::load_state_dict(const OptimizerState& s) {
 
 CosineWithWarmup::CosineWithWarmup(Optimizer& optimizer, int64_t warmup, int64_t total,
                                    double min_lr)
-    : optimizer_(optimizer), base_lr_(optimizer.lr()), warmup_(warmup), total_(total),
+    : optimizer_(optimizer),
+      base_lr_(optimizer.lr()),
+      warmup_(warmup),
+      total_(total),
       min_lr_(min_lr) {
   if (warmup < 0 || total <= 0 || warmup > total) {
     throw ValueError(fmt::format("[CosineWithWarmup] need 0 <= warmup <= total and total > 0, got "
                                  "warmup {} total {}",
-                                 warmup, total), "CosineWithWarmup", "warmup", fmt::format("{}", warmup));
+                                 warmup, total),
+                     "CosineWithWarmup", "warmup", fmt::format("{}", warmup));
   }
   optimizer_.set_lr(lr_at(0));
 }
 
 double CosineWithWarmup::lr_at(int64_t step) const {
-  if (step < warmup_) return base_lr_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
-  const double progress = std::min(1.0, static_cast<double>(step - warmup_) /
-                                            static_cast<double>(std::max<int64_t>(1, total_ - warmup_)));
+  if (step < warmup_)
+    return base_lr_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  const double progress =
+      std::min(1.0, static_cast<double>(step - warmup_) /
+                        static_cast<double>(std::max<int64_t>(1, total_ - warmup_)));
   return min_lr_ + 0.5 * (base_lr_ - min_lr_) * (1.0 + std::cos(std::numbers::pi * progress));
 }
 

@@ -55,7 +55,8 @@ class Optimizer {
   // tensor_names>" and scalars "lr", one of `global_scalars` or "state.<i>.<one of
   // scalar_names>" for a parameter index i, and that lr is a finite number >= 0. Throws
   // CheckpointError naming the first stranger.
-  void check_state_names(const OptimizerState& state, std::initializer_list<const char*> tensor_names,
+  void check_state_names(const OptimizerState& state,
+                         std::initializer_list<const char*> tensor_names,
                          std::initializer_list<const char*> scalar_names,
                          std::initializer_list<const char*> global_scalars) const;
   // The gradient of parameter i ready for a fused kernel (contiguous, param's dtype), or

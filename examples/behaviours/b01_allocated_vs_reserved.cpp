@@ -87,9 +87,10 @@ const BehaviourInfo kInfo = {
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
   const ReserveResult r = measure_allocated_vs_reserved(flags.size, device);
-  MemoryReport report(fmt::format("A float32 ({}, 1024) tensor x, then y of the same size, on {}; "
-                                  "bytes relative to the start:",
-                                  512 * flags.size, device.str()));
+  MemoryReport report(
+      fmt::format("A float32 ({}, 1024) tensor x, then y of the same size, on {}; "
+                  "bytes relative to the start:",
+                  512 * flags.size, device.str()));
   size_t width = 0;
   for (const ReserveStep& s : r.steps) width = std::max(width, s.what.size());
   bool segments_match = true;

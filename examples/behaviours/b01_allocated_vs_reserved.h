@@ -12,13 +12,13 @@ namespace memgrad::examples {
 
 // The device's figures after one step, relative to the start (after empty_cache()).
 struct ReserveStep {
-  std::string what;               // "x = empty([512, 1024])", "x freed", ...
+  std::string what;                // "x = empty([512, 1024])", "x freed", ...
   int64_t expected_allocated = 0;  // bytes, computed from the shape and the allocator's rules
   int64_t allocated = 0;           // memory_allocated() minus the start
   int64_t expected_reserved = 0;
-  int64_t reserved = 0;            // memory_reserved() minus the start
-  int64_t expected_segments = 0;   // segments obtained from the device since the start
-  int64_t segments = 0;            // num_device_alloc minus the start
+  int64_t reserved = 0;           // memory_reserved() minus the start
+  int64_t expected_segments = 0;  // segments obtained from the device since the start
+  int64_t segments = 0;           // num_device_alloc minus the start
 };
 
 struct ReserveResult {

@@ -113,9 +113,10 @@ int body(const BehaviourFlags& flags) {
                s.non_releasable);
   }
   report.print();
-  fmt::print("\nmemory_summary() rows after the first empty_cache() (Cur, Peak, Tot Alloc, Tot "
-             "Freed):\n{}",
-             r.summary_rows);
+  fmt::print(
+      "\nmemory_summary() rows after the first empty_cache() (Cur, Peak, Tot Alloc, Tot "
+      "Freed):\n{}",
+      r.summary_rows);
 
   const CacheStep& freed = r.steps[1];
   const CacheStep& emptied = r.steps[2];

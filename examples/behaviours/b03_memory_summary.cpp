@@ -25,10 +25,10 @@ constexpr int64_t kOneMiB = 1024 * kOneKiB;
 
 // What the sequence should leave in the stats, from the sizes alone.
 struct Expected {
-  int64_t a, b, c, d;                // rounded block bytes
+  int64_t a, b, c, d;                   // rounded block bytes
   int64_t small_segment = 2 * kOneMiB;  // a and b share it
   int64_t c_segment = 20 * kOneMiB;     // 1-10 MiB requests: a 20 MiB segment, split
-  int64_t d_segment;                 // >= 10 MiB: rounded up to 2 MiB, not split
+  int64_t d_segment;                    // >= 10 MiB: rounded up to 2 MiB, not split
 };
 
 Expected expected_for(int64_t size) {
@@ -72,8 +72,8 @@ SummaryResult measure_memory_summary(int64_t size, Device device) {
     const int64_t base = (start.*stat).all().current;
     result.stats.push_back({fmt::format("{}.all.current", key), is_bytes, expected_current,
                             (now.*stat).all().current - base});
-    result.stats.push_back({fmt::format("{}.all.peak", key), is_bytes, expected_peak,
-                            (now.*stat).all().peak - base});
+    result.stats.push_back(
+        {fmt::format("{}.all.peak", key), is_bytes, expected_peak, (now.*stat).all().peak - base});
   };
   check("allocated_bytes", &MemoryStats::allocated_bytes, true, live, peak_allocated);
   check("reserved_bytes", &MemoryStats::reserved_bytes, true, reserved, reserved);
@@ -108,9 +108,10 @@ const BehaviourInfo kInfo = {
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
   const SummaryResult r = measure_memory_summary(flags.size, device);
-  fmt::print("float32 tensors on {}: a (64 x 1024), b (1000), c (1024 x 1024), d ({} x 1024); "
-             "then d and b freed.\n\n{}\n",
-             device.str(), 6144 * flags.size, r.summary);
+  fmt::print(
+      "float32 tensors on {}: a (64 x 1024), b (1000), c (1024 x 1024), d ({} x 1024); "
+      "then d and b freed.\n\n{}\n",
+      device.str(), 6144 * flags.size, r.summary);
   MemoryReport bytes("Byte statistics (memory_stats keys), relative to the start:");
   bool counts_match = true;
   std::string counts;

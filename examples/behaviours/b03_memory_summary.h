@@ -11,9 +11,9 @@ namespace memgrad::examples {
 
 // One statistic after the allocation sequence, relative to the start.
 struct StatCheck {
-  std::string name;        // "allocated_bytes.all.current", "segment.all.peak", ...
-  bool is_bytes = false;   // bytes (true) or a count
-  int64_t expected = 0;    // computed from the shapes and the allocator's rules
+  std::string name;       // "allocated_bytes.all.current", "segment.all.peak", ...
+  bool is_bytes = false;  // bytes (true) or a count
+  int64_t expected = 0;   // computed from the shapes and the allocator's rules
   int64_t measured = 0;
 };
 

@@ -79,7 +79,7 @@ FragmentationRun run_sequence(const Setting& s, int64_t size, Device device, int
   run.expected_reserved = s.expected_reserved;
 
   Tensor x1 = empty({15360 * size, 1024}, options);  // 60 MiB
-  x1 = Tensor();                                      // cached, unsplit
+  x1 = Tensor();                                     // cached, unsplit
   if (s.empty_cache_before_y) empty_cache(device);
   const Tensor y = empty({5120 * size, 1024}, options);  // 20 MiB
   Tensor z;
@@ -231,17 +231,19 @@ int body(const BehaviourFlags& flags) {
     ok = ok && report.all_match() && run.oom == run.expected_oom;
   }
   if (!r.expandable_known) {
-    fmt::print("\n--- policy:expandable: not in this build (known policies: {}); expandable "
-               "segments arrive with the allocator policy lab.\n",
-               known_policies());
+    fmt::print(
+        "\n--- policy:expandable: not in this build (known policies: {}); expandable "
+        "segments arrive with the allocator policy lab.\n",
+        known_policies());
   }
   const FragmentationRun& base = r.runs[0];
   int fixed = 0;
   for (size_t i = 1; i < r.runs.size(); ++i) fixed += r.runs[i].oom ? 0 : 1;
   if (!g_snapshot_path.empty() && base.oom) {
-    fmt::print("\nmemory snapshot of the default run at the OOM: {} (open it in "
-               "https://pytorch.org/memory_viz)\n",
-               g_snapshot_path);
+    fmt::print(
+        "\nmemory snapshot of the default run at the OOM: {} (open it in "
+        "https://pytorch.org/memory_viz)\n",
+        g_snapshot_path);
   }
   print_conclusion(fmt::format(
       "the default run {} for a {} request with {} free in total ({} cached in a split segment + "

@@ -29,12 +29,18 @@ std::vector<ViewRow> measure_views(int64_t size, Device device) {
     std::function<Tensor()> run;
   };
   const std::vector<Op> ops = {
-      {fmt::format("x.view({{{}, 32}})", n * 2), 0, [&] { return x.view({n * 2, 32}); }},
+      {fmt::format("x.view({{{}, 32}})", n * 2), 0,
+       [&] {
+         return x.view({n * 2, 32});
+       }},
       {"x.reshape({-1}) (contiguous x)", 0, [&] { return x.reshape({-1}); }},
       {"x.slice(1, 0, 64, 2)", 0, [&] { return x.slice(1, 0, 64, 2); }},
       {"x[3]", 0, [&] { return x[3]; }},
       {"x.t()", 0, [&] { return x.t(); }},
-      {fmt::format("x[0].expand({{{}, 64}})", n), 0, [&] { return x[0].expand({n, 64}); }},
+      {fmt::format("x[0].expand({{{}, 64}})", n), 0,
+       [&] {
+         return x[0].expand({n, 64});
+       }},
       {"x.unsqueeze(0)", 0, [&] { return x.unsqueeze(0); }},
       {"x.contiguous() (already contiguous)", 0, [&] { return x.contiguous(); }},
       {"x.clone()", full, [&] { return x.clone(); }},
@@ -68,16 +74,19 @@ const BehaviourInfo kInfo = {
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
   const std::vector<ViewRow> rows = measure_views(flags.size, device);
-  MemoryReport report(fmt::format("Bytes allocated by each op on a float32 ({}, 64) tensor x on {}:",
-                                  64 * flags.size, device.str()));
+  MemoryReport report(fmt::format(
+      "Bytes allocated by each op on a float32 ({}, 64) tensor x on {}:", 64 * flags.size,
+      device.str()));
   for (const ViewRow& r : rows) {
-    report.add(fmt::format("{:<38} shares x's storage: {:<3}", r.op, r.shares_storage ? "yes" : "no"),
-               r.expected, r.measured);
+    report.add(
+        fmt::format("{:<38} shares x's storage: {:<3}", r.op, r.shares_storage ? "yes" : "no"),
+        r.expected, r.measured);
   }
   report.print();
-  fmt::print("\ndata pointers relative to x.data_ptr(): slice(1, 0, 64, 2) {:+} B, x[3] {:+} B, "
-             "x.t() {:+} B\n",
-             rows[2].data_offset, rows[3].data_offset, rows[4].data_offset);
+  fmt::print(
+      "\ndata pointers relative to x.data_ptr(): slice(1, 0, 64, 2) {:+} B, x[3] {:+} B, "
+      "x.t() {:+} B\n",
+      rows[2].data_offset, rows[3].data_offset, rows[4].data_offset);
   int views = 0, zero = 0;
   for (const ViewRow& r : rows) {
     if (r.expected == 0) {

@@ -107,9 +107,10 @@ bool all_equal(const std::vector<double>& values, double expected) {
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
   const InplaceResult r = measure_inplace_ops(flags.size, device);
-  MemoryReport report(fmt::format("Bytes allocated on {} (x: float32 ({}, 1024), w: float32 "
-                                  "({}, 3) leaf requiring grad):",
-                                  device.str(), 256 * flags.size, 2 * flags.size));
+  MemoryReport report(
+      fmt::format("Bytes allocated on {} (x: float32 ({}, 1024), w: float32 "
+                  "({}, 3) leaf requiring grad):",
+                  device.str(), 256 * flags.size, 2 * flags.size));
   report.add("x.add(1)   (out of place: a new tensor)", r.x_nbytes, r.add_out_of_place);
   report.add("x.add_(1)  (in place)", 0, r.add_in_place);
   report.add("w.add_(1)  under NoGradGuard (allowed)", 0, r.leaf_no_grad_add);
@@ -121,9 +122,10 @@ int body(const BehaviourFlags& flags) {
              r.saved_error_raised ? "yes" : "NO", r.saved_error);
   fmt::print("\nw.add_(1) with grad mode on raised: {}\n  {}\n", r.leaf_error_raised ? "yes" : "NO",
              r.leaf_error);
-  fmt::print("\nh = w * 2; h.add_(1): h.grad_fn = {}; after h.sum().backward(), w.grad = {} "
-             "(expected all 2)\n",
-             r.non_leaf_grad_fn, r.grad);
+  fmt::print(
+      "\nh = w * 2; h.add_(1): h.grad_fn = {}; after h.sum().backward(), w.grad = {} "
+      "(expected all 2)\n",
+      r.non_leaf_grad_fn, r.grad);
 
   const bool grads_ok = all_equal(r.grad, 2.0);
   const bool ok = report.all_match() && r.version_after == r.version_before + 1 && r.same_data &&

@@ -97,11 +97,11 @@ SoftmaxResult measure_inplace_softmax(int64_t size, Device device) {
     return c;
   };
   const Tensor& ref = reference;
-  r.cases.push_back(run_case(expect("out of place, no autograd", false, out, out), input, ref,
-                             out_of_place));
+  r.cases.push_back(
+      run_case(expect("out of place, no autograd", false, out, out), input, ref, out_of_place));
   r.cases.push_back(run_case(expect("in place, no autograd", false, row, 0), input, ref, in_place));
-  r.cases.push_back(run_case(expect("out of place, autograd", true, out, out), input, ref,
-                             out_of_place));
+  r.cases.push_back(
+      run_case(expect("out of place, autograd", true, out, out), input, ref, out_of_place));
   // amax's saved result + sum's result (saved by div_) + div_'s clone of x's old values.
   r.cases.push_back(run_case(expect("in place, autograd", true, out + 2 * row, out + 2 * row),
                              input, reference, in_place));
@@ -145,10 +145,11 @@ std::string conclusion(const SoftmaxResult& r) {
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
   const SoftmaxResult r = measure_inplace_softmax(flags.size, device);
-  fmt::print("softmax(x, 1) of a float32 ({}, {}) tensor on {}: N = {} floats ({} B), R = {} "
-             "floats ({} B, rounded to 512 B)\n\n",
-             r.rows, r.cols, device.str(), r.rows * r.cols, with_commas(r.output_bytes), r.rows,
-             with_commas(r.row_bytes));
+  fmt::print(
+      "softmax(x, 1) of a float32 ({}, {}) tensor on {}: N = {} floats ({} B), R = {} "
+      "floats ({} B, rounded to 512 B)\n\n",
+      r.rows, r.cols, device.str(), r.rows * r.cols, with_commas(r.output_bytes), r.rows,
+      with_commas(r.row_bytes));
   MemoryReport report("Bytes above the start:");
   bool ok = true;
   for (const SoftmaxCase& c : r.cases) {

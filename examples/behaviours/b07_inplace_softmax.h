@@ -25,8 +25,8 @@ struct SoftmaxCase {
 
 struct SoftmaxResult {
   int64_t rows = 0, cols = 0;
-  int64_t output_bytes = 0;  // rounded rows x cols x 4: the N-float output
-  int64_t row_bytes = 0;     // rounded rows x 4: a (rows, 1) temporary
+  int64_t output_bytes = 0;        // rounded rows x cols x 4: the N-float output
+  int64_t row_bytes = 0;           // rounded rows x 4: a (rows, 1) temporary
   std::vector<SoftmaxCase> cases;  // out of place / in place, without / with autograd
 };
 

@@ -27,9 +27,7 @@ namespace {
 
 constexpr int64_t kWidth = 256;
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 using Layers = std::vector<std::shared_ptr<nn::Linear>>;
 
@@ -57,8 +55,7 @@ int64_t grad_blocks(const Layers& layers) {
 Tensor run_forward(const Layers& layers, const Tensor& x) {
   nn::ReLU relu;
   Tensor h = x;
-  for (const auto& layer : layers)
-    h = relu.forward(layer->forward(h));
+  for (const auto& layer : layers) h = relu.forward(layer->forward(h));
   return h;
 }
 
@@ -144,8 +141,7 @@ SavedActivationsResult measure_saved_activations(int64_t size, Device device, in
   const Layers model = make_layers(layers, device);
   const Tensor x = randn({r.batch, kWidth}, TensorOptions(kFloat32).with_device(device));
   measure_forward_backward(r, model, x, device, z);
-  for (const auto& layer : model)
-    layer->zero_grad();  // frees the gradients
+  for (const auto& layer : model) layer->zero_grad();  // frees the gradients
   measure_retain(r, model, x, device, z);
   return r;
 }
@@ -169,8 +165,7 @@ const BehaviourInfo kInfo = {
 int64_t layers_flag = 6;
 
 void add_rows(MemoryReport& report, const std::vector<ActivationStep>& steps) {
-  for (const ActivationStep& s : steps)
-    report.add(s.what, s.expected, s.measured);
+  for (const ActivationStep& s : steps) report.add(s.what, s.expected, s.measured);
 }
 
 int body(const BehaviourFlags& flags) {

@@ -25,9 +25,7 @@ namespace {
 
 constexpr int64_t kWidth = 256;
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 // Peak and kept bytes of one forward; the output is returned through `out`.
 ForwardMemory forward_memory(nn::Sequential& model, const Tensor& x, Device device, Tensor& out) {

@@ -29,14 +29,11 @@ namespace {
 
 constexpr int64_t kIn = 64, kHidden = 256, kClasses = 16;
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 std::vector<Tensor> grads_of(const nn::Module& model) {
   std::vector<Tensor> grads;
-  for (const Tensor& p : model.parameters())
-    grads.push_back(p.grad().clone());
+  for (const Tensor& p : model.parameters()) grads.push_back(p.grad().clone());
   return grads;
 }
 

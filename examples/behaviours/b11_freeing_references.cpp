@@ -27,9 +27,7 @@ namespace {
 
 constexpr int64_t kWidth = 256;
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 void measure_handles(FreeingResult& r, int64_t size, Device device) {
   const TensorOptions opts = TensorOptions(kFloat32).with_device(device);
@@ -140,8 +138,7 @@ const BehaviourInfo kInfo = {
 
 void add_rows(MemoryReport& report, const std::vector<ReferenceStep>& rows,
               const std::string& prefix) {
-  for (const ReferenceStep& s : rows)
-    report.add(prefix + s.what, s.expected, s.measured);
+  for (const ReferenceStep& s : rows) report.add(prefix + s.what, s.expected, s.measured);
 }
 
 int body(const BehaviourFlags& flags) {
@@ -184,8 +181,6 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return run_behaviour(argc, argv, kInfo, body);
-}
+int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
 
 #endif

@@ -25,9 +25,7 @@ namespace {
 
 constexpr int64_t kWidth = 256;
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 }  // namespace
 
@@ -112,8 +110,6 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return run_behaviour(argc, argv, kInfo, body);
-}
+int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
 
 #endif

@@ -38,9 +38,7 @@ namespace {
 
 constexpr int64_t kWidth = 256;
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 // Linear + ReLU that counts how many times it ran forward (recomputations included).
 class CountedBlock final : public nn::UnaryModule {
@@ -82,8 +80,7 @@ void expect(CheckpointRow& row, int64_t n, int64_t act) {
 std::vector<Tensor> gradients(const Blocks& blocks) {
   std::vector<Tensor> grads;
   for (const auto& b : blocks) {
-    for (const Tensor& p : b->parameters())
-      grads.push_back(p.grad().clone());
+    for (const Tensor& p : b->parameters()) grads.push_back(p.grad().clone());
   }
   return grads;
 }
@@ -91,8 +88,7 @@ std::vector<Tensor> gradients(const Blocks& blocks) {
 // One forward + backward with s segments (1: plain), measured.
 void run(CheckpointRow& row, const Blocks& blocks, const Tensor& x, Device device,
          const int64_t& calls) {
-  for (const auto& b : blocks)
-    b->zero_grad(/*set_to_none=*/false);
+  for (const auto& b : blocks) b->zero_grad(/*set_to_none=*/false);
   const int64_t base = allocated_on(device);
   const int64_t calls_before = calls;
   reset_peak_memory_stats(device);
@@ -100,8 +96,7 @@ void run(CheckpointRow& row, const Blocks& blocks, const Tensor& x, Device devic
   Tensor y;
   if (row.segments == 1) {
     y = x;
-    for (const auto& b : blocks)
-      y = b->forward(y);
+    for (const auto& b : blocks) y = b->forward(y);
   } else {
     y = autograd::checkpoint_sequential(blocks, row.segments, x);
   }
@@ -136,8 +131,7 @@ CheckpointResult measure_checkpointing(int64_t size, Device device, int64_t laye
   const Tensor x = randn({r.batch, kWidth}, TensorOptions(kFloat32).with_device(device));
   {  // warm-up: allocates every gradient once, so the runs below only zero them in place
     Tensor y = x;
-    for (const auto& b : blocks)
-      y = b->forward(y);
+    for (const auto& b : blocks) y = b->forward(y);
     y.sum().backward();
   }
   std::vector<Tensor> plain;

@@ -40,9 +40,7 @@ namespace {
 constexpr int64_t kIn = 32, kHidden = 256, kClasses = 16, kHiddenLayers = 3;
 constexpr int64_t kGrowthInterval = 10;
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 std::unique_ptr<nn::Sequential> make_model(Device device) {
   const nn::LinearOptions lo{true, device, kFloat32};
@@ -361,8 +359,6 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return run_behaviour(argc, argv, kInfo, body);
-}
+int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
 
 #endif

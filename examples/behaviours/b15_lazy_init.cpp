@@ -25,9 +25,7 @@
 namespace memgrad::examples {
 namespace {
 
-int64_t allocated_on(Device device) {
-  return static_cast<int64_t>(memory_allocated(device));
-}
+int64_t allocated_on(Device device) { return static_cast<int64_t>(memory_allocated(device)); }
 
 // Rounded bytes of a float32 (out x in) weight and its (out) bias.
 int64_t linear_bytes(int64_t in, int64_t out, bool bias) {
@@ -158,8 +156,6 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return run_behaviour(argc, argv, kInfo, body);
-}
+int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
 
 #endif

@@ -30,9 +30,7 @@ constexpr int64_t kBatch = 64;
 constexpr int64_t kClasses = 10;
 constexpr uint64_t kDataSeed = 1234;
 
-int64_t cpu_allocated() {
-  return static_cast<int64_t>(memory_allocated(kCPU));
-}
+int64_t cpu_allocated() { return static_cast<int64_t>(memory_allocated(kCPU)); }
 
 // Items made when asked: features from a generator seeded with the index (so every epoch, and
 // every thread, sees the same item i), and a class drawn from the same generator.
@@ -203,8 +201,6 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return run_behaviour(argc, argv, kInfo, body);
-}
+int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
 
 #endif

@@ -44,7 +44,8 @@ class TemporaryDirectory {
   TemporaryDirectory() {
     std::string pattern = (fs::temp_directory_path() / "memgrad-b17-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
-      throw ValueError(fmt::format("[b17] cannot create a temporary directory from '{}'", pattern), "b17", "pattern", pattern);
+      throw ValueError(fmt::format("[b17] cannot create a temporary directory from '{}'", pattern),
+                       "b17", "pattern", pattern);
     }
     path_ = pattern;
   }
@@ -223,8 +224,6 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return run_behaviour(argc, argv, kInfo, body);
-}
+int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
 
 #endif

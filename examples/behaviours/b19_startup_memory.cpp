@@ -159,8 +159,6 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return run_behaviour(argc, argv, kInfo, body);
-}
+int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
 
 #endif

@@ -155,7 +155,8 @@ int body(const BehaviourFlags& flags) {
   std::error_code error;
   std::filesystem::create_directories(g_out_dir, error);
   if (error) {
-    throw ValueError(fmt::format("[b20] cannot create '{}': {}", g_out_dir, error.message()), "b20", "out_dir", g_out_dir);
+    throw ValueError(fmt::format("[b20] cannot create '{}': {}", g_out_dir, error.message()), "b20",
+                     "out_dir", g_out_dir);
   }
   const std::filesystem::path dir(g_out_dir);
   write_file(dir / "memory-trace.json", r.json);

@@ -52,14 +52,11 @@ std::vector<Layer> layers_of(const ShardingRun& run) {
 // Every parameter tensor's element count, in registration order (weight, bias per layer).
 std::vector<int64_t> tensor_numels(const ShardingRun& run) {
   std::vector<int64_t> numels;
-  for (const Layer& l : layers_of(run))
-    numels.insert(numels.end(), {l.out * l.in, l.out});
+  for (const Layer& l : layers_of(run)) numels.insert(numels.end(), {l.out * l.in, l.out});
   return numels;
 }
 
-int64_t padded(int64_t numel, int world) {
-  return (numel + world - 1) / world * world;
-}
+int64_t padded(int64_t numel, int world) { return (numel + world - 1) / world * world; }
 
 std::shared_ptr<nn::Sequential> make_model(const ShardingRun& run) {
   manual_seed(22);
@@ -78,36 +75,24 @@ int64_t storage_bytes(const Tensor& t) {
 
 const char* sharding_title(Sharding s) {
   switch (s) {
-    case Sharding::Single:
-      return "1 process";
-    case Sharding::Ddp:
-      return "DDP";
-    case Sharding::DdpBucketView:
-      return "DDP, bucket views";
-    case Sharding::Zero1:
-      return "ZeRO-1";
-    case Sharding::Zero2:
-      return "ZeRO-2";
-    case Sharding::Zero3:
-      return "ZeRO-3";
+    case Sharding::Single: return "1 process";
+    case Sharding::Ddp: return "DDP";
+    case Sharding::DdpBucketView: return "DDP, bucket views";
+    case Sharding::Zero1: return "ZeRO-1";
+    case Sharding::Zero2: return "ZeRO-2";
+    case Sharding::Zero3: return "ZeRO-3";
   }
   return "?";
 }
 
 const char* sharding_key(Sharding s) {
   switch (s) {
-    case Sharding::Single:
-      return "single";
-    case Sharding::Ddp:
-      return "ddp";
-    case Sharding::DdpBucketView:
-      return "ddp_view";
-    case Sharding::Zero1:
-      return "zero1";
-    case Sharding::Zero2:
-      return "zero2";
-    case Sharding::Zero3:
-      return "zero3";
+    case Sharding::Single: return "single";
+    case Sharding::Ddp: return "ddp";
+    case Sharding::DdpBucketView: return "ddp_view";
+    case Sharding::Zero1: return "zero1";
+    case Sharding::Zero2: return "zero2";
+    case Sharding::Zero3: return "zero3";
   }
   return "?";
 }
@@ -122,15 +107,13 @@ std::optional<Sharding> sharding_from_key(std::string_view key) {
 
 int64_t sharding_parameter_count(const ShardingRun& run) {
   int64_t n = 0;
-  for (const Layer& l : layers_of(run))
-    n += l.numel();
+  for (const Layer& l : layers_of(run)) n += l.numel();
   return n;
 }
 
 int64_t sharding_largest_layer(const ShardingRun& run) {
   int64_t n = 0;
-  for (const Layer& l : layers_of(run))
-    n = std::max(n, l.numel());
+  for (const Layer& l : layers_of(run)) n = std::max(n, l.numel());
   return n;
 }
 
@@ -138,8 +121,7 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ShardingRun& 
   ShardingBytes b;
   if (s == Sharding::Single || s == Sharding::Ddp || s == Sharding::DdpBucketView) {
     const std::vector<int64_t> numels = tensor_numels(run);
-    for (int64_t n : numels)
-      b.parameters += rounded(kFloat * n);
+    for (int64_t n : numels) b.parameters += rounded(kFloat * n);
     b.optimizer_state = 2 * b.parameters;
     b.gradients = s == Sharding::DdpBucketView ? 0 : b.parameters;  // views: the buckets' bytes
     if (s != Sharding::Single) {
@@ -180,18 +162,12 @@ int64_t peak_above_held_floor(const ShardingBytes& expected) {
 double formula_bytes_per_parameter(Sharding s, int world) {
   const double n = world;
   switch (s) {
-    case Sharding::Single:
-      return 16;
-    case Sharding::Ddp:
-      return 20;
-    case Sharding::DdpBucketView:
-      return 16;
-    case Sharding::Zero1:
-      return 8 + 8 / n;
-    case Sharding::Zero2:
-      return 4 + 12 / n;
-    case Sharding::Zero3:
-      return 16 / n;
+    case Sharding::Single: return 16;
+    case Sharding::Ddp: return 20;
+    case Sharding::DdpBucketView: return 16;
+    case Sharding::Zero1: return 8 + 8 / n;
+    case Sharding::Zero2: return 4 + 12 / n;
+    case Sharding::Zero3: return 16 / n;
   }
   return 0;
 }
@@ -217,8 +193,7 @@ int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run)
       case Sharding::Zero3:
         bytes += 2 * (n - 1) * piece + (n - 1) * piece;  // 2 all-gathers, 1 reduce-scatter
         break;
-      case Sharding::Single:
-        break;
+      case Sharding::Single: break;
     }
   }
   return bytes;
@@ -335,8 +310,7 @@ std::optional<RankMeasurement> from_line(std::string_view text) {
     if (key == "losses") {
       std::istringstream values(value);
       std::string v;
-      while (std::getline(values, v, ','))
-        m.losses.push_back(std::strtod(v.c_str(), nullptr));
+      while (std::getline(values, v, ',')) m.losses.push_back(std::strtod(v.c_str(), nullptr));
       ++seen;
       continue;
     }
@@ -527,8 +501,7 @@ int body(const BehaviourFlags& flags) {
   for (const Config& c : configs) {
     const int64_t floor = peak_above_held_floor(expected_sharding_bytes(c.sharding, c.world, run));
     bool match = true;
-    for (const RankMeasurement& m : c.ranks)
-      match = match && m.peak_above_held >= floor;
+    for (const RankMeasurement& m : c.ranks) match = match && m.peak_above_held >= floor;
     all_match = all_match && match;
     const int64_t measured = c.ranks[0].peak_above_held;
     fmt::print("{:<22} {:>12} {:>12} {:>12}  {}\n", label(c), with_commas(floor),

@@ -33,11 +33,12 @@ class LabelledBlock : public nn::UnaryModule {
 
 }  // namespace
 
-CharLM::CharLM(const CharLMShape& shape, double dropout, int64_t checkpoint_segments,
-               Device device)
+CharLM::CharLM(const CharLMShape& shape, double dropout, int64_t checkpoint_segments, Device device)
     : shape_(shape), segments_(checkpoint_segments) {
-  tok_ = register_module("tok_emb", std::make_shared<nn::Embedding>(shape.vocab, shape.width, device));
-  pos_ = register_module("pos_emb", std::make_shared<nn::Embedding>(shape.context, shape.width, device));
+  tok_ =
+      register_module("tok_emb", std::make_shared<nn::Embedding>(shape.vocab, shape.width, device));
+  pos_ = register_module("pos_emb",
+                         std::make_shared<nn::Embedding>(shape.context, shape.width, device));
   for (int64_t l = 0; l < shape.layers; ++l) {
     // Registered as "blocks.l" (the state dict's names); run through a labelled wrapper.
     auto block = register_module(fmt::format("blocks.{}", l),
@@ -45,10 +46,11 @@ CharLM::CharLM(const CharLMShape& shape, double dropout, int64_t checkpoint_segm
                                      shape.width, shape.heads, shape.context, dropout, device));
     blocks_.push_back(std::make_shared<LabelledBlock>(block, fmt::format("block {}", l)));
   }
-  ln_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{shape.width}, 1e-5, true, device));
-  head_ = register_module("head", std::make_shared<nn::Linear>(
-                                      shape.width, shape.vocab,
-                                      nn::LinearOptions{true, device, kFloat32}));
+  ln_ = register_module("ln_f",
+                        std::make_shared<nn::LayerNorm>(Shape{shape.width}, 1e-5, true, device));
+  head_ = register_module("head",
+                          std::make_shared<nn::Linear>(shape.width, shape.vocab,
+                                                       nn::LinearOptions{true, device, kFloat32}));
 }
 
 Tensor CharLM::forward(const Tensor& idx) {
@@ -81,7 +83,8 @@ LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& ta
     out.loss = nn::cross_entropy(flat, labels);
   }
   NoGradGuard no_grad;
-  out.accuracy = flat.argmax(1).eq(labels).sum().item<double>() / static_cast<double>(labels.numel());
+  out.accuracy =
+      flat.argmax(1).eq(labels).sum().item<double>() / static_cast<double>(labels.numel());
   return out;
 }
 

@@ -18,8 +18,19 @@ namespace {
 
 // The parts, in the order the table shows them.
 enum Part : size_t {
-  kEmbeddings, kCheckpoint, kLayerNorms, kQkv, kAttention, kAttentionOutput, kMlp,
-  kWeightCopies, kFinalNorm, kHeadInput, kLogProbs, kOther, kNumParts
+  kEmbeddings,
+  kCheckpoint,
+  kLayerNorms,
+  kQkv,
+  kAttention,
+  kAttentionOutput,
+  kMlp,
+  kWeightCopies,
+  kFinalNorm,
+  kHeadInput,
+  kLogProbs,
+  kOther,
+  kNumParts
 };
 
 // Blocks whose insides are recorded: all, or those of the last checkpoint segment
@@ -36,11 +47,14 @@ std::vector<ForwardPart> empty_parts(const CharLMShape& s, int64_t B, int64_t T,
   std::vector<ForwardPart> parts(kNumParts);
   parts[kEmbeddings].what = fmt::format("embeddings: {} position indices (int64)", T);
   parts[kCheckpoint].what = "checkpointed segments: their inputs";
-  parts[kLayerNorms].what = fmt::format("{} x ln1, ln2: input ({}, {}, {}), mean, rstd", n, B, T, C);
+  parts[kLayerNorms].what =
+      fmt::format("{} x ln1, ln2: input ({}, {}, {}), mean, rstd", n, B, T, C);
   parts[kQkv].what = fmt::format("{} x q/k/v: ln1 output, q k v ({}, {}, {})", n, B, T, 3 * C);
-  parts[kAttention].what = fmt::format("{} x attention probabilities ({}, {}, {}, {})", n, B, H, T, T);
+  parts[kAttention].what =
+      fmt::format("{} x attention probabilities ({}, {}, {}, {})", n, B, H, T, T);
   parts[kAttentionOutput].what = fmt::format("{} x attention output ({}, {}, {})", n, B, T, C);
-  parts[kMlp].what = fmt::format("{} x MLP: ln2 output, GELU in and out ({}, {}, {})", n, B, T, 4 * C);
+  parts[kMlp].what =
+      fmt::format("{} x MLP: ln2 output, GELU in and out ({}, {}, {})", n, B, T, 4 * C);
   parts[kWeightCopies].what = "float16 copies of the Linear weights";
   parts[kFinalNorm].what = "final layer norm: input, mean, rstd";
   parts[kHeadInput].what = "head: its input (ln_f output)";
@@ -87,7 +101,8 @@ class Census {
     if (label == "loss") return kLogProbs;
     // Under autocast each Linear also saves the float16 copy of its weight (its only 2-d input).
     if (op == "linear" && t.dim() == 2) return kWeightCopies;
-    if (label == "head") return op == "layer_norm" ? kFinalNorm : op == "linear" ? kHeadInput : kOther;
+    if (label == "head")
+      return op == "layer_norm" ? kFinalNorm : op == "linear" ? kHeadInput : kOther;
     if (!label.starts_with("block ")) return kOther;
     const Shape& sizes = t.sizes();
     // q, k and v are views of one (B, T, 3C) buffer; with C / H == T they have the shape of the
@@ -118,13 +133,14 @@ class Census {
 
 }  // namespace
 
-ForwardMemory expected_forward(const CharLMShape& s, int64_t B, int64_t T, const ForwardMode& mode) {
+ForwardMemory expected_forward(const CharLMShape& s, int64_t B, int64_t T,
+                               const ForwardMode& mode) {
   const int64_t C = s.width, H = s.heads, V = s.vocab, L = s.layers;
   const int64_t n = recorded_blocks(L, mode.checkpoint_segments);
-  const int64_t low = mode.amp ? 2 : 4;             // bytes of what autocast runs in float16
-  const int64_t act = rounded(B * T * C * 4);       // a float32 (B, T, C): the residual stream
+  const int64_t low = mode.amp ? 2 : 4;              // bytes of what autocast runs in float16
+  const int64_t act = rounded(B * T * C * 4);        // a float32 (B, T, C): the residual stream
   const int64_t act_low = rounded(B * T * C * low);  // a Linear's (B, T, C) input
-  const int64_t stats = 2 * rounded(B * T * 4);     // a layer norm's mean and rstd
+  const int64_t stats = 2 * rounded(B * T * 4);      // a layer norm's mean and rstd
   const int64_t probs = rounded(B * H * T * T * 4) + (mode.amp ? rounded(B * H * T * T * 2) : 0);
   ForwardMemory m;
   m.parts = empty_parts(s, B, T, mode);
@@ -191,8 +207,8 @@ std::vector<ContextPoint> context_growth(CharLMShape shape, int64_t batch,
     const Tensor idx = randint(0, shape.vocab, {batch, T}, ints);
     const Tensor target = randint(0, shape.vocab, {batch, T}, ints);
     const ForwardMemory m = measure_forward(model, idx, target, {});
-    points.push_back({T, m.attention, m.expected_attention,
-                      m.measured_total - m.attention, m.expected_total - m.expected_attention});
+    points.push_back({T, m.attention, m.expected_attention, m.measured_total - m.attention,
+                      m.expected_total - m.expected_attention});
   }
   return points;
 }

@@ -49,7 +49,7 @@ struct ForwardMemory {
   int64_t measured_total = 0;      // allocated bytes after the forward minus before
   int64_t attention = 0;           // measured attention probabilities (the T^2 part)
   int64_t expected_attention = 0;
-  int64_t loss = 0;                // the 0-d loss's block, measured
+  int64_t loss = 0;  // the 0-d loss's block, measured
   // Bytes of kept blocks beyond their rounded request: the caching allocator hands a large
   // request a whole cached block when at most 1 MiB would be left over (as PyTorch does). The
   // expectation applies that rule to each kept block; it depends on what the cache held, so it

@@ -14,30 +14,31 @@ DataParallel::DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOp
   if (!o.ddp && o.zero == 0) return;
   if (o.ddp && o.zero != 0) throw ValueError("--ddp and --zero exclude each other", "", "--ddp");
   if (o.zero != 0 && (!o.save.empty() || !o.resume.empty())) {
-    throw ValueError(
-        fmt::format("--zero {} shards the parameters and the optimizer state: "
-                    "--save and --resume work with one process or --ddp",
-                    o.zero), "", "--zero", fmt::format("{}", o.zero));
+    throw ValueError(fmt::format("--zero {} shards the parameters and the optimizer state: "
+                                 "--save and --resume work with one process or --ddp",
+                                 o.zero),
+                     "", "--zero", fmt::format("{}", o.zero));
   }
   if (o.zero != 0 && o.amp) {
-    throw ValueError(
-        fmt::format("--zero {} with --amp: each rank would check only its shard for "
-                    "inf/NaN and the ranks could disagree on skipping a step",
-                    o.zero), "", "--zero", fmt::format("{}", o.zero));
+    throw ValueError(fmt::format("--zero {} with --amp: each rank would check only its shard for "
+                                 "inf/NaN and the ranks could disagree on skipping a step",
+                                 o.zero),
+                     "", "--zero", fmt::format("{}", o.zero));
   }
   if (o.zero == 3 && o.checkpoint_segments > 0) {
     throw ValueError(
         "--zero 3 gathers each layer around its forward; with "
-        "--checkpoint-segments the recomputation would gather again: not supported", "", "--zero", "3");
+        "--checkpoint-segments the recomputation would gather again: not supported",
+        "", "--zero", "3");
   }
   const distributed::Backend backend =
       device.is_cuda() ? distributed::Backend::Nccl : distributed::Backend::Gloo;
   pg_ = distributed::init_process_group(backend);
   if (o.batch_size % (o.accumulate * pg_->size()) != 0) {
-    throw ValueError(
-        fmt::format("--batch-size {} must split into {} ranks x --accumulate {} "
-                    "equal parts",
-                    o.batch_size, pg_->size(), o.accumulate), "", "--batch-size", fmt::format("{}", o.batch_size));
+    throw ValueError(fmt::format("--batch-size {} must split into {} ranks x --accumulate {} "
+                                 "equal parts",
+                                 o.batch_size, pg_->size(), o.accumulate),
+                     "", "--batch-size", fmt::format("{}", o.batch_size));
   }
   if (o.ddp) {
     ddp_ = std::make_shared<distributed::DistributedDataParallel>(model_, pg_);

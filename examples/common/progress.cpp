@@ -10,8 +10,11 @@
 namespace memgrad::examples {
 
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled)
-    : label_(std::move(label)), total_(total), tty_(isatty(STDOUT_FILENO) != 0),
-      enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+    : label_(std::move(label)),
+      total_(total),
+      tty_(isatty(STDOUT_FILENO) != 0),
+      enabled_(enabled),
+      start_(std::chrono::steady_clock::now()) {}
 
 std::string ProgressBar::line(int64_t done, double loss, double accuracy) const {
   constexpr int kWidth = 24;

@@ -42,11 +42,11 @@ class SteadyStateReport {
   bool finished_ = false;
   int64_t steps_ = 0;
   std::string policy_;
-  size_t reserved_ = 0;           // bytes: the live policy's, at the end of the window
-  size_t allocated_ = 0;          // bytes: allocated at that point
-  size_t caching_reserved_ = 0;   // bytes: caching's on the replayed requests (0: not replayed)
-  std::string replay_note_;       // why there is no caching figure, when there is none
-  std::string planned_note_;      // the planned policy: its arena and its fallbacks
+  size_t reserved_ = 0;          // bytes: the live policy's, at the end of the window
+  size_t allocated_ = 0;         // bytes: allocated at that point
+  size_t caching_reserved_ = 0;  // bytes: caching's on the replayed requests (0: not replayed)
+  std::string replay_note_;      // why there is no caching figure, when there is none
+  std::string planned_note_;     // the planned policy: its arena and its fallbacks
 };
 
 }  // namespace memgrad::examples

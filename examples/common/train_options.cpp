@@ -20,24 +20,48 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
                      int64_t default_batch) {
   o.epochs = default_epochs;
   o.batch_size = default_batch;
-  app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", o.batch_size, "Examples per optimizer step")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "Learning rate (default: 1e-3 for adam/adamw, 0.1 for sgd)")->check(CLI::NonNegativeNumber);
-  app.add_option("--optimizer", o.optimizer, "adam, adamw or sgd")->capture_default_str()->check(CLI::IsMember({"adam", "adamw", "sgd"}));
-  app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--weight-decay", o.weight_decay, "Weight decay")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--accumulate", o.accumulate, "Micro-batches per step (gradient accumulation; must divide --batch-size)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--device", o.device, "cpu, sim:N (a simulated bounded device) or cuda[:N]")->capture_default_str();
-  app.add_option("--memory-limit", o.memory_limit, "Capacity of the device, e.g. 256MiB (cpu and sim)");
-  app.add_option("--alloc-conf", o.alloc_conf, "Allocator options, MEMGRAD_ALLOC_CONF syntax (e.g. policy:passthrough)");
-  app.add_option("--alloc-policy", o.alloc_policy, fmt::format("Allocator policy: {} (policy:NAME in --alloc-conf)", known_policies()));
+  app.add_option("--epochs", o.epochs, "Passes over the training set")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", o.batch_size, "Examples per optimizer step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "Learning rate (default: 1e-3 for adam/adamw, 0.1 for sgd)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--optimizer", o.optimizer, "adam, adamw or sgd")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"adam", "adamw", "sgd"}));
+  app.add_option("--momentum", o.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--accumulate", o.accumulate,
+                 "Micro-batches per step (gradient accumulation; must divide --batch-size)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", o.device, "cpu, sim:N (a simulated bounded device) or cuda[:N]")
+      ->capture_default_str();
+  app.add_option("--memory-limit", o.memory_limit,
+                 "Capacity of the device, e.g. 256MiB (cpu and sim)");
+  app.add_option("--alloc-conf", o.alloc_conf,
+                 "Allocator options, MEMGRAD_ALLOC_CONF syntax (e.g. policy:passthrough)");
+  app.add_option(
+      "--alloc-policy", o.alloc_policy,
+      fmt::format("Allocator policy: {} (policy:NAME in --alloc-conf)", known_policies()));
   app.add_option("--save", o.save, "Write a training checkpoint here after every epoch");
   app.add_option("--resume", o.resume, "Resume from a training checkpoint");
-  app.add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")->capture_default_str();
-  app.add_option("--checkpoint-segments", o.checkpoint_segments, "Activation checkpointing: number of segments (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-segments", o.checkpoint_segments,
+                 "Activation checkpointing: number of segments (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--amp", o.amp, "Mixed precision: float16 autocast with a GradScaler");
   app.add_flag("--ddp", o.ddp, "DistributedDataParallel on the ranks of ./memgrad launch");
-  app.add_option("--zero", o.zero, "ZeRO stage 1, 2 or 3 on the ranks of ./memgrad launch")->check(CLI::Range(1, 3));
+  app.add_option("--zero", o.zero, "ZeRO stage 1, 2 or 3 on the ranks of ./memgrad launch")
+      ->check(CLI::Range(1, 3));
   app.add_flag("--describe", o.describe, "Print a one-line description and exit");
 }
 
@@ -65,8 +89,9 @@ Device configure_device(const TrainOptions& o) {
   const bool per_rank_gpu = (o.ddp || o.zero != 0) && o.device == "cuda" && local_rank != nullptr;
   const Device device(per_rank_gpu ? fmt::format("cuda:{}", local_rank) : o.device);
   if (o.batch_size % o.accumulate != 0) {
-    throw ValueError(fmt::format("--accumulate {} must divide --batch-size {}", o.accumulate,
-                                 o.batch_size), "", "--accumulate", fmt::format("{}", o.accumulate));
+    throw ValueError(
+        fmt::format("--accumulate {} must divide --batch-size {}", o.accumulate, o.batch_size), "",
+        "--accumulate", fmt::format("{}", o.accumulate));
   }
   if (!o.memory_limit.empty()) {
     const size_t limit = parse_memory_size(o.memory_limit, "--memory-limit");
@@ -75,8 +100,10 @@ Device configure_device(const TrainOptions& o) {
     } else if (device.is_sim()) {
       set_sim_capacity(device.index(), limit);
     } else {
-      throw ValueError("--memory-limit applies to cpu and sim devices; for cuda use "
-                       "--alloc-conf per_process_memory_fraction:F", "", "--memory-limit");
+      throw ValueError(
+          "--memory-limit applies to cpu and sim devices; for cuda use "
+          "--alloc-conf per_process_memory_fraction:F",
+          "", "--memory-limit");
     }
   }
   std::string conf = o.alloc_conf;
@@ -93,7 +120,8 @@ void check_batch_size(const TrainOptions& o, size_t examples) {
   if (static_cast<uint64_t>(o.batch_size) > examples) {
     throw ValueError(fmt::format("--batch-size {} is more than the {} training examples (no full "
                                  "batch, so no step would run)",
-                                 o.batch_size, examples), "", "--batch-size", fmt::format("{}", o.batch_size));
+                                 o.batch_size, examples),
+                     "", "--batch-size", fmt::format("{}", o.batch_size));
   }
 }
 
@@ -101,8 +129,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o,
                                                  std::vector<Tensor> params) {
   if (o.optimizer == "sgd") {
     return std::make_unique<optim::SGD>(
-        std::move(params), optim::SGDOptions{o.lr > 0 ? o.lr : 0.1, o.momentum, 0.0,
-                                             o.weight_decay, false});
+        std::move(params),
+        optim::SGDOptions{o.lr > 0 ? o.lr : 0.1, o.momentum, 0.0, o.weight_decay, false});
   }
   optim::AdamOptions a;
   a.lr = o.lr > 0 ? o.lr : 1e-3;

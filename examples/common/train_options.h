@@ -15,16 +15,16 @@ namespace memgrad::examples {
 struct TrainOptions {
   int64_t epochs = 10;
   int64_t batch_size = 128;
-  double lr = 0.0;              // 0: the optimizer's default (Adam 1e-3, SGD 0.1)
+  double lr = 0.0;  // 0: the optimizer's default (Adam 1e-3, SGD 0.1)
   std::string optimizer = "adam";
   double momentum = 0.9;
   double weight_decay = 0.0;
-  int64_t accumulate = 1;       // micro-batches per optimizer step
+  int64_t accumulate = 1;  // micro-batches per optimizer step
   std::string device = "cpu";
-  std::string memory_limit;     // e.g. "256MiB": the device becomes bounded
-  std::string alloc_conf;       // MEMGRAD_ALLOC_CONF syntax
-  std::string alloc_policy;     // the allocator policy (known_policies()); empty: alloc_conf's
-  std::string save, resume;     // training checkpoint paths
+  std::string memory_limit;  // e.g. "256MiB": the device becomes bounded
+  std::string alloc_conf;    // MEMGRAD_ALLOC_CONF syntax
+  std::string alloc_policy;  // the allocator policy (known_policies()); empty: alloc_conf's
+  std::string save, resume;  // training checkpoint paths
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   uint64_t seed = 0;
   int64_t checkpoint_segments = 0;  // activation checkpointing (0: off)

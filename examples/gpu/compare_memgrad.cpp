@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/functional.h"
@@ -66,11 +66,11 @@ class Recorder {
   }
   void phase(const std::string& name) {
     synchronize();
-    phases_.push_back(fmt::format(
-        R"({{"behaviour": "{}", "phase": "{}", "allocated": {}, "reserved": {}, )"
-        R"("max_allocated": {}}})",
-        behaviour_, name, memory_allocated(device_), memory_reserved(device_),
-        max_memory_allocated(device_)));
+    phases_.push_back(
+        fmt::format(R"({{"behaviour": "{}", "phase": "{}", "allocated": {}, "reserved": {}, )"
+                    R"("max_allocated": {}}})",
+                    behaviour_, name, memory_allocated(device_), memory_reserved(device_),
+                    max_memory_allocated(device_)));
   }
   void timing(const std::string& name, double value) {
     timings_.push_back(fmt::format(R"("{}": {:.4f})", name, value));
@@ -80,10 +80,11 @@ class Recorder {
     if (device_.is_cuda()) cuda::synchronize(device_.index());
   }
   void print(const std::string& device_name) const {
-    fmt::print("{{\n  \"framework\": \"memgrad\",\n  \"device\": \"{}\",\n  \"phases\": [\n    {}\n  ],\n"
-               "  \"timings\": {{{}}},\n  \"notes\": [{}]\n}}\n",
-               device_name, fmt::join(phases_, ",\n    "), fmt::join(timings_, ", "),
-               fmt::join(notes_, ", "));
+    fmt::print(
+        "{{\n  \"framework\": \"memgrad\",\n  \"device\": \"{}\",\n  \"phases\": [\n    {}\n  ],\n"
+        "  \"timings\": {{{}}},\n  \"notes\": [{}]\n}}\n",
+        device_name, fmt::join(phases_, ",\n    "), fmt::join(timings_, ", "),
+        fmt::join(notes_, ", "));
   }
 
  private:
@@ -237,8 +238,8 @@ void mlp_step(Recorder& r, Device device, int steps, bool timings) {
     const auto t0 = std::chrono::steady_clock::now();
     step(false);
     r.synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
   r.timing("mlp_step_ms_median", ms[ms.size() / 2]);

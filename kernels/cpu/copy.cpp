@@ -69,9 +69,8 @@ void CpuBackend::fill(const Operand& out, double value) {
     } else {
       v = cast_to<T>(value);
     }
-    parallel_run(nest, base_pointers(ops), [&](auto p, auto s, int64_t n) {
-      fill_row<T>(p[0], s[0], n, v);
-    });
+    parallel_run(nest, base_pointers(ops),
+                 [&](auto p, auto s, int64_t n) { fill_row<T>(p[0], s[0], n, v); });
   });
 }
 

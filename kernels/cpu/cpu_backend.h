@@ -24,10 +24,9 @@ class CpuBackend final : public KernelBackend {
                            double exponent) override;
   void clamp(const Operand& out, const Operand& in, double min, double max, bool has_min,
              bool has_max) override;
-  void clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x,
-                      double min, double max, bool has_min, bool has_max) override;
-  void where(const Operand& out, const Operand& cond, const Operand& a,
-             const Operand& b) override;
+  void clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x, double min,
+                      double max, bool has_min, bool has_max) override;
+  void where(const Operand& out, const Operand& cond, const Operand& a, const Operand& b) override;
 
   // copy.cpp
   void fill(const Operand& out, double value) override;
@@ -52,8 +51,7 @@ class CpuBackend final : public KernelBackend {
   // index.cpp
   IndexCheck index_select(const Operand& out, const Operand& in, const Operand& index,
                           int dim) override;
-  IndexCheck gather(const Operand& out, const Operand& in, const Operand& index,
-                    int dim) override;
+  IndexCheck gather(const Operand& out, const Operand& in, const Operand& index, int dim) override;
   IndexCheck scatter_add(const Operand& self, const Operand& index, const Operand& src,
                          int dim) override;
   IndexCheck index_add(const Operand& self, const Operand& index, const Operand& src,
@@ -62,10 +60,8 @@ class CpuBackend final : public KernelBackend {
   IndexCheck one_hot(const Operand& out, const Operand& labels) override;
 
   // random.cpp
-  void uniform(const Operand& out, uint64_t seed, uint64_t offset, double from,
-               double to) override;
-  void normal(const Operand& out, uint64_t seed, uint64_t offset, double mean,
-              double std) override;
+  void uniform(const Operand& out, uint64_t seed, uint64_t offset, double from, double to) override;
+  void normal(const Operand& out, uint64_t seed, uint64_t offset, double mean, double std) override;
   void randint(const Operand& out, uint64_t seed, uint64_t offset, int64_t low,
                int64_t high) override;
   void bernoulli(const Operand& out, uint64_t seed, uint64_t offset, double p) override;
@@ -81,8 +77,8 @@ class CpuBackend final : public KernelBackend {
   IndexCheck cross_entropy(const Operand& loss, const Operand& log_probs, const Operand& logits,
                            const Operand& target, int64_t ignore_index, double smoothing) override;
   void cross_entropy_backward(const Operand& grad_logits, const Operand& grad_loss,
-                              const Operand& log_probs, const Operand& target,
-                              int64_t ignore_index, double smoothing, double scale) override;
+                              const Operand& log_probs, const Operand& target, int64_t ignore_index,
+                              double smoothing, double scale) override;
 
   // optim.cpp
   void sgd_step(const Operand& param, const Operand& grad, const Operand& momentum_buffer,

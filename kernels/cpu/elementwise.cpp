@@ -106,8 +106,7 @@ void unary_row(UnaryOp op, char* o, const char* a, int64_t so, int64_t sa, int64
     case UnaryOp::Relu: return map1<T>(o, a, so, sa, n, [](auto x) { return relu_of(x); });
     case UnaryOp::Abs: return map1<T>(o, a, so, sa, n, [](auto x) { return abs_of(x); });
     case UnaryOp::Square: return map1<T>(o, a, so, sa, n, [](auto x) { return square_of(x); });
-    default:
-      return map1<T>(o, a, so, sa, n, [op](auto x) { return unary_value(op, x); });
+    default: return map1<T>(o, a, so, sa, n, [op](auto x) { return unary_value(op, x); });
   }
 }
 
@@ -151,7 +150,8 @@ void unary_grad_row(UnaryOp op, char* o, const char* g, const char* sv, int64_t 
       if constexpr (std::is_same_v<T, float>) {
         constexpr int64_t es = sizeof(float);
         if (so == es && sg == es && ss == es) {
-          return gelu_tanh_grad_float(reinterpret_cast<float*>(o), reinterpret_cast<const float*>(g),
+          return gelu_tanh_grad_float(reinterpret_cast<float*>(o),
+                                      reinterpret_cast<const float*>(g),
                                       reinterpret_cast<const float*>(sv), n);
         }
       }
@@ -193,14 +193,14 @@ void mixed_loop(const std::array<const Operand*, K>& ops, F f) {
   const LoopNest<K> nest = LoopNest<K>::make(ops);
   std::array<DType, K> dt;
   for (size_t k = 0; k < K; ++k) dt[k] = ops[k]->dtype;
-  parallel_run(nest, base_pointers(ops), [&](std::array<char*, K> p, std::array<int64_t, K> s,
-                                               int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      std::array<C, K - 1> in;
-      for (size_t k = 1; k < K; ++k) in[k - 1] = load_as<C>(p[k] + i * s[k], dt[k]);
-      store_as<C>(p[0] + i * s[0], dt[0], f(in));
-    }
-  });
+  parallel_run(nest, base_pointers(ops),
+               [&](std::array<char*, K> p, std::array<int64_t, K> s, int64_t n) {
+                 for (int64_t i = 0; i < n; ++i) {
+                   std::array<C, K - 1> in;
+                   for (size_t k = 1; k < K; ++k) in[k - 1] = load_as<C>(p[k] + i * s[k], dt[k]);
+                   store_as<C>(p[0] + i * s[0], dt[0], f(in));
+                 }
+               });
 }
 
 bool same_dtype(std::initializer_list<const Operand*> ops) {
@@ -323,8 +323,8 @@ void CpuBackend::pow_scalar_backward(const Operand& grad_in, const Operand& grad
   });
 }
 
-void CpuBackend::clamp(const Operand& out, const Operand& in, double min, double max,
-                       bool has_min, bool has_max) {
+void CpuBackend::clamp(const Operand& out, const Operand& in, double min, double max, bool has_min,
+                       bool has_max) {
   const std::array<const Operand*, 2> ops = {&out, &in};
   const DType c = is_floating(out.dtype) ? floating_compute_dtype(out.dtype) : DType::Float64;
   dispatch_floating(c, [&](auto tag) {

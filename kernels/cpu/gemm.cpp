@@ -71,8 +71,7 @@ bool blas_readable(const MatrixArg& arg, int64_t rows, int64_t cols) {
 // Copies (and converts to D) `batch` rows x cols matrices of any strides into `buf`, row-major
 // and contiguous. A batch_stride of 0 (one shared matrix) packs that matrix once.
 template <typename D, typename S>
-Mat<D> pack(const MatrixArg& arg, int64_t rows, int64_t cols, int64_t batch,
-            std::vector<D>& buf) {
+Mat<D> pack(const MatrixArg& arg, int64_t rows, int64_t cols, int64_t batch, std::vector<D>& buf) {
   const int64_t count = arg.batch_stride == 0 ? 1 : batch;
   buf.resize(static_cast<size_t>(count * rows * cols));
   const S* src = static_cast<const S*>(arg.data);
@@ -166,8 +165,7 @@ void gemm_batches(const GemmArgs& g, const Mat<T>& a, const Mat<T>& b, T* c, int
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
   auto one = [&](int64_t flat) {
     const int64_t o = flat / g.batch, i = flat % g.batch;
-    gemm_one<T>(g.m, g.n, g.k, alpha, a,
-                a.data + o * g.outer_stride_a + i * a.batch_stride, b,
+    gemm_one<T>(g.m, g.n, g.k, alpha, a, a.data + o * g.outer_stride_a + i * a.batch_stride, b,
                 b.data + o * g.outer_stride_b + i * b.batch_stride, beta,
                 c + o * g.outer_stride_c + i * batch_stride_c, ldc);
   };
@@ -227,9 +225,9 @@ void CpuBackend::gemm(const GemmArgs& args) {
   if (args.batch == 0 || args.outer == 0 || args.m == 0 || args.n == 0) return;
   // The paths that copy operands (float16, or an operand BLAS cannot read in place) and the
   // empty product handle one batch level: they run the outer groups one by one.
-  if (args.outer > 1 && (args.k == 0 || args.dtype == DType::Float16 ||
-                         !blas_readable(args.a, args.m, args.k) ||
-                         !blas_readable(args.b, args.k, args.n))) {
+  if (args.outer > 1 &&
+      (args.k == 0 || args.dtype == DType::Float16 || !blas_readable(args.a, args.m, args.k) ||
+       !blas_readable(args.b, args.k, args.n))) {
     for (int64_t o = 0; o < args.outer; ++o) gemm(gemm_group(args, o));
     return;
   }

@@ -127,9 +127,11 @@ IndexCheck cross_entropy_rows(const Operand& loss, const Operand& lp, const Oper
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * classes;
     double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, static_cast<double>(at<T>(logits, base + c)));
+    for (int64_t c = 0; c < classes; ++c)
+      mx = std::max(mx, static_cast<double>(at<T>(logits, base + c)));
     double sum = 0.0;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(at<T>(logits, base + c)) - mx);
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(static_cast<double>(at<T>(logits, base + c)) - mx);
     const double lse = mx + std::log(sum);
     double sum_lp = 0.0;
     for (int64_t c = 0; c < classes; ++c) {
@@ -162,8 +164,8 @@ void cross_entropy_backward_rows(const Operand& grad, const Operand& grad_loss, 
     const int64_t t = tgt[r];
     const double g = t == ignore ? 0.0 : static_cast<double>(at<T>(grad_loss, r * gstride)) * scale;
     for (int64_t c = 0; c < classes; ++c) {
-      const double v = cross_entropy_grad(g, static_cast<double>(at<T>(lp, base + c)), c == t,
-                                          smoothing, off);
+      const double v =
+          cross_entropy_grad(g, static_cast<double>(at<T>(lp, base + c)), c == t, smoothing, off);
       put<T>(grad, base + c, static_cast<compute_t<T>>(v));
     }
   }

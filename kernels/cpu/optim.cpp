@@ -52,9 +52,9 @@ void adam(const Operand& param, const Operand& grad, const Operand& m1, const Op
 
 }  // namespace
 
-void CpuBackend::sgd_step(const Operand& param, const Operand& grad, const Operand& buf,
-                          double lr, double momentum, double dampening, double weight_decay,
-                          bool nesterov, bool first_step) {
+void CpuBackend::sgd_step(const Operand& param, const Operand& grad, const Operand& buf, double lr,
+                          double momentum, double dampening, double weight_decay, bool nesterov,
+                          bool first_step) {
   dispatch_floating(param.dtype, [&](auto tag) {
     sgd<decltype(tag)>(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov,
                        first_step);

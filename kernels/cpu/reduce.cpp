@@ -76,8 +76,7 @@ struct FoldOp {
       return true;
     } else {
       A acc = init();
-      for (int64_t i = 0; i < n; ++i)
-        acc = combine(acc, convert(p[i]));
+      for (int64_t i = 0; i < n; ++i) acc = combine(acc, convert(p[i]));
       return acc;
     }
   }
@@ -116,14 +115,12 @@ template <Fold F, typename T>
 void fold_columns(const ReducePlan& plan, const char* base, int64_t r0, int64_t r1, int64_t w,
                   typename FoldOp<F, T>::A* acc) {
   using Op = FoldOp<F, T>;
-  for (int64_t c = 0; c < w; ++c)
-    acc[c] = Op::init();
+  for (int64_t c = 0; c < w; ++c) acc[c] = Op::init();
   const LoopNest<1> nest = LoopNest<1>::make({&plan.red});
   nest.run({const_cast<char*>(base)}, r0, r1, [&](auto p, auto s, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const T* row = reinterpret_cast<const T*>(p[0] + i * s[0]);
-      for (int64_t c = 0; c < w; ++c)
-        acc[c] = Op::combine(acc[c], Op::convert(row[c]));
+      for (int64_t c = 0; c < w; ++c) acc[c] = Op::combine(acc[c], Op::convert(row[c]));
     }
   });
 }
@@ -133,11 +130,9 @@ template <Fold F, typename T>
 void merge_columns(const typename FoldOp<F, T>::A* parts, int64_t num_chunks, int64_t w,
                    typename FoldOp<F, T>::A* acc) {
   using Op = FoldOp<F, T>;
-  for (int64_t c = 0; c < w; ++c)
-    acc[c] = Op::init();
+  for (int64_t c = 0; c < w; ++c) acc[c] = Op::init();
   for (int64_t k = 0; k < num_chunks; ++k) {
-    for (int64_t c = 0; c < w; ++c)
-      acc[c] = Op::combine(acc[c], parts[k * w + c]);
+    for (int64_t c = 0; c < w; ++c) acc[c] = Op::combine(acc[c], parts[k * w + c]);
   }
 }
 
@@ -181,8 +176,7 @@ void fold_column_tasks(const ReducePlan& plan, DType out_dtype, Finish finish) {
       merge_columns<F, T>(parts.get(), num_chunks, w, out_acc);
     }
     char* out = plan.output_of(j);
-    for (int64_t c = 0; c < w; ++c)
-      store_as(out + c * out_es, out_dtype, finish(out_acc[c]));
+    for (int64_t c = 0; c < w; ++c) store_as(out + c * out_es, out_dtype, finish(out_acc[c]));
   });
 }
 
@@ -313,8 +307,7 @@ ArgBest<compute_t<T>> arg_scan(const char* p, int64_t stride, int64_t begin, int
       constexpr int64_t kBlock = 32;
       for (; i + kBlock <= end; i += kBlock) {
         bool found = false;
-        for (int64_t l = 0; l < kBlock; ++l)
-          found |= to_acc<C>(q[i + l]) == best;
+        for (int64_t l = 0; l < kBlock; ++l) found |= to_acc<C>(q[i + l]) == best;
         if (found) break;
       }
     }
@@ -386,21 +379,15 @@ void CpuBackend::reduce(ReduceOp op, const Operand& out, const Operand& in) {
   dispatch_dtype(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case ReduceOp::Sum:
-        return run_fold<Fold::Sum, T>(plan, out.dtype, same);
+      case ReduceOp::Sum: return run_fold<Fold::Sum, T>(plan, out.dtype, same);
       case ReduceOp::Mean:
         return run_fold<Fold::Sum, T>(plan, out.dtype,
                                       [n](auto v) { return static_cast<double>(v) / n; });
-      case ReduceOp::Prod:
-        return run_fold<Fold::Prod, T>(plan, out.dtype, same);
-      case ReduceOp::Max:
-        return run_fold<Fold::Max, T>(plan, out.dtype, same);
-      case ReduceOp::Min:
-        return run_fold<Fold::Min, T>(plan, out.dtype, same);
-      case ReduceOp::Any:
-        return run_fold<Fold::Any, T>(plan, out.dtype, same);
-      case ReduceOp::All:
-        return run_fold<Fold::All, T>(plan, out.dtype, same);
+      case ReduceOp::Prod: return run_fold<Fold::Prod, T>(plan, out.dtype, same);
+      case ReduceOp::Max: return run_fold<Fold::Max, T>(plan, out.dtype, same);
+      case ReduceOp::Min: return run_fold<Fold::Min, T>(plan, out.dtype, same);
+      case ReduceOp::Any: return run_fold<Fold::Any, T>(plan, out.dtype, same);
+      case ReduceOp::All: return run_fold<Fold::All, T>(plan, out.dtype, same);
     }
   });
 }

@@ -55,8 +55,7 @@ void append_dim(const std::array<Operand*, K>& dst, int64_t size,
   if (size == 1) return;
   const int n = dst[0]->ndim;
   bool merge = n > 0;
-  for (size_t k = 0; k < K && merge; ++k)
-    merge = dst[k]->strides[n - 1] == strides[k] * size;
+  for (size_t k = 0; k < K && merge; ++k) merge = dst[k]->strides[n - 1] == strides[k] * size;
   for (size_t k = 0; k < K; ++k) {
     Operand& op = *dst[k];
     if (merge) {
@@ -140,13 +139,11 @@ inline ReduceSchedule schedule_for(int64_t num_outputs, int64_t reduce_numel) {
 template <typename Fn>
 void for_each_output(int64_t count, bool parallel, Fn&& fn) {
   if (!parallel) {
-    for (int64_t j = 0; j < count; ++j)
-      fn(j);
+    for (int64_t j = 0; j < count; ++j) fn(j);
     return;
   }
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < count; ++j)
-    fn(j);
+  for (int64_t j = 0; j < count; ++j) fn(j);
 }
 
 // Folds the `red` sub-tensor starting at `base` into a copy of `init` (Acc: row(p, stride_bytes,
@@ -178,8 +175,7 @@ Acc reduce_range(const Operand& red, const char* base, const Acc& init, bool chu
     fold(parts[static_cast<size_t>(c)], c * kReduceChunk, std::min(n, (c + 1) * kReduceChunk));
   }
   Acc acc = init;
-  for (const Acc& part : parts)
-    acc.merge(part);
+  for (const Acc& part : parts) acc.merge(part);
   return acc;
 }
 
@@ -196,14 +192,11 @@ double lane_sum(const T* p, int64_t n, F f) {
     L lanes[kLanes] = {};
     int64_t i = 0;
     for (; i + kLanes <= m; i += kLanes) {
-      for (int l = 0; l < kLanes; ++l)
-        lanes[l] += f(to_acc<L>(q[i + l]));
+      for (int l = 0; l < kLanes; ++l) lanes[l] += f(to_acc<L>(q[i + l]));
     }
     L s = 0;
-    for (int l = 0; l < kLanes; ++l)
-      s += lanes[l];
-    for (; i < m; ++i)
-      s += f(to_acc<L>(q[i]));
+    for (int l = 0; l < kLanes; ++l) s += lanes[l];
+    for (; i < m; ++i) s += f(to_acc<L>(q[i]));
     total += static_cast<double>(s);
   }
   return total;
@@ -214,18 +207,14 @@ template <bool kIsMax, typename C, typename T>
 C lane_extreme(const T* p, int64_t n, C init) {
   constexpr int kLanes = std::max(8, 128 / static_cast<int>(sizeof(C)));
   C lanes[kLanes];
-  for (int l = 0; l < kLanes; ++l)
-    lanes[l] = init;
+  for (int l = 0; l < kLanes; ++l) lanes[l] = init;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l)
-      lanes[l] = pick<kIsMax>(lanes[l], to_acc<C>(p[i + l]));
+    for (int l = 0; l < kLanes; ++l) lanes[l] = pick<kIsMax>(lanes[l], to_acc<C>(p[i + l]));
   }
   C acc = init;
-  for (int l = 0; l < kLanes; ++l)
-    acc = pick<kIsMax>(acc, lanes[l]);
-  for (; i < n; ++i)
-    acc = pick<kIsMax>(acc, to_acc<C>(p[i]));
+  for (int l = 0; l < kLanes; ++l) acc = pick<kIsMax>(acc, lanes[l]);
+  for (; i < n; ++i) acc = pick<kIsMax>(acc, to_acc<C>(p[i]));
   return acc;
 }
 

@@ -87,8 +87,7 @@ RowGeometry<K> make_rows(const std::array<const Operand*, K>& ops, int dim) {
   for (int d = 0; d < ops[0]->ndim; ++d) {
     if (d == dim) continue;
     std::array<int64_t, K> strides;
-    for (size_t k = 0; k < K; ++k)
-      strides[k] = ops[k]->strides[d];
+    for (size_t k = 0; k < K; ++k) strides[k] = ops[k]->strides[d];
     append_dim<K>(rest, ops[0]->sizes[d], strides);
     g.num_rows *= ops[0]->sizes[d];
   }
@@ -150,8 +149,7 @@ void softmax_columns(const T* x, T* y, int64_t sx, int64_t sy, int64_t n, int64_
     sum[c] = T(0);
   }
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t c = 0; c < w; ++c)
-      top[c] = pick<true>(top[c], x[i * sx + c]);
+    for (int64_t c = 0; c < w; ++c) top[c] = pick<true>(top[c], x[i * sx + c]);
   }
   Map<T> tops(top, w), sums(sum, w);
   for (int64_t i = 0; i < n; ++i) {
@@ -161,12 +159,10 @@ void softmax_columns(const T* x, T* y, int64_t sx, int64_t sy, int64_t n, int64_
   }
   if (!log) {
     sums = sums.inverse();
-    for (int64_t i = 0; i < n; ++i)
-      Map<T>(y + i * sy, w) *= sums;
+    for (int64_t i = 0; i < n; ++i) Map<T>(y + i * sy, w) *= sums;
   } else {
     tops += sums.log();
-    for (int64_t i = 0; i < n; ++i)
-      Map<T>(y + i * sy, w) = ConstMap<T>(x + i * sx, w) - tops;
+    for (int64_t i = 0; i < n; ++i) Map<T>(y + i * sy, w) = ConstMap<T>(x + i * sx, w) - tops;
   }
 }
 
@@ -217,11 +213,9 @@ void softmax_strided(const RowGeometry<2>& g, bool log) {
     char* y = g.row_bytes(0, j);
     const char* x = g.row_bytes(1, j);
     C top = extreme_identity<true, C>();
-    for (int64_t i = 0; i < n; ++i)
-      top = pick<true>(top, load_as<C>(x + i * sx, in_dtype));
+    for (int64_t i = 0; i < n; ++i) top = pick<true>(top, load_as<C>(x + i * sx, in_dtype));
     double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-      sum += std::exp(load_as<C>(x + i * sx, in_dtype) - top);
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(load_as<C>(x + i * sx, in_dtype) - top);
     const C inv = static_cast<C>(1.0 / sum);
     const C shift = static_cast<C>(static_cast<double>(top) + std::log(sum));
     for (int64_t i = 0; i < n; ++i) {

@@ -126,8 +126,8 @@ void CudaBackend::fill(const Operand& out, double value) {
   const auto es = static_cast<int64_t>(element_size(out.dtype));
   const std::array<const Operand*, 1> ops = {&out};
   if (bits == 0 && all_contiguous<1>(make_indexer<1>(ops), ops)) {
-    MEMGRAD_CUDA_CHECK(cudaMemsetAsync(out.data, 0, static_cast<size_t>(n * es),
-                                       current_cuda_stream(device_)));
+    MEMGRAD_CUDA_CHECK(
+        cudaMemsetAsync(out.data, 0, static_cast<size_t>(n * es), current_cuda_stream(device_)));
     return;
   }
   switch (es) {

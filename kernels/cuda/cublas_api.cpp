@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-
 // A cuBLAS function's exported name: cublas_v2.h maps most names to a "_v2" symbol with a macro,
 // so the name is expanded before it is turned into a string.
 #define MEMGRAD_SYMBOL_NAME(name) MEMGRAD_SYMBOL_STRING(name)
@@ -26,7 +25,8 @@ void* open_library() {
   void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
 #ifdef MEMGRAD_CUDA_LIBDIR
   if (handle == nullptr) {
-    handle = dlopen((std::string(MEMGRAD_CUDA_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+    handle =
+        dlopen((std::string(MEMGRAD_CUDA_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
   }
 #endif
   if (handle == nullptr) {
@@ -73,12 +73,12 @@ bool cublas_loaded() { return g_loaded.load(); }
 
 void check_cublas(int status, std::string_view call, std::string_view context,
                   std::source_location where) {
-  if (status == CUBLAS_STATUS_SUCCESS) [[likely]] return;
+  if (status == CUBLAS_STATUS_SUCCESS) [[likely]]
+    return;
   const auto s = static_cast<cublasStatus_t>(status);
   const CublasApi& api = cublas_api();  // a status implies cuBLAS is loaded
-  std::string message = fmt::format("[cuda] {} failed: {} ({}) at {}:{}", call,
-                                    api.status_name(s), api.status_string(s), where.file_name(),
-                                    where.line());
+  std::string message = fmt::format("[cuda] {} failed: {} ({}) at {}:{}", call, api.status_name(s),
+                                    api.status_string(s), where.file_name(), where.line());
   if (!context.empty()) message += fmt::format("; {}", context);
   throw CudaError(std::move(message), std::string(call), status);
 }

@@ -20,10 +20,10 @@ namespace memgrad::kernels::cuda {
 
 // What a program may want to know about a GPU (cudaGetDeviceProperties).
 struct DeviceProperties {
-  std::string name;                  // e.g. "NVIDIA H100 80GB HBM3"
-  size_t total_memory = 0;           // bytes
+  std::string name;         // e.g. "NVIDIA H100 80GB HBM3"
+  size_t total_memory = 0;  // bytes
   int multi_processor_count = 0;
-  int major = 0, minor = 0;          // compute capability (9.0 for Hopper)
+  int major = 0, minor = 0;  // compute capability (9.0 for Hopper)
   size_t l2_cache_bytes = 0;
 };
 
@@ -57,10 +57,9 @@ class CudaBackend final : public KernelBackend {
                            double exponent) override;
   void clamp(const Operand& out, const Operand& in, double min, double max, bool has_min,
              bool has_max) override;
-  void clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x,
-                      double min, double max, bool has_min, bool has_max) override;
-  void where(const Operand& out, const Operand& cond, const Operand& a,
-             const Operand& b) override;
+  void clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x, double min,
+                      double max, bool has_min, bool has_max) override;
+  void where(const Operand& out, const Operand& cond, const Operand& a, const Operand& b) override;
 
   // copy.cu
   void fill(const Operand& out, double value) override;
@@ -85,8 +84,7 @@ class CudaBackend final : public KernelBackend {
   // index.cu
   IndexCheck index_select(const Operand& out, const Operand& in, const Operand& index,
                           int dim) override;
-  IndexCheck gather(const Operand& out, const Operand& in, const Operand& index,
-                    int dim) override;
+  IndexCheck gather(const Operand& out, const Operand& in, const Operand& index, int dim) override;
   IndexCheck scatter_add(const Operand& self, const Operand& index, const Operand& src,
                          int dim) override;
   IndexCheck index_add(const Operand& self, const Operand& index, const Operand& src,
@@ -95,10 +93,8 @@ class CudaBackend final : public KernelBackend {
   IndexCheck one_hot(const Operand& out, const Operand& labels) override;
 
   // random.cu
-  void uniform(const Operand& out, uint64_t seed, uint64_t offset, double from,
-               double to) override;
-  void normal(const Operand& out, uint64_t seed, uint64_t offset, double mean,
-              double std) override;
+  void uniform(const Operand& out, uint64_t seed, uint64_t offset, double from, double to) override;
+  void normal(const Operand& out, uint64_t seed, uint64_t offset, double mean, double std) override;
   void randint(const Operand& out, uint64_t seed, uint64_t offset, int64_t low,
                int64_t high) override;
   void bernoulli(const Operand& out, uint64_t seed, uint64_t offset, double p) override;
@@ -114,8 +110,8 @@ class CudaBackend final : public KernelBackend {
   IndexCheck cross_entropy(const Operand& loss, const Operand& log_probs, const Operand& logits,
                            const Operand& target, int64_t ignore_index, double smoothing) override;
   void cross_entropy_backward(const Operand& grad_logits, const Operand& grad_loss,
-                              const Operand& log_probs, const Operand& target,
-                              int64_t ignore_index, double smoothing, double scale) override;
+                              const Operand& log_probs, const Operand& target, int64_t ignore_index,
+                              double smoothing, double scale) override;
 
   // optim.cu
   void sgd_step(const Operand& param, const Operand& grad, const Operand& momentum_buffer,

@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include "kernels/cuda/cublas_api.h"
-#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_handles.h"
 
 namespace memgrad::kernels::cuda {
@@ -99,9 +98,9 @@ Registry& registry() {
 
 DeviceState& state(int device) {
   if (device < 0 || device >= kMaxDevices) {
-    throw CudaError(fmt::format("[cuda] device index {} out of range (at most {})", device,
-                                kMaxDevices - 1),
-                    "device", static_cast<int>(cudaErrorInvalidDevice));
+    throw CudaError(
+        fmt::format("[cuda] device index {} out of range (at most {})", device, kMaxDevices - 1),
+        "device", static_cast<int>(cudaErrorInvalidDevice));
   }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -218,8 +217,7 @@ void synchronize_stream(int device, StreamId stream) {
   MEMGRAD_CUDA_CHECK(cudaStreamSynchronize(stream_handle(device, stream)));
 }
 
-void copy_bytes(int device, void* dst, const void* src, size_t nbytes, CopyKind kind,
-                bool async) {
+void copy_bytes(int device, void* dst, const void* src, size_t nbytes, CopyKind kind, bool async) {
   if (nbytes == 0) return;
   DeviceGuard guard(device);
   cudaStream_t stream = current_cuda_stream(device);

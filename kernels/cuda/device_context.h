@@ -46,8 +46,8 @@ StreamId host_stream_key(int device, StreamId stream);
 // allocator; nullptr: cuBLAS keeps its own, outside the statistics). Workspaces already taken
 // are returned to the allocator they came from (after waiting for the device).
 void set_workspace_allocator(int device, PolicyAllocator* allocator);
-// Returns every cuBLAS workspace of `device` to its allocator (torch._C._cuda_clearCublasWorkspaces):
-// the next GEMM on a stream takes a new one.
+// Returns every cuBLAS workspace of `device` to its allocator
+// (torch._C._cuda_clearCublasWorkspaces): the next GEMM on a stream takes a new one.
 void clear_cublas_workspaces(int device);
 // Bytes of one cuBLAS workspace on `device`: CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" pairs)
 // when set, else PyTorch's default: 4096 KiB x 8 on Hopper and newer, 4096 KiB x 2 + 16 KiB x 8

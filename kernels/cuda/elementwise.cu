@@ -51,14 +51,18 @@ struct UnaryFn {
   using traits = Arithmetic;
   UnaryOp op;
   template <typename C>
-  __device__ C operator()(const C (&v)[1]) const { return unary_value(op, v[0]); }
+  __device__ C operator()(const C (&v)[1]) const {
+    return unary_value(op, v[0]);
+  }
 };
 
 struct UnaryGradFn {  // (grad_out, saved)
   using traits = FloatingOnly;
   UnaryOp op;
   template <typename C>
-  __device__ C operator()(const C (&v)[2]) const { return unary_grad(op, v[0], v[1]); }
+  __device__ C operator()(const C (&v)[2]) const {
+    return unary_grad(op, v[0], v[1]);
+  }
 };
 
 struct BinaryFn {
@@ -115,7 +119,9 @@ struct ClampGradFn {  // (grad_out, x)
 struct WhereFn {  // (cond, a, b)
   using traits = AnyCompute;
   template <typename C>
-  __device__ C operator()(const C (&v)[3]) const { return where_value(v[0], v[1], v[2]); }
+  __device__ C operator()(const C (&v)[3]) const {
+    return where_value(v[0], v[1], v[2]);
+  }
 };
 
 // ---- kernels section: loops ----
@@ -195,15 +201,12 @@ void launch_strided(int device, const char* name, const std::array<const Operand
   check_launch(name, ops);
 }
 
-bool aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // The contiguous path when every operand is contiguous, else the strided one. Inputs have
 // storage type T, the output R; computes in C.
 template <int N, typename T, typename R, typename C, typename F>
-void launch_map(int device, const char* name, const std::array<const Operand*, N + 1>& ops,
-                F f) {
+void launch_map(int device, const char* name, const std::array<const Operand*, N + 1>& ops, F f) {
   const int64_t n = ops[0]->numel();
   if (n == 0) return;
   if (!all_contiguous<N + 1>(make_indexer<N + 1>(ops), ops)) {
@@ -217,9 +220,9 @@ void launch_map(int device, const char* name, const std::array<const Operand*, N
     in.p[k] = static_cast<const T*>(ops[k + 1]->data);
     vectorized = vectorized && aligned(in.p[k], sizeof(T) * V);
   }
-  contiguous_kernel<N, T, R, C><<<grid_for((n + V - 1) / V), kBlockThreads, 0,
-                                  current_cuda_stream(device)>>>(static_cast<R*>(ops[0]->data),
-                                                                 in, n, vectorized, f);
+  contiguous_kernel<N, T, R, C>
+      <<<grid_for((n + V - 1) / V), kBlockThreads, 0, current_cuda_stream(device)>>>(
+          static_cast<R*>(ops[0]->data), in, n, vectorized, f);
   check_launch(name, ops);
 }
 
@@ -237,8 +240,7 @@ void dispatch_compute(DType c, Fn&& fn) {
 // Runs f over ops computing in dtype c: the contiguous path when the inputs share a storage
 // dtype T (not bool) whose compute dtype is c and the output is T or bool, else strided.
 template <int N, typename F>
-void run(int device, const char* name, const std::array<const Operand*, N + 1>& ops, DType c,
-         F f) {
+void run(int device, const char* name, const std::array<const Operand*, N + 1>& ops, DType c, F f) {
   const DType t = ops[1]->dtype;
   bool uniform = t != DType::Bool && compute_dtype(t) == c &&
                  (ops[0]->dtype == t || ops[0]->dtype == DType::Bool);
@@ -308,16 +310,15 @@ void CudaBackend::pow_scalar_backward(const Operand& grad_in, const Operand& gra
          floating_compute_dtype(grad_in.dtype), PowGradFn{exponent});
 }
 
-void CudaBackend::clamp(const Operand& out, const Operand& in, double min, double max,
-                        bool has_min, bool has_max) {
+void CudaBackend::clamp(const Operand& out, const Operand& in, double min, double max, bool has_min,
+                        bool has_max) {
   DeviceGuard guard(device_);
   const DType c = is_floating(out.dtype) ? floating_compute_dtype(out.dtype) : DType::Float64;
   run<1>(device_, "clamp_kernel", {&out, &in}, c, ClampFn{min, max, has_min, has_max});
 }
 
-void CudaBackend::clamp_backward(const Operand& grad_in, const Operand& grad_out,
-                                 const Operand& x, double min, double max, bool has_min,
-                                 bool has_max) {
+void CudaBackend::clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x,
+                                 double min, double max, bool has_min, bool has_max) {
   DeviceGuard guard(device_);
   run<2>(device_, "clamp_backward_kernel", {&grad_in, &grad_out, &x},
          floating_compute_dtype(grad_in.dtype), ClampGradFn{min, max, has_min, has_max});

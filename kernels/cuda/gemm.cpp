@@ -23,9 +23,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cublas_api.h"
-#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_handles.h"
 
 namespace memgrad::kernels::cuda {
@@ -107,8 +106,10 @@ void CudaBackend::gemm(const GemmArgs& args) {
   c.sizes[0] = g.batch, c.sizes[1] = g.m, c.sizes[2] = g.n;
   c.strides[0] = g.batch_stride_c, c.strides[1] = g.ldc, c.strides[2] = 1;
   if (g.k == 0) {
-    if (g.beta == 0.0) fill(c, 0.0);
-    else binary_scalar(BinaryOp::Mul, c, c, g.beta, false);
+    if (g.beta == 0.0)
+      fill(c, 0.0);
+    else
+      binary_scalar(BinaryOp::Mul, c, c, g.beta, false);
     return;
   }
   const BlasTypes types = blas_types(g.dtype);
@@ -126,12 +127,12 @@ void CudaBackend::gemm(const GemmArgs& args) {
                                       types.data, g.ldc, types.compute, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx_64", shapes(g));
   } else {
-    check_cublas(cublas_api().gemm_strided_batched_ex(
-                     session.handle(), b.op, a.op, g.n, g.m, g.k, alpha, b.data, types.data, b.ld,
-                     b.batch_stride, a.data, types.data, a.ld, a.batch_stride, beta, g.c,
-                     types.data, g.ldc, g.batch_stride_c, g.batch, types.compute,
-                     CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmStridedBatchedEx_64", shapes(g));
+    check_cublas(
+        cublas_api().gemm_strided_batched_ex(
+            session.handle(), b.op, a.op, g.n, g.m, g.k, alpha, b.data, types.data, b.ld,
+            b.batch_stride, a.data, types.data, a.ld, a.batch_stride, beta, g.c, types.data, g.ldc,
+            g.batch_stride_c, g.batch, types.compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx_64", shapes(g));
   }
 }
 

@@ -9,10 +9,10 @@
 // gather and scatter_add walk the index with an Indexer together with "restrided" operands (the
 // index's sizes, stride 0 along `dim`), adding index x stride along `dim` (PyTorch's restride
 // trick, kernels/operand_layout.h); index_select and index_add decompose the flat position into
-// coordinates and replace the one along `dim`. Copies move raw element bytes; scatter_add and index_add accumulate with
-// atomics (float16 with the sm_70+ __half atomicAdd), so with duplicate indices the order of
-// floating additions, and the rounding, can differ from run to run (as in PyTorch on CUDA).
-// 256-thread blocks, grid-stride loops, on the current stream.
+// coordinates and replace the one along `dim`. Copies move raw element bytes; scatter_add and
+// index_add accumulate with atomics (float16 with the sm_70+ __half atomicAdd), so with duplicate
+// indices the order of floating additions, and the rounding, can differ from run to run (as in
+// PyTorch on CUDA). 256-thread blocks, grid-stride loops, on the current stream.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <climits>
@@ -30,8 +30,8 @@ namespace {
 struct SliceWalk {
   int ndim = 0;
   int dim = 0;
-  int64_t sizes[kMaxDims] = {};        // of the walked operand
-  int64_t walk_strides[kMaxDims] = {};  // bytes, of the walked operand
+  int64_t sizes[kMaxDims] = {};          // of the walked operand
+  int64_t walk_strides[kMaxDims] = {};   // bytes, of the walked operand
   int64_t other_strides[kMaxDims] = {};  // bytes, of the operand addressed through the index
   const int64_t* index = nullptr;
   int64_t index_stride = 0;  // elements (0 for a 0-d index)
@@ -53,8 +53,7 @@ struct SliceWalk {
 // Lowers *first_bad to the first flat position whose value is outside [0, limit) (and is not
 // `ignore` when use_ignore).
 __global__ void index_check_kernel(Indexer<1> ix, const char* index, int64_t n, int64_t limit,
-                                   bool use_ignore, int64_t ignore,
-                                   unsigned long long* first_bad) {
+                                   bool use_ignore, int64_t ignore, unsigned long long* first_bad) {
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     int64_t off[1];
     ix.offsets(i, off);
@@ -127,8 +126,7 @@ __global__ void index_add_kernel(SliceWalk w, char* self, const char* src, DType
 }
 
 template <typename U>
-__global__ void masked_fill_kernel(Indexer<2> ix, char* self, const char* mask, U bits,
-                                   int64_t n) {
+__global__ void masked_fill_kernel(Indexer<2> ix, char* self, const char* mask, U bits, int64_t n) {
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     int64_t off[2];
     ix.offsets(i, off);
@@ -187,8 +185,8 @@ IndexCheck check_index_range(int device, const Operand& index, int64_t limit,
   IndexCheckWord w = index_check_word(device);
   MEMGRAD_CUDA_CHECK(cudaMemsetAsync(w.word, 0xff, sizeof(unsigned long long), stream));
   index_check_kernel<<<grid_for(n), kBlockThreads, 0, stream>>>(
-      make_indexer<1>({&index}), static_cast<const char*>(index.data), n, limit,
-      ignore != nullptr, ignore != nullptr ? *ignore : 0, w.word);
+      make_indexer<1>({&index}), static_cast<const char*>(index.data), n, limit, ignore != nullptr,
+      ignore != nullptr ? *ignore : 0, w.word);
   check_launch("index_check_kernel", {&index});
   unsigned long long first = 0;
   MEMGRAD_CUDA_CHECK(cudaMemcpyAsync(&first, w.word, sizeof first, cudaMemcpyDeviceToHost, stream));

@@ -80,23 +80,16 @@ void check(ncclResult_t result, const char* call) {
 
 ncclDataType_t to_nccl(NcclDType type) {
   switch (type) {
-    case NcclDType::Float32:
-      return ncclFloat32;
-    case NcclDType::Float64:
-      return ncclFloat64;
-    case NcclDType::Float16:
-      return ncclFloat16;
-    case NcclDType::Int64:
-      return ncclInt64;
-    case NcclDType::Byte:
-      return ncclUint8;
+    case NcclDType::Float32: return ncclFloat32;
+    case NcclDType::Float64: return ncclFloat64;
+    case NcclDType::Float16: return ncclFloat16;
+    case NcclDType::Int64: return ncclInt64;
+    case NcclDType::Byte: return ncclUint8;
   }
   return ncclUint8;
 }
 
-ncclComm_t comm_of(void* comm) {
-  return static_cast<ncclComm_t>(comm);
-}
+ncclComm_t comm_of(void* comm) { return static_cast<ncclComm_t>(comm); }
 
 }  // namespace
 

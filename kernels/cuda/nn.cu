@@ -98,10 +98,9 @@ __global__ void layer_norm_kernel(LayerNormArgs a) {
     T* yr = static_cast<T*>(a.y) + r * a.n;
     for (int64_t i = lane; i < a.n; i += G) {
       const double xhat = layer_norm_xhat(to_compute<double>(xr[i]), mu, inv);
-      yr[i] = from_compute<T>(layer_norm_value<C>(xhat, w != nullptr,
-                                                  w != nullptr ? to_compute<C>(w[i]) : C(0),
-                                                  b != nullptr,
-                                                  b != nullptr ? to_compute<C>(b[i]) : C(0)));
+      yr[i] = from_compute<T>(
+          layer_norm_value<C>(xhat, w != nullptr, w != nullptr ? to_compute<C>(w[i]) : C(0),
+                              b != nullptr, b != nullptr ? to_compute<C>(b[i]) : C(0)));
     }
   });
 }
@@ -238,8 +237,8 @@ void CudaBackend::layer_norm(const Operand& y, const Operand& mean, const Operan
                              int64_t rows, int64_t n, double eps) {
   if (rows == 0 || n == 0) return;
   DeviceGuard guard(device_);
-  const LayerNormArgs args{y.data, mean.data, rstd.data, x.data, weight.data, bias.data,
-                           rows, n, eps};
+  const LayerNormArgs args{y.data,    mean.data, rstd.data, x.data, weight.data,
+                           bias.data, rows,      n,         eps};
   cudaStream_t stream = current_cuda_stream(device_);
   dispatch_floating(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -260,8 +259,8 @@ void CudaBackend::layer_norm_backward(const Operand& dx, const Operand& dweight,
                                       const Operand& weight, int64_t rows, int64_t n) {
   if (rows == 0 || n == 0) return;
   DeviceGuard guard(device_);
-  const LayerNormGradArgs args{dx.data, dweight.data, dbias.data, dy.data, x.data,
-                               mean.data, rstd.data, weight.data, rows, n};
+  const LayerNormGradArgs args{dx.data,   dweight.data, dbias.data,  dy.data, x.data,
+                               mean.data, rstd.data,    weight.data, rows,    n};
   cudaStream_t stream = current_cuda_stream(device_);
   const bool want_columns = dweight.data != nullptr || dbias.data != nullptr;
   const dim3 column_block(kColumnBlockX, kColumnBlockY);
@@ -273,13 +272,15 @@ void CudaBackend::layer_norm_backward(const Operand& dx, const Operand& dweight,
         launch_rows(rows, n, stream, layer_norm_dx_kernel<32, T, double>,
                     layer_norm_dx_kernel<kBlockThreads, T, double>, args);
       }
-      if (want_columns) layer_norm_dweight_kernel<T, double><<<column_grid, column_block, 0, stream>>>(args);
+      if (want_columns)
+        layer_norm_dweight_kernel<T, double><<<column_grid, column_block, 0, stream>>>(args);
     } else {
       if (dx.data != nullptr) {
         launch_rows(rows, n, stream, layer_norm_dx_kernel<32, T, float>,
                     layer_norm_dx_kernel<kBlockThreads, T, float>, args);
       }
-      if (want_columns) layer_norm_dweight_kernel<T, float><<<column_grid, column_block, 0, stream>>>(args);
+      if (want_columns)
+        layer_norm_dweight_kernel<T, float><<<column_grid, column_block, 0, stream>>>(args);
     }
   });
   check_launch("layer_norm_backward_kernel", {&dx, &dy, &x, &mean, &rstd});
@@ -292,9 +293,9 @@ IndexCheck CudaBackend::cross_entropy(const Operand& loss, const Operand& log_pr
   const int64_t rows = logits.sizes[0], classes = logits.sizes[1];
   const IndexCheck check = check_index_range(device_, target, classes, &ignore_index);
   if (!check.ok || rows == 0) return check;
-  const CrossEntropyArgs args{loss.data, log_probs.data, logits.data,
-                              static_cast<const int64_t*>(target.data), rows, classes,
-                              ignore_index, smoothing};
+  const CrossEntropyArgs args{
+      loss.data, log_probs.data, logits.data,  static_cast<const int64_t*>(target.data),
+      rows,      classes,        ignore_index, smoothing};
   cudaStream_t stream = current_cuda_stream(device_);
   dispatch_floating(logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -26,8 +26,7 @@ __global__ void sgd_kernel(T* param, const T* grad, T* buf, int64_t n, SgdConsta
 
 // param, exp_avg (m1) and exp_avg_sq (m2) after one Adam step (optim_formulas.h).
 template <typename T, typename C>
-__global__ void adam_kernel(T* param, const T* grad, T* m1, T* m2, int64_t n,
-                            AdamConstants<C> a) {
+__global__ void adam_kernel(T* param, const T* grad, T* m1, T* m2, int64_t n, AdamConstants<C> a) {
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     adam_step_element(a, param, grad, m1, m2, i);
   }
@@ -37,9 +36,9 @@ __global__ void adam_kernel(T* param, const T* grad, T* m1, T* m2, int64_t n,
 
 // ---- launchers section (the entry points) ----
 
-void CudaBackend::sgd_step(const Operand& param, const Operand& grad, const Operand& buf,
-                           double lr, double momentum, double dampening, double weight_decay,
-                           bool nesterov, bool first_step) {
+void CudaBackend::sgd_step(const Operand& param, const Operand& grad, const Operand& buf, double lr,
+                           double momentum, double dampening, double weight_decay, bool nesterov,
+                           bool first_step) {
   const int64_t n = param.numel();
   if (n == 0) return;
   DeviceGuard guard(device_);
@@ -49,8 +48,8 @@ void CudaBackend::sgd_step(const Operand& param, const Operand& grad, const Oper
     const SgdConstants<C> a =
         sgd_constants<C>(lr, momentum, dampening, weight_decay, nesterov, first_step);
     sgd_kernel<T, C><<<grid_for(n), kBlockThreads, 0, current_cuda_stream(device_)>>>(
-        static_cast<T*>(param.data), static_cast<const T*>(grad.data), static_cast<T*>(buf.data),
-        n, a);
+        static_cast<T*>(param.data), static_cast<const T*>(grad.data), static_cast<T*>(buf.data), n,
+        a);
   });
   check_launch("sgd_kernel", {&param, &grad, &buf});
 }

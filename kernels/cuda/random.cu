@@ -43,8 +43,8 @@ __device__ __forceinline__ void store_double(T* out, int64_t i, double v) {
 template <Draw D, typename T>
 __device__ __forceinline__ double draw_value(const Philox4& r, int j, const DrawArgs& args) {
   if constexpr (D == Draw::Uniform) {
-    return uniform_draw(
-        r.w[j], uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, __half>), args.a, args.b);
+    return uniform_draw(r.w[j], uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, __half>),
+                        args.a, args.b);
   } else if constexpr (D == Draw::Normal) {
     return normal_draw(r, j, args.a, args.b);
   } else if constexpr (D == Draw::Randint) {
@@ -70,8 +70,8 @@ __global__ void random_kernel(T* out, int64_t numel, uint64_t seed, uint64_t off
 // ---- launchers section ----
 
 template <Draw D>
-void launch_random(int device, const char* name, const Operand& out, uint64_t seed,
-                   uint64_t offset, const DrawArgs& args) {
+void launch_random(int device, const char* name, const Operand& out, uint64_t seed, uint64_t offset,
+                   const DrawArgs& args) {
   const int64_t numel = out.numel();
   if (numel == 0) return;
   DeviceGuard guard(device);
@@ -79,8 +79,8 @@ void launch_random(int device, const char* name, const Operand& out, uint64_t se
   const unsigned grid = grid_for((numel + 3) / 4);
   dispatch_storage(out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    random_kernel<D, T><<<grid, kBlockThreads, 0, stream>>>(static_cast<T*>(out.data), numel, seed,
-                                                            offset, args);
+    random_kernel<D, T>
+        <<<grid, kBlockThreads, 0, stream>>>(static_cast<T*>(out.data), numel, seed, offset, args);
   });
   check_launch(name, {&out});
 }

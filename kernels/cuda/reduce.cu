@@ -80,8 +80,10 @@ template <Fold F, typename A>
 struct FoldAcc {
   __device__ A init() const { return fold_identity<F, A>(); }
   __device__ A element(const char* p, DType dtype, int64_t) const {
-    if constexpr (F == Fold::Any || F == Fold::All) return load_as<double>(p, dtype) != 0.0;
-    else return load_as<A>(p, dtype);
+    if constexpr (F == Fold::Any || F == Fold::All)
+      return load_as<double>(p, dtype) != 0.0;
+    else
+      return load_as<A>(p, dtype);
   }
   __device__ A combine(A a, A b) const { return fold_combine<F>(a, b); }
 };
@@ -297,9 +299,8 @@ ReduceGeometry make_geometry(const Operand& out, const Operand& in, const Operan
     }
   }
   // Largest stride outermost, so the innermost reduced index walks memory in order.
-  std::stable_sort(reduced, reduced + num_reduced, [&](int a, int b) {
-    return std::abs(in.strides[a]) > std::abs(in.strides[b]);
-  });
+  std::stable_sort(reduced, reduced + num_reduced,
+                   [&](int a, int b) { return std::abs(in.strides[a]) > std::abs(in.strides[b]); });
   for (int i = 0; i < num_reduced; ++i) {
     const int d = reduced[i];
     const int n = g.red_ndim;
@@ -318,8 +319,8 @@ ReduceGeometry make_geometry(const Operand& out, const Operand& in, const Operan
 // Threads per output for this geometry (see the file comment).
 int group_size(const ReduceGeometry& g) {
   const int k = g.kept_ndim;
-  const bool columns = k > 0 && g.red_ndim > 0 && g.kept_in[k - 1] == 1 &&
-                       g.kept_out[k - 1] == 1 && g.red_strides[g.red_ndim - 1] != 1;
+  const bool columns = k > 0 && g.red_ndim > 0 && g.kept_in[k - 1] == 1 && g.kept_out[k - 1] == 1 &&
+                       g.red_strides[g.red_ndim - 1] != 1;
   if (g.num_outputs >= 1024 && (columns || g.reduce_numel <= 16)) return 1;
   if (g.reduce_numel >= 8192 || g.num_outputs < 128) return kBlockThreads;
   return 32;
@@ -331,12 +332,10 @@ void launch_reduce(int device, const char* name, const ReduceGeometry& g, const 
   if (g.num_outputs == 0) return;
   cudaStream_t stream = current_cuda_stream(device);
   switch (group_size(g)) {
-    case 1:
-      reduce_kernel<1><<<grid_for(g.num_outputs), kBlockThreads, 0, stream>>>(g, op);
-      break;
+    case 1: reduce_kernel<1><<<grid_for(g.num_outputs), kBlockThreads, 0, stream>>>(g, op); break;
     case 32:
-      reduce_kernel<32><<<grid_for(g.num_outputs, kBlockThreads / 32), kBlockThreads, 0, stream>>>(
-          g, op);
+      reduce_kernel<32>
+          <<<grid_for(g.num_outputs, kBlockThreads / 32), kBlockThreads, 0, stream>>>(g, op);
       break;
     default:
       reduce_kernel<kBlockThreads><<<grid_for(g.num_outputs, 1), kBlockThreads, 0, stream>>>(g, op);
@@ -351,12 +350,17 @@ void launch_fold(int device, const ReduceGeometry& g, bool mean, const Operand& 
   const char* name = "reduce_kernel";
   const bool integral = !is_floating(in.dtype);
   if constexpr (F == Fold::Sum || F == Fold::Prod) {
-    if (integral) launch_reduce(device, name, g, FoldOp<F, int64_t>{mean}, {&out, &in});
-    else launch_reduce(device, name, g, FoldOp<F, double>{mean}, {&out, &in});
+    if (integral)
+      launch_reduce(device, name, g, FoldOp<F, int64_t>{mean}, {&out, &in});
+    else
+      launch_reduce(device, name, g, FoldOp<F, double>{mean}, {&out, &in});
   } else if constexpr (F == Fold::Max || F == Fold::Min) {
-    if (integral) launch_reduce(device, name, g, FoldOp<F, int64_t>{false}, {&out, &in});
-    else if (in.dtype == DType::Float64) launch_reduce(device, name, g, FoldOp<F, double>{false}, {&out, &in});
-    else launch_reduce(device, name, g, FoldOp<F, float>{false}, {&out, &in});
+    if (integral)
+      launch_reduce(device, name, g, FoldOp<F, int64_t>{false}, {&out, &in});
+    else if (in.dtype == DType::Float64)
+      launch_reduce(device, name, g, FoldOp<F, double>{false}, {&out, &in});
+    else
+      launch_reduce(device, name, g, FoldOp<F, float>{false}, {&out, &in});
   } else {
     launch_reduce(device, name, g, FoldOp<F, bool>{false}, {&out, &in});
   }

@@ -77,7 +77,7 @@ struct MaxSum {
 template <typename C>
 __device__ __forceinline__ MaxSum<C> online_add(MaxSum<C> st, C x) {
   constexpr C kInf = std::numeric_limits<C>::infinity();
-  if (x == -kInf) return st;  // contributes exp(-inf) = 0
+  if (x == -kInf) return st;             // contributes exp(-inf) = 0
   if (x == kInf) return {kInf, C(NAN)};  // the CPU's sum has exp(inf - inf) = NaN
   if (x > st.max) return {x, st.sum * std::exp(st.max - x) + C(1)};
   return {st.max, st.sum + std::exp(x - st.max)};  // a NaN x makes the sum NaN
@@ -140,7 +140,8 @@ __global__ void softmax_block_kernel(RowGeometry<2> g, bool log) {
     for (int64_t i = threadIdx.x; i < g.length; i += blockDim.x) {
       st = online_add(st, g.template load<C>(base[1], 1, i));
     }
-    st = group_reduce<kBlockThreads>(st, [](MaxSum<C> a, MaxSum<C> b) { return online_merge(a, b); });
+    st = group_reduce<kBlockThreads>(st,
+                                     [](MaxSum<C> a, MaxSum<C> b) { return online_merge(a, b); });
     const C shift = st.max + std::log(st.sum), inv = C(1) / st.sum;
     for (int64_t i = threadIdx.x; i < g.length; i += blockDim.x) {
       const C x = g.template load<C>(base[1], 1, i);
@@ -218,7 +219,8 @@ RowGeometry<K> make_rows(const std::array<const Operand*, K>& ops, int dim) {
     if (size == 1) continue;
     const int n = g.rest_ndim;
     bool merge = n > 0;
-    for (int k = 0; k < K && merge; ++k) merge = g.rest_strides[k][n - 1] == ops[k]->strides[d] * size;
+    for (int k = 0; k < K && merge; ++k)
+      merge = g.rest_strides[k][n - 1] == ops[k]->strides[d] * size;
     const int slot = merge ? n - 1 : n;
     g.rest_sizes[slot] = merge ? g.rest_sizes[slot] * size : size;
     for (int k = 0; k < K; ++k) g.rest_strides[k][slot] = ops[k]->strides[d];
@@ -248,11 +250,15 @@ void CudaBackend::softmax(const Operand& out, const Operand& in, int dim, bool l
   const bool warp = g.length <= kWarpRowLimit;
   const unsigned grid = warp ? grid_for(g.num_rows, kBlockThreads / 32) : grid_for(g.num_rows, 1);
   if (needs_double<2>(ops)) {
-    if (warp) softmax_warp_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
-    else softmax_block_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    if (warp)
+      softmax_warp_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    else
+      softmax_block_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
   } else {
-    if (warp) softmax_warp_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
-    else softmax_block_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    if (warp)
+      softmax_warp_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    else
+      softmax_block_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
   }
   check_launch(warp ? "softmax_warp_kernel" : "softmax_block_kernel", ops);
 }
@@ -267,11 +273,15 @@ void CudaBackend::softmax_backward(const Operand& grad_in, const Operand& grad_o
   const bool warp = g.length <= kWarpRowLimit;
   const unsigned grid = warp ? grid_for(g.num_rows, kBlockThreads / 32) : grid_for(g.num_rows, 1);
   if (needs_double<3>(ops)) {
-    if (warp) softmax_backward_warp_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
-    else softmax_backward_block_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    if (warp)
+      softmax_backward_warp_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    else
+      softmax_backward_block_kernel<double><<<grid, kBlockThreads, 0, stream>>>(g, log);
   } else {
-    if (warp) softmax_backward_warp_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
-    else softmax_backward_block_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    if (warp)
+      softmax_backward_warp_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
+    else
+      softmax_backward_block_kernel<float><<<grid, kBlockThreads, 0, stream>>>(g, log);
   }
   check_launch(warp ? "softmax_backward_warp_kernel" : "softmax_backward_block_kernel", ops);
 }

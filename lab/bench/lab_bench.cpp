@@ -64,8 +64,8 @@ AllocatorConfig config_for(const std::string& policy, const std::string& trace) 
 void every_policy(const std::string& path, int passes) {
   const ReplayPlan plan = plan_replay(read_trace_file(path).events);
   const size_t capacity = std::max<size_t>(4 * plan.ideal_peak, 256 * kMiB);
-  fmt::print("config: trace {}, {} requests, simulated device of {} MiB, best of {} passes\n",
-             path, plan.ops.size(), capacity / kMiB, passes);
+  fmt::print("config: trace {}, {} requests, simulated device of {} MiB, best of {} passes\n", path,
+             plan.ops.size(), capacity / kMiB, passes);
   for (const std::string& policy : policy_names()) {
     const ReplayResult r =
         replay(plan, config_for(policy, path), capacity, {.timed_passes = passes});
@@ -74,7 +74,7 @@ void every_policy(const std::string& path, int passes) {
 }
 
 struct Versus {
-  std::string name;  // the trace's file name without .json
+  std::string name;                             // the trace's file name without .json
   double planned_ratio = 0, caching_ratio = 0;  // peak reserved / ideal peak
   double planned_ns = 0, caching_ns = 0;
   PlannedCounts counts;
@@ -101,12 +101,14 @@ Versus planned_versus_caching(const std::string& path, int passes) {
     v.caching_ns = pass == 0 ? c.ns_per_op : std::min(v.caching_ns, c.ns_per_op);
     v.planned_ns = pass == 0 ? p.ns_per_op : std::min(v.planned_ns, p.ns_per_op);
   }
-  fmt::print("lab_planned_{0}_peak_over_ideal: {1:.3f} x\n"
-             "lab_caching_{0}_peak_over_ideal: {2:.3f} x\n",
-             v.name, v.planned_ratio, v.caching_ratio);
-  fmt::print("lab_planned_{0}_ns_per_request: {1:.1f} ns\n"
-             "lab_caching_{0}_ns_per_request: {2:.1f} ns\n",
-             v.name, v.planned_ns, v.caching_ns);
+  fmt::print(
+      "lab_planned_{0}_peak_over_ideal: {1:.3f} x\n"
+      "lab_caching_{0}_peak_over_ideal: {2:.3f} x\n",
+      v.name, v.planned_ratio, v.caching_ratio);
+  fmt::print(
+      "lab_planned_{0}_ns_per_request: {1:.1f} ns\n"
+      "lab_caching_{0}_ns_per_request: {2:.1f} ns\n",
+      v.name, v.planned_ns, v.caching_ns);
   fmt::print("lab_planned_{}_fallbacks: {} requests\n", v.name,
              v.counts.deviations() + v.counts.unplanned);
   return v;
@@ -169,8 +171,10 @@ int main(int argc, char** argv) {
   try {
     every_policy(path, passes);
     const int versus_passes = quick ? passes : std::max(passes, kVersusPasses);
-    fmt::print("\nplanned (planned from each trace's first step) vs caching, same requests, "
-               "timed passes alternating, best of {}:\n", versus_passes);
+    fmt::print(
+        "\nplanned (planned from each trace's first step) vs caching, same requests, "
+        "timed passes alternating, best of {}:\n",
+        versus_passes);
     std::vector<Versus> all;
     for (const char* name : {"mlp_step.json", "charlm_step.json", "fragmentation.json"}) {
       all.push_back(planned_versus_caching(traces + name, versus_passes));
@@ -180,9 +184,10 @@ int main(int argc, char** argv) {
       if (v.name == "fragmentation") continue;
       const bool peak_ok = v.planned_ratio <= kPeakTarget;
       const bool time_ok = v.planned_ns <= v.caching_ns;
-      fmt::print("target planned peak reserved <= {:.2f}x the ideal on {}: {} ({:.3f}x; caching "
-                 "{:.3f}x)\n",
-                 kPeakTarget, v.name, peak_ok ? "PASS" : "FAIL", v.planned_ratio, v.caching_ratio);
+      fmt::print(
+          "target planned peak reserved <= {:.2f}x the ideal on {}: {} ({:.3f}x; caching "
+          "{:.3f}x)\n",
+          kPeakTarget, v.name, peak_ok ? "PASS" : "FAIL", v.planned_ratio, v.caching_ratio);
       fmt::print("target planned ns per request <= caching's on {}: {} ({:.1f} ns vs {:.1f} ns)\n",
                  v.name, time_ok ? "PASS" : "FAIL", v.planned_ns, v.caching_ns);
       targets_met = targets_met && peak_ok && time_ok;

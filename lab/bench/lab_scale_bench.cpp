@@ -204,10 +204,10 @@ bool perfetto_complete(const std::string& path, const std::vector<TraceEvent>& t
   std::ifstream file(path, std::ios::binary);
   PhaseCounter counted;
   const bool valid = file && nlohmann::json::sax_parse(file, &counted);
-  fmt::print("lab_plot_perfetto_events: {} counters for {} trace events, {} markers for {} "
-             "segment allocs, frees and OOMs{}\n",
-             counted.counters, trace.size(), counted.markers, markers,
-             valid ? "" : " (not valid JSON)");
+  fmt::print(
+      "lab_plot_perfetto_events: {} counters for {} trace events, {} markers for {} "
+      "segment allocs, frees and OOMs{}\n",
+      counted.counters, trace.size(), counted.markers, markers, valid ? "" : " (not valid JSON)");
   return valid && counted.counters == trace.size() && counted.markers == markers;
 }
 
@@ -233,8 +233,8 @@ int import_only(const char* path) {
   bench::report("lab_import_time", seconds, "s");
   bench::report("lab_import_peak_rss", peak, "MiB");
   bench::report("lab_import_rss_ratio", peak / file_mib, "x");
-  const bool fast = check(fmt::format("import {:.0f} MiB in at most 10 s", file_mib).c_str(),
-                          seconds <= 10.0);
+  const bool fast =
+      check(fmt::format("import {:.0f} MiB in at most 10 s", file_mib).c_str(), seconds <= 10.0);
   const bool small = check("importer's peak memory at most 3x the file", peak <= 3.0 * file_mib);
   return fast && small ? 0 : 1;
 }
@@ -260,7 +260,8 @@ int run(size_t events, double pickle_mb, const std::string& lab_replay) {
   bench::report("lab_replay_timed_pass", pass_seconds, "s");
   bench::report("lab_replay_events_per_s", events_per_s, "events/s");
   ok = check("replay (plan, serving pass with statistics, timed pass) at least 10^6 events/s",
-             events_per_s >= 1e6) && ok;
+             events_per_s >= 1e6) &&
+       ok;
 
   // svg
   start = bench::Clock::now();
@@ -276,7 +277,8 @@ int run(size_t events, double pickle_mb, const std::string& lab_replay) {
   const bool reserved_kept = keeps_peak(svg, "reserved", peak_reserved);
   const bool allocated_kept = keeps_peak(svg, "allocated", peak_allocated);
   ok = check("SVG's highest points are the trace's peaks (reserved, allocated)",
-             reserved_kept && allocated_kept) && ok;
+             reserved_kept && allocated_kept) &&
+       ok;
 
   // plot, as the user runs it
   if (lab_replay.empty()) {
@@ -287,15 +289,16 @@ int run(size_t events, double pickle_mb, const std::string& lab_replay) {
     const std::string json = std::string(dir) + "/trace.json";
     write_file_atomically(json, trace_to_json(trace, contexts, "sim:0", "caching", kCapacity));
     start = bench::Clock::now();
-    const std::string cmd = fmt::format("'{}' plot '{}' --out-dir '{}' > /dev/null", lab_replay,
-                                        json, dir);
+    const std::string cmd =
+        fmt::format("'{}' plot '{}' --out-dir '{}' > /dev/null", lab_replay, json, dir);
     const int status = std::system(cmd.c_str());
     const double seconds = bench::seconds_since(start);
     bench::report("lab_plot_time", seconds, "s");
     ok = check("lab plot at most 5 s", status == 0 && seconds <= 5.0) && ok;
-    ok = check("lab plot's Perfetto JSON complete",
-               status == 0 && perfetto_complete(std::string(dir) + "/trace.perfetto.json", trace)) &&
-         ok;
+    ok =
+        check("lab plot's Perfetto JSON complete",
+              status == 0 && perfetto_complete(std::string(dir) + "/trace.perfetto.json", trace)) &&
+        ok;
     std::system(fmt::format("rm -rf '{}'", dir).c_str());
   }
 
@@ -341,8 +344,9 @@ int main(int argc, char** argv) {
       } else if (arg == "--lab-replay" && i + 1 < argc) {
         lab_replay = argv[++i];
       } else {
-        std::fprintf(stderr, "usage: lab_scale_bench [--quick] [--lab-replay PATH] | "
-                             "--import FILE\n");
+        std::fprintf(stderr,
+                     "usage: lab_scale_bench [--quick] [--lab-replay PATH] | "
+                     "--import FILE\n");
         return 2;
       }
     }

@@ -15,8 +15,8 @@
 #include <deque>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "engine/memgrad.h"
 
@@ -41,14 +41,19 @@ int main(int argc, char** argv) {
   int64_t scale = 1;
   std::string device_name = "cpu";
   bool describe = false;
-  app.add_option("--steps", steps, "Training-like steps")->capture_default_str()->check(CLI::Range(1, 1000));
-  app.add_option("--scale", scale, "Multiplies every tensor size")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--steps", steps, "Training-like steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--scale", scale, "Multiplies every tensor size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_option("--device", device_name, "cpu or sim:N")->capture_default_str();
   app.add_flag("--describe", describe, "Print a one-line description and exit");
   CLI11_PARSE(app, argc, argv);
   if (describe) {
-    fmt::print("a synthetic program whose changing batch sizes fragment a caching allocator "
-               "(the policy lab's fragmentation trace)\n");
+    fmt::print(
+        "a synthetic program whose changing batch sizes fragment a caching allocator "
+        "(the policy lab's fragmentation trace)\n");
     return 0;
   }
   try {

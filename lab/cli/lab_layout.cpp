@@ -12,8 +12,8 @@ namespace memgrad::lab {
 namespace {
 
 // Geometry in SVG user units (pixels).
-constexpr double kLeft = 150.0;         // segment labels go left of this
-constexpr double kRowWidth = 800.0;     // one row = kRowBytes
+constexpr double kLeft = 150.0;      // segment labels go left of this
+constexpr double kRowWidth = 800.0;  // one row = kRowBytes
 constexpr size_t kRowBytes = 4 * kMiB;
 constexpr double kRowHeight = 22.0;
 constexpr double kRowGap = 6.0;
@@ -26,9 +26,21 @@ struct Step {
   int free_index;
 };
 const std::vector<Step> kSequence = {
-    {1536 * kKiB, -1}, {200 * kKiB, -1}, {1536 * kKiB, -1}, {600 * kKiB, -1}, {50 * kKiB, -1},
-    {3 * kMiB, -1},    {300 * kKiB, -1}, {5 * kMiB, -1},    {0, 1},           {0, 4},
-    {0, 6},            {0, 2},           {100 * kKiB, -1},  {2200 * kKiB, -1}, {700 * kKiB, -1},
+    {1536 * kKiB, -1},
+    {200 * kKiB, -1},
+    {1536 * kKiB, -1},
+    {600 * kKiB, -1},
+    {50 * kKiB, -1},
+    {3 * kMiB, -1},
+    {300 * kKiB, -1},
+    {5 * kMiB, -1},
+    {0, 1},
+    {0, 4},
+    {0, 6},
+    {0, 2},
+    {100 * kKiB, -1},
+    {2200 * kKiB, -1},
+    {700 * kKiB, -1},
 };
 
 std::string size_text(uint64_t nbytes) {
@@ -142,12 +154,14 @@ std::string snapshot_to_svg(const std::vector<SegmentSnapshot>& segments, std::s
     for (const BlockSnapshot& b : seg.blocks) {
       const uint64_t from = b.address - seg.address;
       if (!b.allocated) {
-        draw_span(svg, top, from, from + b.nbytes, "fill=\"#f4f4f4\" stroke=\"#999\" stroke-width=\"0.5\"");
+        draw_span(svg, top, from, from + b.nbytes,
+                  "fill=\"#f4f4f4\" stroke=\"#999\" stroke-width=\"0.5\"");
         continue;
       }
       draw_span(svg, top, from, from + b.requested, "fill=\"#3d6fb6\"");
       draw_span(svg, top, from + b.requested, from + b.nbytes, "fill=\"#a9c4ea\"");
-      draw_span(svg, top, from, from + b.nbytes, "fill=\"none\" stroke=\"#1d3f76\" stroke-width=\"0.6\"");
+      draw_span(svg, top, from, from + b.nbytes,
+                "fill=\"none\" stroke=\"#1d3f76\" stroke-width=\"0.6\"");
     }
     top += static_cast<double>(rows_of(seg)) * (kRowHeight + kRowGap) + kSegmentGap;
   }

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "lab/memory_plan.h"
 #include "allocator/policy_allocator.h"
+#include "lab/memory_plan.h"
 
 namespace memgrad::lab {
 

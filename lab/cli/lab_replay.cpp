@@ -41,8 +41,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "allocator/bounded_memory.h"
 #include "allocator/config.h"
@@ -100,23 +100,24 @@ size_t parse_capacity(const std::string& text) {
 size_t choose_capacity(const std::string& flag, const ReplayPlan& plan) {
   if (!flag.empty()) return parse_capacity(flag);
   if (plan.ideal_peak > BoundedMemory::kMaxCapacity / 4) {
-    throw ConfigError(fmt::format("the trace's ideal peak of {} needs a device of 4x that, more "
-                                  "than a simulated device can have (at most {}); pass "
-                                  "--capacity to replay it on a smaller one",
-                                  format_size(plan.ideal_peak),
-                                  format_size(BoundedMemory::kMaxCapacity)),
-                      "capacity");
+    throw ConfigError(
+        fmt::format("the trace's ideal peak of {} needs a device of 4x that, more "
+                    "than a simulated device can have (at most {}); pass "
+                    "--capacity to replay it on a smaller one",
+                    format_size(plan.ideal_peak), format_size(BoundedMemory::kMaxCapacity)),
+        "capacity");
   }
   const size_t wanted = std::max<size_t>(4 * plan.ideal_peak, 64 * kMiB);
   return (wanted + kMiB - 1) / kMiB * kMiB;
 }
 
 std::vector<std::string> policies_or_all(const std::string& flag) {
-  std::vector<std::string> names = split_policies(flag.empty() ? std::string(known_policies()) : flag);
+  std::vector<std::string> names =
+      split_policies(flag.empty() ? std::string(known_policies()) : flag);
   if (names.empty()) {
-    throw ConfigError(fmt::format("--policy '{}' names no policy (known: {})", flag,
-                                  known_policies()),
-                      "policy", flag);
+    throw ConfigError(
+        fmt::format("--policy '{}' names no policy (known: {})", flag, known_policies()), "policy",
+        flag);
   }
   return names;
 }
@@ -165,17 +166,20 @@ ReplayOptions options_for(const std::string& policy, int timed_passes, PlannedRe
 void print_planned(const PlannedReport& report, const ReplayPlan& requests) {
   const PlannedCounts& c = report.counts;
   if (!report.plan) {
-    fmt::print("planned: no plan (a trace path MEMGRAD_ALLOC_CONF cannot hold, or no allocation "
-               "to plan); all {} allocations went to the caching fallback\n", requests.allocs);
+    fmt::print(
+        "planned: no plan (a trace path MEMGRAD_ALLOC_CONF cannot hold, or no allocation "
+        "to plan); all {} allocations went to the caching fallback\n",
+        requests.allocs);
     return;
   }
   const MemoryPlan& p = *report.plan;
-  fmt::print("planned: plan of step {} of {} ({} requests, arena {}, {:.3f}x its ideal); {} of {} "
-             "allocations from the plan in {} step{}",
-             p.planned_step + 1, p.steps_recorded, p.requests.size(), mib(p.arena_nbytes),
-             static_cast<double>(p.arena_nbytes) /
-                 static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1)),
-             c.planned, requests.allocs, c.steps, c.steps == 1 ? "" : "s");
+  fmt::print(
+      "planned: plan of step {} of {} ({} requests, arena {}, {:.3f}x its ideal); {} of {} "
+      "allocations from the plan in {} step{}",
+      p.planned_step + 1, p.steps_recorded, p.requests.size(), mib(p.arena_nbytes),
+      static_cast<double>(p.arena_nbytes) /
+          static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1)),
+      c.planned, requests.allocs, c.steps, c.steps == 1 ? "" : "s");
   if (c.deviations() == 0 && c.unplanned == 0) {
     fmt::print(", none fell back\n");
     return;
@@ -273,10 +277,9 @@ RecordedTrace read_requests(const std::string& path, std::optional<int> device,
     imported.config = AllocatorConfig::parse("policy:" + trace.policy);
     imported.capacity = trace.capacity;
     for (const TraceEvent& e : trace.events) {
-      const bool segment = e.action == TraceAction::SegmentAlloc ||
-                           e.action == TraceAction::SegmentFree ||
-                           e.action == TraceAction::SegmentMap ||
-                           e.action == TraceAction::SegmentUnmap;
+      const bool segment =
+          e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentFree ||
+          e.action == TraceAction::SegmentMap || e.action == TraceAction::SegmentUnmap;
       if (segment) imported.recorded_segments.push_back(e);
       if (e.action == TraceAction::Oom && !imported.recorded_oom) {
         imported.recorded_oom = true;
@@ -296,14 +299,16 @@ RecordedTrace read_requests(const std::string& path, std::optional<int> device,
   trace.contexts = imported.contexts;
   for (const std::string& note : imported.notes) fmt::print("note: {}\n", note);
   if (imported.failed_requests > 0) {
-    fmt::print("note: {} request{} ran out of memory in the recording: replayed as requests, "
-               "never freed\n",
-               imported.failed_requests, imported.failed_requests == 1 ? "" : "s");
+    fmt::print(
+        "note: {} request{} ran out of memory in the recording: replayed as requests, "
+        "never freed\n",
+        imported.failed_requests, imported.failed_requests == 1 ? "" : "s");
   }
   if (imported.live_before_history > 0) {
-    fmt::print("note: {} blocks were live before the history began: allocated first, at time "
-               "zero\n",
-               imported.live_before_history);
+    fmt::print(
+        "note: {} blocks were live before the history began: allocated first, at time "
+        "zero\n",
+        imported.live_before_history);
   }
   return trace;
 }
@@ -323,14 +328,15 @@ int validate(const ReplayPlan& plan, const RecordedTrace& trace, const ImportedS
   }
   size_t segment_events = 0;
   for (const TraceEvent& e : replayed) {
-    segment_events += e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentFree ||
-                      e.action == TraceAction::SegmentMap || e.action == TraceAction::SegmentUnmap;
+    segment_events += e.action == TraceAction::SegmentAlloc ||
+                      e.action == TraceAction::SegmentFree || e.action == TraceAction::SegmentMap ||
+                      e.action == TraceAction::SegmentUnmap;
   }
   const bool on_recorded = capacity == imported.capacity;
   fmt::print("\nvalidate: replayed with {} ({}) on {}\n", imported.config.policy,
              imported.config.to_string(),
              on_recorded ? fmt::format("{}'s recorded capacity", trace.device)
-                      : fmt::format("a simulated {}", mib(capacity)));
+                         : fmt::format("a simulated {}", mib(capacity)));
   // A recording that ran out of memory: the replay must run out at the same request, with the
   // same segment decisions up to there (it stops at its OOM; the recording went on).
   std::vector<TraceEvent> recorded = imported.recorded_segments;
@@ -344,12 +350,13 @@ int validate(const ReplayPlan& plan, const RecordedTrace& trace, const ImportedS
                imported.recorded_oom ? "did" : "did not");
   }
   const std::optional<SegmentDivergence> d = compare_segments(recorded, replayed);
-  const bool same_peak = imported.live_before_history > 0 ||
-                         r.peak_reserved == imported.recorded_peak_reserved;
+  const bool same_peak =
+      imported.live_before_history > 0 || r.peak_reserved == imported.recorded_peak_reserved;
   if (!d && same_peak && r.oom == imported.recorded_oom) {
-    fmt::print("validate: identical: {} segment events (action and size, in order), peak reserved "
-               "{} as recorded\n",
-               segment_events, mib(r.peak_reserved));
+    fmt::print(
+        "validate: identical: {} segment events (action and size, in order), peak reserved "
+        "{} as recorded\n",
+        segment_events, mib(r.peak_reserved));
     return 0;
   }
   if (d) {
@@ -372,8 +379,8 @@ int cmd_replay(const std::string& path, const std::string& policy_flag,
   const ReplayPlan plan = plan_replay(trace.events);
   // A recording that ran out of memory is replayed on its own device's size when known: that
   // size decided the OOM. Otherwise on 4x the ideal peak, the same on every machine.
-  const bool recorded_fits = imported.capacity > 0 &&
-                             imported.capacity <= BoundedMemory::kMaxCapacity;
+  const bool recorded_fits =
+      imported.capacity > 0 && imported.capacity <= BoundedMemory::kMaxCapacity;
   const size_t capacity = capacity_flag.empty() && imported.recorded_oom && recorded_fits
                               ? imported.capacity
                               : choose_capacity(capacity_flag, plan);
@@ -435,8 +442,8 @@ int cmd_plot(const std::string& path, const std::string& out_dir, const std::str
     contexts = &r.event_contexts;
     stem += "." + policy;
     shown_policy = policy;
-    title = fmt::format("{}: replayed with {} on a simulated {}{}", std::filesystem::path(path).stem().string(),
-                        policy, mib(capacity),
+    title = fmt::format("{}: replayed with {} on a simulated {}{}",
+                        std::filesystem::path(path).stem().string(), policy, mib(capacity),
                         r.oom ? fmt::format(" (OOM at event {})", r.oom_event) : std::string());
   }
   make_directory(out_dir);
@@ -474,14 +481,15 @@ int cmd_plan(const std::string& path, const std::string& out) {
     return static_cast<double>(p.arena_nbytes) /
            static_cast<double>(std::max<size_t>(p.ideal_nbytes, 1));
   };
-  fmt::print("plan of step 1 (what policy:planned serves): {} requests, {} outlive the step ({} "
-             "made by the first step only, {} with several copies); arena {}, ideal {} ({:.4f}x)\n",
-             plan.requests.size(), outliving, one_time, copied, mib(plan.arena_nbytes),
-             mib(plan.ideal_nbytes), ratio(plan));
+  fmt::print(
+      "plan of step 1 (what policy:planned serves): {} requests, {} outlive the step ({} "
+      "made by the first step only, {} with several copies); arena {}, ideal {} ({:.4f}x)\n",
+      plan.requests.size(), outliving, one_time, copied, mib(plan.arena_nbytes),
+      mib(plan.ideal_nbytes), ratio(plan));
   std::string each;
   for (size_t t = 0; t < steps.size(); ++t) {
-    const bool any = std::any_of(steps[t].begin(), steps[t].end(),
-                                 [](const StepEvent& e) { return e.alloc; });
+    const bool any =
+        std::any_of(steps[t].begin(), steps[t].end(), [](const StepEvent& e) { return e.alloc; });
     if (!any) continue;
     each += fmt::format("{}step {} {:.4f}x", each.empty() ? "" : ", ", t + 1,
                         ratio(plan_recording(steps, t)));
@@ -499,16 +507,15 @@ int cmd_plan(const std::string& path, const std::string& out) {
 
 int cmd_layout(const std::string& out_dir, bool summary_only) {
   fmt::print("the fixed sequence: {}\n\n", lab::layout_sequence_text());
-  fmt::print("{:<12} {:>8} {:>14} {:>14} {:>14}\n", "policy", "segments", "reserved",
-             "allocated", "requested");
+  fmt::print("{:<12} {:>8} {:>14} {:>14} {:>14}\n", "policy", "segments", "reserved", "allocated",
+             "requested");
   for (const std::string& policy : policies_or_all("")) {
     BoundedMemory memory(kLayoutCapacity, "sim:0");
     // The planned policy serves the sequence from the sequence's own plan.
     std::unique_ptr<PolicyAllocator> alloc =
-        policy == "planned"
-            ? std::make_unique<PlannedAllocator>(memory,
-                                                 plan_recording({lab::layout_sequence_step()}, 0))
-            : make_allocator(AllocatorConfig::parse("policy:" + policy), memory);
+        policy == "planned" ? std::make_unique<PlannedAllocator>(
+                                  memory, plan_recording({lab::layout_sequence_step()}, 0))
+                            : make_allocator(AllocatorConfig::parse("policy:" + policy), memory);
     const std::vector<SegmentSnapshot> snap = lab::run_layout_sequence(*alloc);
     size_t reserved = 0, allocated = 0, requested = 0;
     for (const SegmentSnapshot& seg : snap) {
@@ -524,8 +531,8 @@ int cmd_layout(const std::string& out_dir, bool summary_only) {
     make_directory(out_dir);
     const std::filesystem::path file =
         std::filesystem::path(out_dir) / fmt::format("allocator-lab-{}.svg", policy);
-    write_file(file, lab::snapshot_to_svg(snap, fmt::format("policy:{} after the fixed sequence",
-                                                            policy)));
+    write_file(file, lab::snapshot_to_svg(
+                         snap, fmt::format("policy:{} after the fixed sequence", policy)));
   }
   if (!summary_only) fmt::print("\npictures written to {}/allocator-lab-<policy>.svg\n", out_dir);
   return 0;
@@ -534,45 +541,54 @@ int cmd_layout(const std::string& out_dir, bool summary_only) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The allocator policy lab: replay a recorded trace through the policies, plot "
-               "it, draw each policy's layout."};
+  CLI::App app{
+      "The allocator policy lab: replay a recorded trace through the policies, plot "
+      "it, draw each policy's layout."};
   bool describe = false;
   app.add_flag("--describe", describe, "Print a one-line description and exit");
   std::string trace, policy, capacity, out_dir;
   int timed_passes = 3;
   bool summary_only = false;
   CLI::App* replay_cmd = app.add_subcommand("replay", "Replay a trace through each policy");
-  replay_cmd->add_option("trace", trace, "A trace JSON (MEMGRAD_TRACE, ./memgrad lab record)")->required();
+  replay_cmd->add_option("trace", trace, "A trace JSON (MEMGRAD_TRACE, ./memgrad lab record)")
+      ->required();
   replay_cmd->add_option("--policy", policy, "Comma-separated policies (default: all)");
-  replay_cmd->add_option("--capacity", capacity, "Simulated device capacity, e.g. 256MiB (default: 4x the ideal peak)");
+  replay_cmd->add_option("--capacity", capacity,
+                         "Simulated device capacity, e.g. 256MiB (default: 4x the ideal peak)");
   replay_cmd->add_option("--timed-passes", timed_passes, "Timed passes per policy (best is shown)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   std::optional<int> device;
   bool validate_flag = false;
-  replay_cmd->add_option("--device", device, "A snapshot's device to replay (default: the one "
-                                             "with the most events)");
+  replay_cmd->add_option("--device", device,
+                         "A snapshot's device to replay (default: the one "
+                         "with the most events)");
   replay_cmd->add_flag("--validate", validate_flag,
                        "Replay with the recording's policy and settings and compare its segment "
                        "decisions with the recorded ones");
   CLI::App* plot_cmd = app.add_subcommand("plot", "Write an SVG timeline and a Perfetto JSON");
   plot_cmd->add_option("trace", trace, "A trace JSON")->required();
-  plot_cmd->add_option("--out-dir", out_dir, "Where to write the files (default: next to the trace)");
+  plot_cmd->add_option("--out-dir", out_dir,
+                       "Where to write the files (default: next to the trace)");
   plot_cmd->add_option("--policy", policy, "Plot the trace replayed with this policy");
-  plot_cmd->add_option("--capacity", capacity, "Capacity for --policy (default: 4x the ideal peak)");
+  plot_cmd->add_option("--capacity", capacity,
+                       "Capacity for --policy (default: 4x the ideal peak)");
   std::string plan_out;
   CLI::App* plan_cmd =
       app.add_subcommand("plan", "The planned policy's plan of a trace's first step");
   plan_cmd->add_option("trace", trace, "A trace JSON or a memory snapshot")->required();
   plan_cmd->add_option("--out", plan_out, "Write the plan file here");
-  CLI::App* layout_cmd = app.add_subcommand("layout", "Draw each policy's layout after a fixed sequence");
+  CLI::App* layout_cmd =
+      app.add_subcommand("layout", "Draw each policy's layout after a fixed sequence");
   out_dir = "docs/images";
-  layout_cmd->add_option("--out-dir", out_dir, "Where to write the pictures")->capture_default_str();
+  layout_cmd->add_option("--out-dir", out_dir, "Where to write the pictures")
+      ->capture_default_str();
   layout_cmd->add_flag("--summary-only", summary_only, "Print the table, write no pictures");
   CLI11_PARSE(app, argc, argv);
   if (describe) {
-    fmt::print("the allocator policy lab: replay a trace through every policy, plot it, draw "
-               "layouts (./memgrad lab)\n");
+    fmt::print(
+        "the allocator policy lab: replay a trace through every policy, plot it, draw "
+        "layouts (./memgrad lab)\n");
     return 0;
   }
   try {

@@ -56,15 +56,15 @@ class ArenaAllocator final : public PolicyAllocator {
     char* ptr = nullptr;
     size_t nbytes = 0;
     StatPool pool = StatPool::LargePool;
-    size_t bump = 0;        // offset of the next block
-    size_t live = 0;        // live blocks
+    size_t bump = 0;  // offset of the next block
+    size_t live = 0;  // live blocks
     size_t live_bytes = 0;
-    size_t dead = 0;        // freed blocks not yet reset
+    size_t dead = 0;                   // freed blocks not yet reset
     std::map<size_t, Piece> pieces{};  // offset -> block, live or dead, below `bump`
   };
 
   Chunk* obtain_chunk(size_t size);  // a reset chunk or a new one; nullptr when refused
-  Chunk* reuse_chunk(size_t size);  // the smallest reset chunk of at least `size` bytes
+  Chunk* reuse_chunk(size_t size);   // the smallest reset chunk of at least `size` bytes
   Chunk* new_chunk(size_t nbytes);
   SplitTally tally(const Chunk& chunk) const;
 

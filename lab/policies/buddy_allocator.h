@@ -31,8 +31,8 @@ class BuddyAllocator final : public PolicyAllocator {
   // The block a request of `nbytes` gets: the next power of two, at least kMinBlock.
   static size_t block_size(size_t nbytes);
 
-  static constexpr size_t kMinBlock = 512;          // bytes, order 9
-  static constexpr size_t kArenaSize = 32 * kMiB;   // default arena, bytes
+  static constexpr size_t kMinBlock = 512;         // bytes, order 9
+  static constexpr size_t kArenaSize = 32 * kMiB;  // default arena, bytes
 
  protected:
   // Allocates: block_size(nbytes) (Block::nbytes), halving the smallest free block that fits; a
@@ -69,7 +69,7 @@ class BuddyAllocator final : public PolicyAllocator {
   static SplitTally tally(const Arena& arena);
 
   std::array<std::map<char*, Arena*>, kOrders> free_;  // per order: free blocks by address
-  std::map<char*, Arena*> arenas_;                      // by address
+  std::map<char*, Arena*> arenas_;                     // by address
 };
 
 }  // namespace memgrad

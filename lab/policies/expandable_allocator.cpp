@@ -81,8 +81,10 @@ void ExpandableAllocator::split_at(Region& r, size_t offset) {
   insert_free(r, r.pieces.emplace(offset, right).first);
 }
 
-std::map<size_t, ExpandableAllocator::Piece>::iterator ExpandableAllocator::set_state(
-    Region& r, size_t offset, size_t nbytes, State s) {
+std::map<size_t, ExpandableAllocator::Piece>::iterator ExpandableAllocator::set_state(Region& r,
+                                                                                      size_t offset,
+                                                                                      size_t nbytes,
+                                                                                      State s) {
   split_at(r, offset);
   split_at(r, offset + nbytes);
   auto first = r.pieces.find(offset);
@@ -166,7 +168,8 @@ bool ExpandableAllocator::map_range(Region& r, size_t offset, size_t size, size_
   if (!within_fraction(total)) return false;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (source_.map(r.range, runs[i].first * r.page, runs[i].second * r.page)) continue;
-    for (size_t j = 0; j < i; ++j) source_.unmap(r.range, runs[j].first * r.page, runs[j].second * r.page);
+    for (size_t j = 0; j < i; ++j)
+      source_.unmap(r.range, runs[j].first * r.page, runs[j].second * r.page);
     return false;
   }
   for (const auto& [first, count] : runs) map_pages(r, first, count);
@@ -278,7 +281,8 @@ bool ExpandableAllocator::release_cached() {
 
 // ---- snapshot ----
 
-void ExpandableAllocator::snapshot_region(const Region& r, std::vector<SegmentSnapshot>& out) const {
+void ExpandableAllocator::snapshot_region(const Region& r,
+                                          std::vector<SegmentSnapshot>& out) const {
   const uintptr_t base = reinterpret_cast<uintptr_t>(r.range.base) - source_.address_base();
   bool open = false;
   for (const auto& [offset, piece] : r.pieces) {

@@ -85,9 +85,9 @@ class ExpandableAllocator final : public PolicyAllocator {
     VirtualRegion range;
     size_t page = 0;
     StatPool pool = StatPool::SmallPool;
-    std::map<size_t, Piece> pieces;                 // offset -> piece
+    std::map<size_t, Piece> pieces;                // offset -> piece
     std::set<std::pair<size_t, size_t>> free_set;  // (nbytes, offset) of mapped free pieces
-    std::vector<bool> mapped;                       // per page
+    std::vector<bool> mapped;                      // per page
   };
 
   bool ensure_reserved(Region& r);

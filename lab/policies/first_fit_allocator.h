@@ -62,7 +62,9 @@ class FirstFitAllocator final : public PolicyAllocator {
   };
   struct ByAddress {
     template <typename T>
-    bool operator()(const T* a, const T* b) const { return a->ptr < b->ptr; }
+    bool operator()(const T* a, const T* b) const {
+      return a->ptr < b->ptr;
+    }
   };
 
   Rec* first_fit(size_t size) const;

@@ -72,8 +72,8 @@ PlannedAllocator::PlannedAllocator(MemorySource& source, const AllocatorConfig& 
   if (plan) {
     install_plan(std::move(*plan));
   } else {
-    warmup_steps_ = config.planned_warmup_steps != 0 ? config.planned_warmup_steps
-                                                     : kDefaultPlannedWarmupSteps;
+    warmup_steps_ =
+        config.planned_warmup_steps != 0 ? config.planned_warmup_steps : kDefaultPlannedWarmupSteps;
   }
 }
 
@@ -258,8 +258,8 @@ Placement PlannedAllocator::serve(Slot& slot, size_t nbytes) {
   const Entry& e = entries_[slot.request];
   const SplitTally before = arena_tally();
   const bool left_free = slot.offset > 0 && edge_end_live_[slot.start_edge] == 0;
-  const bool right_free = slot.offset + e.nbytes < arena_nbytes_ &&
-                          edge_start_live_[slot.end_edge] == 0;
+  const bool right_free =
+      slot.offset + e.nbytes < arena_nbytes_ && edge_start_live_[slot.end_edge] == 0;
   free_runs_ += static_cast<int64_t>(left_free) + static_cast<int64_t>(right_free) - 1;
   edge_start_live_[slot.start_edge] = 1;
   edge_end_live_[slot.end_edge] = 1;
@@ -299,8 +299,8 @@ SplitTally PlannedAllocator::take_back(const Block& block) {
   edge_start_live_[slot->start_edge] = 0;
   edge_end_live_[slot->end_edge] = 0;
   const bool left_free = slot->offset > 0 && edge_end_live_[slot->start_edge] == 0;
-  const bool right_free = slot->offset + e.nbytes < arena_nbytes_ &&
-                          edge_start_live_[slot->end_edge] == 0;
+  const bool right_free =
+      slot->offset + e.nbytes < arena_nbytes_ && edge_start_live_[slot->end_edge] == 0;
   free_runs_ += 1 - static_cast<int64_t>(left_free) - static_cast<int64_t>(right_free);
   return arena_tally() - before;
 }

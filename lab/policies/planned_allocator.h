@@ -55,22 +55,22 @@
 #include "allocator/caching_allocator.h"
 #include "allocator/config.h"
 #include "allocator/passthrough_allocator.h"
-#include "lab/memory_plan.h"
 #include "allocator/policy_allocator.h"
+#include "lab/memory_plan.h"
 
 namespace memgrad {
 
 // Why requests fell back to the caching fallback, and how many were served from the plan.
 struct PlannedCounts {
-  int64_t planned = 0;        // requests served from the arena
-  int64_t unplanned = 0;      // served before a plan existed (warm-up, or none)
-  int64_t mismatch = 0;       // no planned request of this size at or shortly after the cursor
-  int64_t late_free = 0;      // a block the plan frees by this point was still live
-  int64_t copies_busy = 0;    // every copy of an outliving request was still live
-  int64_t other_stream = 0;   // on another stream than the default
-  int64_t no_arena = 0;       // the arena could not be obtained (source full)
-  int64_t steps = 0;          // steps begun on the plan
-  int64_t skipped = 0;        // planned requests a step passed over without making them
+  int64_t planned = 0;       // requests served from the arena
+  int64_t unplanned = 0;     // served before a plan existed (warm-up, or none)
+  int64_t mismatch = 0;      // no planned request of this size at or shortly after the cursor
+  int64_t late_free = 0;     // a block the plan frees by this point was still live
+  int64_t copies_busy = 0;   // every copy of an outliving request was still live
+  int64_t other_stream = 0;  // on another stream than the default
+  int64_t no_arena = 0;      // the arena could not be obtained (source full)
+  int64_t steps = 0;         // steps begun on the plan
+  int64_t skipped = 0;       // planned requests a step passed over without making them
 
   // The requests that deviated from a plan (every fallback but `unplanned`).
   int64_t deviations() const {
@@ -135,11 +135,11 @@ class PlannedAllocator final : public PolicyAllocator {
   struct Slot {
     size_t offset = 0;
     uint32_t request = 0;
-    uint32_t start_edge = 0;   // index of `offset` in edges_
-    uint32_t end_edge = 0;     // index of offset + nbytes in edges_
+    uint32_t start_edge = 0;  // index of `offset` in edges_
+    uint32_t end_edge = 0;    // index of offset + nbytes in edges_
     bool live = false;
-    bool due = false;          // live past the point where the plan frees it
-    size_t requested = 0;      // the caller's bytes while live
+    bool due = false;      // live past the point where the plan frees it
+    size_t requested = 0;  // the caller's bytes while live
   };
   // A planned request, flattened for the hot path.
   struct Entry {
@@ -179,22 +179,22 @@ class PlannedAllocator final : public PolicyAllocator {
   std::optional<MemoryPlan> plan_;
   std::vector<Entry> entries_;
   std::vector<Slot> slots_;
-  std::vector<uint32_t> due_start_;  // due_items_[due_start_[p] .. due_start_[p + 1]): the
-  std::vector<uint32_t> due_items_;  // slots of requests freed before allocation p
+  std::vector<uint32_t> due_start_;       // due_items_[due_start_[p] .. due_start_[p + 1]): the
+  std::vector<uint32_t> due_items_;       // slots of requests freed before allocation p
   std::vector<uint8_t> edge_start_live_;  // a live slot starts at this edge
   std::vector<uint8_t> edge_end_live_;    // a live slot ends at this edge
-  uint32_t first_steady_ = 0;  // the first request that is not one_time
+  uint32_t first_steady_ = 0;             // the first request that is not one_time
 
   // Where the current step is. A step is "in" from its first planned request until the cursor
   // passes the last one.
   bool in_step_ = false;
-  int64_t epoch_ = -1;          // steps begun, minus one (0: the first, one_time requests served)
-  uint32_t cursor_ = 0;         // the next request index expected
-  uint32_t due_done_ = 0;       // due lists of positions up to this one are processed
-  int64_t overdue_ = 0;         // live step-local slots past their planned free
-  int64_t live_step_local_ = 0; // live slots of requests freed within the step
-  int64_t live_planned_ = 0;    // live slots
-  int64_t free_runs_ = 1;       // maximal free stretches of the arena
+  int64_t epoch_ = -1;           // steps begun, minus one (0: the first, one_time requests served)
+  uint32_t cursor_ = 0;          // the next request index expected
+  uint32_t due_done_ = 0;        // due lists of positions up to this one are processed
+  int64_t overdue_ = 0;          // live step-local slots past their planned free
+  int64_t live_step_local_ = 0;  // live slots of requests freed within the step
+  int64_t live_planned_ = 0;     // live slots
+  int64_t free_runs_ = 1;        // maximal free stretches of the arena
 
   // The arena (null until the first planned request, and after it is returned).
   char* arena_ = nullptr;

@@ -41,9 +41,13 @@ SizeClassAllocator::Slab* SizeClassAllocator::new_slab(size_t class_nbytes) {
   void* ptr = obtain_segment(pool, nbytes);
   if (ptr == nullptr) return nullptr;
   const size_t slots = nbytes / class_nbytes;
-  auto* slab = new Slab{static_cast<char*>(ptr), nbytes, class_nbytes, pool,
+  auto* slab = new Slab{static_cast<char*>(ptr),
+                        nbytes,
+                        class_nbytes,
+                        pool,
                         std::vector<size_t>(slots, 0),
-                        std::vector<uint64_t>((slots + 63) / 64, ~uint64_t{0}), 0};
+                        std::vector<uint64_t>((slots + 63) / 64, ~uint64_t{0}),
+                        0};
   if (slots % 64 != 0) slab->free_bits.back() = (uint64_t{1} << (slots % 64)) - 1;
   slabs_.emplace(slab->ptr, slab);
   with_free_[class_nbytes].emplace(slab->ptr, slab);

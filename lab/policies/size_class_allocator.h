@@ -55,7 +55,7 @@ class SizeClassAllocator final : public PolicyAllocator {
     size_t nbytes = 0;
     size_t class_nbytes = 0;
     StatPool pool = StatPool::SmallPool;
-    std::vector<size_t> requested;  // per slot: the caller's bytes; 0 = free
+    std::vector<size_t> requested;    // per slot: the caller's bytes; 0 = free
     std::vector<uint64_t> free_bits;  // bit i set <=> slot i is free
     size_t live = 0;
     size_t slots() const { return requested.size(); }

@@ -118,4 +118,4 @@ TEST_CASE("a bounded memory of zero capacity is a ConfigError") {
                        ConfigError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("allocator")

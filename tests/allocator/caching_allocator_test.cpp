@@ -118,7 +118,7 @@ TEST_CASE("freeing lowers allocated but not reserved, and the block is reused") 
   CHECK_EQ(delta.allocated(), -1024);
   CHECK_EQ(delta.reserved(), 0);
   Block b = d.alloc.allocate(1000);
-  CHECK_EQ(b.ptr, first);             // the cached block again
+  CHECK_EQ(b.ptr, first);              // the cached block again
   CHECK_EQ(delta.source_allocs(), 0);  // no new segment
   CHECK_EQ(delta.allocated(), 0);
   d.alloc.free(b);
@@ -177,7 +177,7 @@ TEST_CASE("best fit picks the smallest free block that fits, lowest address firs
 
 TEST_CASE("empty_cache releases only segments with nothing allocated") {
   Device d;
-  Block small = d.alloc.allocate(4096);   // 2 MiB segment, stays live
+  Block small = d.alloc.allocate(4096);     // 2 MiB segment, stays live
   Block large = d.alloc.allocate(5 * MiB);  // 20 MiB segment, freed below
   Block big = d.alloc.allocate(30 * MiB);   // 30 MiB segment, freed below
   d.alloc.free(large);
@@ -328,8 +328,8 @@ TEST_CASE("a block used by another stream is reused only after that stream's eve
   d.alloc.record_stream(a, 7);
   d.alloc.free(a);
   MemoryStats s = d.alloc.stats();
-  CHECK_EQ(s.allocated_bytes.all().current, 0);    // freed for the caller ...
-  CHECK_EQ(s.active_bytes.all().current, 4096);    // ... but still active until the event
+  CHECK_EQ(s.allocated_bytes.all().current, 0);  // freed for the caller ...
+  CHECK_EQ(s.active_bytes.all().current, 4096);  // ... but still active until the event
   Block b = d.alloc.allocate(4096);
   CHECK_NE(b.ptr, a.ptr);
   events.done[0] = 1;
@@ -362,4 +362,4 @@ TEST_CASE("requests above 1 EiB fail at once with an OOM that is not counted, as
   CHECK_EQ(d.alloc.stats().num_ooms, 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("allocator")

@@ -116,7 +116,8 @@ TEST_CASE("an unknown key is a ConfigError naming the key") {
 TEST_CASE("a malformed integer is a ConfigError with the key and the value") {
   CHECK_THROWS_WITH_AS(AllocatorConfig::parse("max_split_size_mb:abc"),
                        doctest::Contains("expected an integer"), ConfigError);
-  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:64x"); }, "max_split_size_mb", "64x");
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:64x"); }, "max_split_size_mb",
+                     "64x");
   CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:-64"), ConfigError);
   CHECK_THROWS_AS(AllocatorConfig::parse("max_non_split_rounding_mb:1.5"), ConfigError);
   const ConfigError e = parse_error("max_split_size_mb:12ab");
@@ -126,7 +127,8 @@ TEST_CASE("a malformed integer is a ConfigError with the key and the value") {
 
 TEST_CASE("a size in MiB too large for the address space is a ConfigError, not a wrapped value") {
   // 2^44 + 21 MiB is 2^64 + 21 MiB bytes: multiplied unchecked it would wrap to 21 MiB.
-  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:17592186044437"); }, "max_split_size_mb", "17592186044437");
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:17592186044437"); },
+                     "max_split_size_mb", "17592186044437");
   CHECK_THROWS_AS(AllocatorConfig::parse("max_non_split_rounding_mb:17592186044437"), ConfigError);
   CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:99999999999999999999999"), ConfigError);
 }
@@ -134,8 +136,9 @@ TEST_CASE("a size in MiB too large for the address space is a ConfigError, not a
 TEST_CASE("a max_non_split_rounding_mb near 2^44 MiB does not wrap when added to a request") {
   // A window of (2^44 - 1) MiB: 45 MiB plus it would wrap around 2^64 if added unchecked.
   BoundedMemory memory(256 * kMiB, "sim:0");
-  CachingAllocator alloc(memory, AllocatorConfig::parse("max_split_size_mb:40,"
-                                                        "max_non_split_rounding_mb:17592186044415"));
+  CachingAllocator alloc(memory,
+                         AllocatorConfig::parse("max_split_size_mb:40,"
+                                                "max_non_split_rounding_mb:17592186044415"));
   Block big = alloc.allocate(50 * kMiB);
   void* first = big.ptr;
   alloc.free(big);
@@ -147,10 +150,12 @@ TEST_CASE("a max_non_split_rounding_mb near 2^44 MiB does not wrap when added to
 }
 
 TEST_CASE("max_split_size_mb must be above 20 and max_non_split_rounding_mb at least 20") {
-  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:20"); }, "max_split_size_mb", "20");
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:20"); }, "max_split_size_mb",
+                     "20");
   CHECK_THROWS_AS(AllocatorConfig::parse("max_split_size_mb:0"), ConfigError);
   CHECK_EQ(parse_error("max_split_size_mb:8").key, "max_split_size_mb");
-  check_config_error([] { AllocatorConfig::parse("max_non_split_rounding_mb:19"); }, "max_non_split_rounding_mb", "19");
+  check_config_error([] { AllocatorConfig::parse("max_non_split_rounding_mb:19"); },
+                     "max_non_split_rounding_mb", "19");
   CHECK_EQ(AllocatorConfig::parse("max_non_split_rounding_mb:20").max_non_split_rounding_size,
            20 * kMiB);
 }
@@ -176,7 +181,8 @@ TEST_CASE("garbage_collection_threshold must be strictly between 0 and 1") {
     const ConfigError e = parse_error(std::string("garbage_collection_threshold:") + bad);
     CHECK_EQ(e.key, "garbage_collection_threshold");
   }
-  check_config_error([] { AllocatorConfig::parse("garbage_collection_threshold:1.5"); }, "garbage_collection_threshold", "1.5");
+  check_config_error([] { AllocatorConfig::parse("garbage_collection_threshold:1.5"); },
+                     "garbage_collection_threshold", "1.5");
 }
 
 TEST_CASE("per_process_memory_fraction must be in (0, 1]") {
@@ -185,7 +191,8 @@ TEST_CASE("per_process_memory_fraction must be in (0, 1]") {
     const ConfigError e = parse_error(std::string("per_process_memory_fraction:") + bad);
     CHECK_EQ(e.key, "per_process_memory_fraction");
   }
-  check_config_error([] { AllocatorConfig::parse("per_process_memory_fraction:1.5"); }, "per_process_memory_fraction", "1.5");
+  check_config_error([] { AllocatorConfig::parse("per_process_memory_fraction:1.5"); },
+                     "per_process_memory_fraction", "1.5");
 }
 
 TEST_CASE("a key without a value is a ConfigError") {
@@ -208,7 +215,8 @@ TEST_CASE("stray punctuation, a missing comma and a repeated key say what is wro
   CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:caching;max_split_size_mb:100"),
                        doctest::Contains("expected ',' after the value of 'policy', got ':'"),
                        ConfigError);
-  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:64,max_split_size_mb:128"); }, "max_split_size_mb", "");
+  check_config_error([] { AllocatorConfig::parse("max_split_size_mb:64,max_split_size_mb:128"); },
+                     "max_split_size_mb", "");
   CHECK_EQ(parse_error("policy:caching,policy:first_fit").key, "policy");
   // The largest power of two in size_t is not a number of divisions.
   CHECK_THROWS_WITH_AS(AllocatorConfig::parse("roundup_power2_divisions:9223372036854775808"),
@@ -245,22 +253,24 @@ TEST_CASE("validate rejects out-of-range fields set through the C++ API") {
 }
 
 TEST_CASE("the planned keys set the plan path and the warm-up, and round-trip through to_string") {
-  const AllocatorConfig a = AllocatorConfig::parse("policy:planned,planned_plan:traces/mlp_step.json");
+  const AllocatorConfig a =
+      AllocatorConfig::parse("policy:planned,planned_plan:traces/mlp_step.json");
   CHECK_EQ(a.policy, "planned");
   CHECK_EQ(a.planned_plan, "traces/mlp_step.json");
   CHECK_EQ(a.planned_warmup_steps, 0);
   CHECK_EQ(a.to_string(), "policy:planned,planned_plan:traces/mlp_step.json");
   CHECK_EQ(AllocatorConfig::parse(a.to_string()).planned_plan, a.planned_plan);
-  const AllocatorConfig b = AllocatorConfig::parse("planned_warmup_steps:3,policy:planned,"
-                                                   "per_process_memory_fraction:0.5");
+  const AllocatorConfig b = AllocatorConfig::parse(
+      "planned_warmup_steps:3,policy:planned,"
+      "per_process_memory_fraction:0.5");
   CHECK_EQ(b.planned_warmup_steps, 3);
   const AllocatorConfig back = AllocatorConfig::parse(b.to_string());
   CHECK_EQ(back.planned_warmup_steps, 3);
   CHECK_EQ(back.memory_fraction, 0.5);
   CHECK_EQ(back.to_string(), b.to_string());
   CHECK_EQ(AllocatorConfig::parse("policy:planned").to_string(), "policy:planned");
-  CHECK_EQ(AllocatorConfig::parse(fmt::format("policy:planned,planned_warmup_steps:{}",
-                                              kMaxPlannedWarmupSteps))
+  CHECK_EQ(AllocatorConfig::parse(
+               fmt::format("policy:planned,planned_warmup_steps:{}", kMaxPlannedWarmupSteps))
                .planned_warmup_steps,
            kMaxPlannedWarmupSteps);
 }
@@ -271,7 +281,8 @@ TEST_CASE("bad planned keys are ConfigErrors naming the key") {
     const ConfigError e = parse_error(std::string("policy:planned,planned_warmup_steps:") + bad);
     CHECK_EQ(e.key, "planned_warmup_steps");
   }
-  check_config_error([] { AllocatorConfig::parse("policy:planned,planned_warmup_steps:0"); }, "planned_warmup_steps", "0");
+  check_config_error([] { AllocatorConfig::parse("policy:planned,planned_warmup_steps:0"); },
+                     "planned_warmup_steps", "0");
   // The keys belong to policy:planned, whatever the order they are written in.
   const ConfigError other = parse_error("planned_plan:plan.json,policy:arena");
   CHECK_EQ(other.key, "planned_plan");
@@ -319,4 +330,4 @@ TEST_CASE("from_env reads MEMGRAD_ALLOC_CONF, and unset or empty means the defau
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("allocator")

@@ -163,4 +163,4 @@ TEST_CASE("passthrough over host memory hands out usable page-aligned memory") {
   CHECK_EQ(host.bytes_in_use(), 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("allocator")

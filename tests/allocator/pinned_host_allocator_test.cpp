@@ -111,7 +111,7 @@ TEST_CASE("a pinned source that is full raises OutOfMemoryError after returning 
   BoundedMemory memory(8192, "pinned-test");
   PinnedHostAllocator alloc(memory);
   const Block a = alloc.allocate(4096);
-  alloc.free(a);  // cached: 4096 of the 8192 are held
+  alloc.free(a);                         // cached: 4096 of the 8192 are held
   const Block b = alloc.allocate(8000);  // 8192: fits only after the cache is returned
   CHECK_EQ(alloc.memory_reserved(), 8192);
   CHECK_THROWS_AS(alloc.allocate(1), OutOfMemoryError);
@@ -119,4 +119,4 @@ TEST_CASE("a pinned source that is full raises OutOfMemoryError after returning 
   alloc.free(b);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("allocator")

@@ -89,8 +89,8 @@ TEST_CASE("every summary line is 77 characters: a bar, 75 characters, a bar") {
     }
   }
   const MemoryStats huge = stats_with(int64_t{1} << 62, int64_t{1} << 40);
-  for (const std::string& line : lines_of(memory_summary(huge, "a-very-long-device-name:12345",
-                                                         "a-long-policy-name", false))) {
+  for (const std::string& line : lines_of(
+           memory_summary(huge, "a-very-long-device-name:12345", "a-long-policy-name", false))) {
     CAPTURE(line);
     CHECK_EQ(line.size(), 77);
   }
@@ -120,9 +120,10 @@ TEST_CASE("the summary starts with PyTorch's header rows") {
 
 TEST_CASE("summary rows come in PyTorch's order, each metric with its pool rows") {
   const std::string pools[] = {"from large pool", "from small pool"};
-  const std::string metrics[] = {"Allocated memory", "Active memory",     "Requested memory",
-                                 "Reserved memory",  "Non-releasable memory", "Allocations",
-                                 "Active allocs",    "Reserved segments", "Non-releasable allocs"};
+  const std::string metrics[] = {
+      "Allocated memory", "Active memory",         "Requested memory",
+      "Reserved memory",  "Non-releasable memory", "Allocations",
+      "Active allocs",    "Reserved segments",     "Non-releasable allocs"};
   std::vector<std::string> full;
   std::vector<std::string> abbreviated;
   for (const std::string& m : metrics) {
@@ -175,14 +176,13 @@ TEST_CASE("a byte column shows KiB from 768 KiB and MiB from 768 MiB") {
   CHECK_EQ(row(memory_summary(stats_with(2 * kMiB, 1), "cpu", "caching"), "Reserved memory"),
            "| Reserved memory       |   2048 KiB |   2048 KiB |   2048 KiB |      0 B   |");
   // 768 MiB - 1 B: floor division gives 786431 KiB, still below 768 KiB-units of MiB.
-  CHECK_EQ(row(memory_summary(stats_with(768 * kMiB - 1, 1), "cpu", "caching"),
-               "Reserved memory"),
+  CHECK_EQ(row(memory_summary(stats_with(768 * kMiB - 1, 1), "cpu", "caching"), "Reserved memory"),
            "| Reserved memory       | 786431 KiB | 786431 KiB | 786431 KiB |      0 B   |");
   CHECK_EQ(row(memory_summary(stats_with(768 * kMiB, 1), "cpu", "caching"), "Reserved memory"),
            "| Reserved memory       |    768 MiB |    768 MiB |    768 MiB |      0 B   |");
-  CHECK_EQ(row(memory_summary(stats_with(int64_t{3} << 40, 1), "cpu", "caching"),
-               "Reserved memory"),
-           "| Reserved memory       |   3072 GiB |   3072 GiB |   3072 GiB |      0 B   |");
+  CHECK_EQ(
+      row(memory_summary(stats_with(int64_t{3} << 40, 1), "cpu", "caching"), "Reserved memory"),
+      "| Reserved memory       |   3072 GiB |   3072 GiB |   3072 GiB |      0 B   |");
 }
 
 TEST_CASE("pool rows use the unit of their metric's all row") {
@@ -206,4 +206,4 @@ TEST_CASE("a count column shows K from 750,000 and M from 750,000,000") {
            "| Allocations           |    1234 M  |    1234 M  |    1234 M  |       0    |");
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("allocator")

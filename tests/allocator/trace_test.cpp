@@ -164,4 +164,4 @@ TEST_CASE("with the trace off nothing is recorded, and enable starts afresh") {
   CHECK(alloc.trace().events().empty());
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("allocator")

@@ -241,13 +241,14 @@ TEST_CASE("detach shares storage and version counter but has no history") {
 
 TEST_CASE("requires_grad_ rules follow PyTorch") {
   Tensor i = tensor({1, 2});
-  CHECK_THROWS_WITH_AS(i.requires_grad_(), doctest::Contains("only Tensors of floating point dtype"),
-                       AutogradError);
+  CHECK_THROWS_WITH_AS(i.requires_grad_(),
+                       doctest::Contains("only Tensors of floating point dtype"), AutogradError);
   Tensor x = leaf({1.0});
   Tensor y = x * 2.0;
-  CHECK_THROWS_WITH_AS(y.requires_grad_(false),
-                       doctest::Contains("you can only change requires_grad flags of leaf variables"),
-                       AutogradError);
+  CHECK_THROWS_WITH_AS(
+      y.requires_grad_(false),
+      doctest::Contains("you can only change requires_grad flags of leaf variables"),
+      AutogradError);
   CHECK_THROWS_WITH_AS(tensor({1.0, 2.0}).backward(ones({2})),
                        doctest::Contains("does not require grad and does not have a grad_fn"),
                        AutogradError);
@@ -281,9 +282,8 @@ TEST_CASE("Tensor::register_hook reaches autograd through the engine's seam") {
 TEST_CASE("a post-accumulate hook sees the leaf with its accumulated gradient and may free it") {
   Tensor x = leaf({1.0, 2.0});
   std::vector<std::vector<double>> seen;
-  x.register_post_accumulate_grad_hook([&seen](const Tensor& leaf) {
-    seen.push_back(leaf.grad().to_vector<double>());
-  });
+  x.register_post_accumulate_grad_hook(
+      [&seen](const Tensor& leaf) { seen.push_back(leaf.grad().to_vector<double>()); });
   (x * 3.0).sum().backward();
   (x * 3.0).sum().backward();  // accumulates: the hook sees 3 + 3
   REQUIRE_EQ(seen.size(), 2u);
@@ -381,4 +381,4 @@ TEST_CASE("save_on_host moves saved activations off the device") {
   check_values(x.grad().cpu().slice(0, 0, 2), {2}, {3 * std::exp(1.0), 3 * std::exp(1.0)}, 1e-4);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("autograd")

@@ -87,7 +87,9 @@ TEST_CASE("gradcheck: unary ops on contiguous and strided inputs") {
     check(name + " (sliced, step 2)", [op](const Inputs& x) { return op(x[0].slice(1, 0, 4, 2)); },
           {any});
     check(name + " (expanded)",
-          [op](const Inputs& x) { return op(x[0].select(0, 1).unsqueeze(0).expand({3, 4})); },
+          [op](const Inputs& x) {
+            return op(x[0].select(0, 1).unsqueeze(0).expand({3, 4}));
+          },
           {any});
   }
 }
@@ -110,7 +112,8 @@ TEST_CASE("gradcheck: reductions") {
   check("norm 2", [](const Inputs& x) { return x[0].norm(2.0, {1}); }, {a});
   check("norm 1", [](const Inputs& x) { return x[0].norm(1.0); }, {a});
   check("norm 3", [](const Inputs& x) { return x[0].norm(3.0, {2}); }, {a});
-  check("reductions of a transposed input", [](const Inputs& x) { return x[0].transpose(0, 2).sum({1}); }, {a});
+  check("reductions of a transposed input",
+        [](const Inputs& x) { return x[0].transpose(0, 2).sum({1}); }, {a});
 }
 
 TEST_CASE("gradcheck: max with ties shares the gradient evenly, as PyTorch") {
@@ -153,16 +156,25 @@ TEST_CASE("gradcheck: matrix products") {
 TEST_CASE("gradcheck: views") {
   const Tensor a = leaf({2, 3, 4}, -1, 1, 15);
   check("view", [](const Inputs& x) { return x[0].view({6, 4}) * 2.0; }, {a});
-  check("reshape of a transposed", [](const Inputs& x) { return x[0].transpose(0, 2).reshape({-1}); }, {a});
+  check("reshape of a transposed",
+        [](const Inputs& x) { return x[0].transpose(0, 2).reshape({-1}); }, {a});
   check("slice", [](const Inputs& x) { return x[0].slice(2, 1, 4, 2); }, {a});
   check("narrow", [](const Inputs& x) { return x[0].narrow(1, 1, 2); }, {a});
   check("select", [](const Inputs& x) { return x[0].select(1, -1); }, {a});
   check("permute", [](const Inputs& x) { return x[0].permute({2, 0, 1}); }, {a});
-  check("expand", [](const Inputs& x) { return x[0].select(0, 0).unsqueeze(0).expand({5, 3, 4}); }, {a});
+  check("expand",
+        [](const Inputs& x) {
+          return x[0].select(0, 0).unsqueeze(0).expand({5, 3, 4});
+        },
+        {a});
   check("squeeze/unsqueeze", [](const Inputs& x) { return x[0].unsqueeze(1).squeeze(1); }, {a});
   check("diagonal", [](const Inputs& x) { return x[0].diagonal(1, 1, 2); }, {a});
   check("as_strided", [](const Inputs& x) { return x[0].as_strided({3, 3}, {4, 1}, 1); }, {a});
-  check("as_strided overlapping", [](const Inputs& x) { return x[0].as_strided({3, 3}, {1, 1}, 0); }, {a});
+  check("as_strided overlapping",
+        [](const Inputs& x) {
+          return x[0].as_strided({3, 3}, {1, 1}, 0);
+        },
+        {a});
   check("chunk", [](const Inputs& x) { return x[0].chunk(2, 2)[1]; }, {a});
   check("unbind", [](const Inputs& x) { return x[0].unbind(0)[1]; }, {a});
 }
@@ -171,10 +183,15 @@ TEST_CASE("gradcheck: index ops and joining") {
   const Tensor a = leaf({4, 3}, -1, 1, 16), b = leaf({2, 3}, -1, 1, 17);
   const Tensor idx = tensor({2, 0, 2});
   const Tensor gidx = from_vector<int64_t>({0, 1, 3, 3, 3, 0}, {2, 3});
-  check("index_select (duplicates)", [&](const Inputs& x) { return x[0].index_select(0, idx); }, {a});
+  check("index_select (duplicates)", [&](const Inputs& x) { return x[0].index_select(0, idx); },
+        {a});
   check("gather", [&](const Inputs& x) { return x[0].t().gather(1, gidx); }, {a});
   check("scatter_add", [&](const Inputs& x) { return scatter_add(x[0], 0, gidx, x[1]); }, {a, b});
-  check("embedding", [&](const Inputs& x) { return embedding(x[0], from_vector<int64_t>({1, 3, 1, 0}, {2, 2})); }, {a});
+  check("embedding",
+        [&](const Inputs& x) {
+          return embedding(x[0], from_vector<int64_t>({1, 3, 1, 0}, {2, 2}));
+        },
+        {a});
   check("masked_fill", [](const Inputs& x) { return x[0].masked_fill(x[0].gt(0.0), 2.0); }, {a});
   check("cat", [](const Inputs& x) { return cat({x[0], x[1], x[0]}, 0); }, {a, b});
   check("stack", [](const Inputs& x) { return stack({x[0].slice(0, 0, 2), x[1]}, 1); }, {a, b});
@@ -188,56 +205,80 @@ TEST_CASE("gradcheck: casts and copies") {
       [](const Inputs& x) { return x[0].to(kFloat32).to(kFloat64) * 3.0; }, {a}, "to", 1e-2, 1e-3);
   CHECK_MESSAGE(r.ok, r.report);
   check("clone", [](const Inputs& x) { return x[0].clone() * x[0]; }, {a});
-  check("contiguous of a transposed", [](const Inputs& x) { return x[0].view({3, 1}).expand({3, 2}).t().contiguous(); }, {a});
-  check("to another device", [](const Inputs& x) { return x[0].to(Device("sim:0")).exp().cpu(); }, {a});
+  check("contiguous of a transposed",
+        [](const Inputs& x) {
+          return x[0].view({3, 1}).expand({3, 2}).t().contiguous();
+        },
+        {a});
+  check("to another device", [](const Inputs& x) { return x[0].to(Device("sim:0")).exp().cpu(); },
+        {a});
 }
 
 TEST_CASE("gradcheck: chains of in-place ops on non-leaves") {
   const Tensor a = leaf({2, 3}, 0.5, 1.5, 19), b = leaf({3}, 0.5, 1.5, 20);
-  check("add_ mul_ exp_", [](const Inputs& x) {
-    Tensor h = x[0] * 1.0;
-    h.add_(x[1]);
-    h.mul_(x[1]);
-    h.exp_();
-    return h;
-  }, {a, b});
-  check("div_ sub_ clamp_ sigmoid_", [](const Inputs& x) {
-    Tensor h = x[0] + 0.0;
-    h.div_(x[1]);
-    h.sub_(x[1], 0.5);
-    h.clamp_(0.0, 0.9);  // (clamp_ after sigmoid_ would modify sigmoid's saved output:
-    h.sigmoid_();        //  PyTorch and memgrad both reject that at backward)
-    return h;
-  }, {a, b});
-  check("in-place on a view (CopySlices)", [](const Inputs& x) {
-    Tensor h = x[0] * 2.0;
-    h.select(0, 1).mul_(x[1]);
-    h.slice(1, 0, 2).tanh_();
-    return h;
-  }, {a, b});
-  check("copy_ into a slice", [](const Inputs& x) {
-    Tensor h = zeros({2, 3}, kFloat64);
-    h.slice(1, 1, 3).copy_(x[0].slice(1, 0, 2) * 3.0);
-    return h * x[0];
-  }, {a});
-  check("masked_fill_ and scatter_add_", [](const Inputs& x) {
-    Tensor h = x[0] * 1.0;
-    h.masked_fill_(tensor({true, false, true}, kBool).unsqueeze(0).expand({2, 3}), 0.0);
-    h.scatter_add_(1, from_vector<int64_t>({0, 0, 1, 2, 2, 2}, {2, 3}), x[0] * 2.0);
-    return h;
-  }, {a});
+  check("add_ mul_ exp_",
+        [](const Inputs& x) {
+          Tensor h = x[0] * 1.0;
+          h.add_(x[1]);
+          h.mul_(x[1]);
+          h.exp_();
+          return h;
+        },
+        {a, b});
+  check("div_ sub_ clamp_ sigmoid_",
+        [](const Inputs& x) {
+          Tensor h = x[0] + 0.0;
+          h.div_(x[1]);
+          h.sub_(x[1], 0.5);
+          h.clamp_(0.0, 0.9);  // (clamp_ after sigmoid_ would modify sigmoid's saved output:
+          h.sigmoid_();        //  PyTorch and memgrad both reject that at backward)
+          return h;
+        },
+        {a, b});
+  check("in-place on a view (CopySlices)",
+        [](const Inputs& x) {
+          Tensor h = x[0] * 2.0;
+          h.select(0, 1).mul_(x[1]);
+          h.slice(1, 0, 2).tanh_();
+          return h;
+        },
+        {a, b});
+  check("copy_ into a slice",
+        [](const Inputs& x) {
+          Tensor h = zeros({2, 3}, kFloat64);
+          h.slice(1, 1, 3).copy_(x[0].slice(1, 0, 2) * 3.0);
+          return h * x[0];
+        },
+        {a});
+  check("masked_fill_ and scatter_add_",
+        [](const Inputs& x) {
+          Tensor h = x[0] * 1.0;
+          h.masked_fill_(tensor({true, false, true}, kBool).unsqueeze(0).expand({2, 3}), 0.0);
+          h.scatter_add_(1, from_vector<int64_t>({0, 0, 1, 2, 2, 2}, {2, 3}), x[0] * 2.0);
+          return h;
+        },
+        {a});
 }
 
 TEST_CASE("gradcheck: nn ops") {
-  const Tensor x = leaf({3, 5}, -1, 1, 21), w = leaf({5}, 0.5, 1.5, 22), bias = leaf({5}, -1, 1, 23);
+  const Tensor x = leaf({3, 5}, -1, 1, 21), w = leaf({5}, 0.5, 1.5, 22),
+               bias = leaf({5}, -1, 1, 23);
   check("layer_norm", [](const Inputs& in) { return nn::layer_norm(in[0], {5}, in[1], in[2]); },
         {x, w, bias});
-  check("cross_entropy", [](const Inputs& in) { return nn::cross_entropy(in[0], tensor({4, 0, 2})); },
+  check("cross_entropy",
+        [](const Inputs& in) {
+          return nn::cross_entropy(in[0], tensor({4, 0, 2}));
+        },
         {x});
-  check("cross_entropy smoothing, ignore_index", [](const Inputs& in) {
-    return nn::cross_entropy(in[0], tensor({4, -100, 2}), 0.1, -100, nn::Reduction::Sum);
-  }, {x});
-  check("mse_loss", [](const Inputs& in) { return nn::mse_loss(in[0], in[1].unsqueeze(0).expand({3, 5})); },
+  check("cross_entropy smoothing, ignore_index",
+        [](const Inputs& in) {
+          return nn::cross_entropy(in[0], tensor({4, -100, 2}), 0.1, -100, nn::Reduction::Sum);
+        },
+        {x});
+  check("mse_loss",
+        [](const Inputs& in) {
+          return nn::mse_loss(in[0], in[1].unsqueeze(0).expand({3, 5}));
+        },
         {x, w});
 }
 
@@ -252,8 +293,9 @@ TEST_CASE("gradcheck reports a wrong gradient clearly") {
       },
       {a}, "exp");
   CHECK_FALSE(r.ok);
-  CHECK(r.report.find("gradcheck failed for exp: input 0 (shape [2]), element 0") != std::string::npos);
+  CHECK(r.report.find("gradcheck failed for exp: input 0 (shape [2]), element 0") !=
+        std::string::npos);
   CHECK(r.report.find("analytic") != std::string::npos);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("autograd")

@@ -45,7 +45,9 @@ struct Input {
 };
 
 // Bytes of whole blocks, as the caching allocator hands them out.
-size_t blocks(size_t nbytes) { return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize; }
+size_t blocks(size_t nbytes) {
+  return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
 size_t blocks(const Tensor& t) { return blocks(t.nbytes()); }
 
 // The rounded bytes of a row's inputs and outputs, for its expectations.
@@ -64,8 +66,8 @@ struct Contract {
   const char* says;    // the words it says there
   std::vector<Input> inputs;
   Run run;
-  Expect saved;                  // bytes the node keeps after forward
-  Expect allocated = nullptr;    // in-place rows: bytes the call itself allocates
+  Expect saved;                // bytes the node keeps after forward
+  Expect allocated = nullptr;  // in-place rows: bytes the call itself allocates
 };
 
 const Expect kNothing = [](const Bytes&) -> size_t { return 0; };
@@ -111,14 +113,18 @@ constexpr const char* kNoCopy =
     "exp_, tanh_, sigmoid_, relu_, sqrt_, rsqrt_ and reciprocal_ save self's new value: no copy";
 constexpr const char* kInplaceNothing =
     "add_, sub_, neg_ and the scalar forms of mul_ and div_ save nothing";
-constexpr const char* kMatrix = "mm, bmm, matmul: self if other requires grad, other if self "
-                                "requires grad";
+constexpr const char* kMatrix =
+    "mm, bmm, matmul: self if other requires grad, other if self "
+    "requires grad";
 constexpr const char* kFullExtremes =
     "max, min of all elements, amax, amin, logsumexp, norm: self and the result";
 constexpr const char* kViewsSave = "Saves for backward: nothing; backward needs only sizes";
-constexpr const char* kCopySave = "Saves for backward: nothing. to, clone and copy_ pass "
-                                  "gradients through";
+constexpr const char* kCopySave =
+    "Saves for backward: nothing. to, clone and copy_ pass "
+    "gradients through";
 
+// The contract tables keep one row per op, aligned by hand.
+// clang-format off
 std::vector<Contract> elementwise_contracts() {
   using V = std::vector<Tensor>;
   return {
@@ -382,6 +388,7 @@ std::vector<Contract> view_and_copy_contracts() {
        op([](V& x) { return x[0].to(Device("sim:0")); }), kNothing},
   };
 }
+// clang-format on
 
 std::vector<Contract> all_contracts() {
   std::vector<Contract> all;
@@ -407,7 +414,9 @@ struct Leaves {
           t = rand(in.sizes, {}, &generator) + 0.5;  // in [0.5, 1.5): log, sqrt, pow are finite
           if (in.make == Make::Grad) t.requires_grad_();
           break;
-        case Make::Index: t = randint(0, in.bound, in.sizes, TensorOptions(kInt64), &generator); break;
+        case Make::Index:
+          t = randint(0, in.bound, in.sizes, TensorOptions(kInt64), &generator);
+          break;
         case Make::Mask: t = rand(in.sizes, {}, &generator).gt(0.5); break;
       }
       tensors.push_back(t);
@@ -510,8 +519,8 @@ TEST_CASE("each contract row is what its engine header says") {
     std::istringstream tokens(c.says);
     std::string words, token;
     while (tokens >> token) words += (words.empty() ? "" : " ") + token;
-    CHECK_MESSAGE(headers[c.header].find(words) != std::string::npos, "the header does not say: ",
-                  std::string(c.says));
+    CHECK_MESSAGE(headers[c.header].find(words) != std::string::npos,
+                  "the header does not say: ", std::string(c.says));
   }
 }
 
@@ -531,4 +540,4 @@ TEST_CASE("equal and allclose keep nothing and peak at the temporaries their con
   CHECK_EQ(cpu_allocated(), start);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("autograd")

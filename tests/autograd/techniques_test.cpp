@@ -76,7 +76,8 @@ TEST_CASE("checkpointing keeps fewer activations: peak and saved bytes drop") {
     zero_grads(layers);
     const int64_t before = static_cast<int64_t>(alloc.memory_allocated());
     alloc.reset_peak_stats();
-    Tensor y = segments == 0 ? run_plain(layers, x) : autograd::checkpoint_sequential(layers, segments, x);
+    Tensor y =
+        segments == 0 ? run_plain(layers, x) : autograd::checkpoint_sequential(layers, segments, x);
     const int64_t kept = static_cast<int64_t>(alloc.memory_allocated()) - before;
     y.sum().backward();
     const int64_t peak = alloc.stats().allocated_bytes.all().peak - before;
@@ -121,7 +122,7 @@ TEST_CASE("autocast runs matmul-family ops in float16 and sensitive ops in float
   CHECK_EQ(exp(h).dtype(), kFloat32);
   CHECK_EQ(h.sum().dtype(), kFloat32);
   CHECK_EQ(nn::cross_entropy(h, tensor({0, 1, 2, 0})).dtype(), kFloat32);
-  CHECK_EQ(relu(h).dtype(), kFloat16);              // not listed: runs in its input's dtype
+  CHECK_EQ(relu(h).dtype(), kFloat16);                 // not listed: runs in its input's dtype
   CHECK_EQ((h + a.slice(1, 0, 3)).dtype(), kFloat32);  // mixed inputs promote to the widest
   CHECK_EQ(cat({h, a.slice(1, 0, 3)}, 0).dtype(), kFloat32);  // promote ops
   {
@@ -206,8 +207,8 @@ TEST_CASE("GradScaler rejects unscale_ twice and a second step before update") {
   autograd::GradScaler scaler;
   scaler.scale(w.sum()).backward();
   scaler.unscale_(opt);
-  CHECK_THROWS_WITH_AS(scaler.unscale_(opt), doctest::Contains("unscale_() has already been called"),
-                       AutogradError);
+  CHECK_THROWS_WITH_AS(scaler.unscale_(opt),
+                       doctest::Contains("unscale_() has already been called"), AutogradError);
   scaler.step(opt);
   CHECK_THROWS_WITH_AS(scaler.step(opt), doctest::Contains("step() has already been called"),
                        AutogradError);
@@ -215,4 +216,4 @@ TEST_CASE("GradScaler rejects unscale_ twice and a second step before update") {
   CHECK_EQ(scaler.state_dict().at("scale"), 65536.0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("autograd")

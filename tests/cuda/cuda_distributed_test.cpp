@@ -29,9 +29,7 @@ namespace {
 
 const Device kGpu("cuda:0");
 
-TensorOptions on_gpu(DType dtype = kFloat32) {
-  return TensorOptions(dtype).with_device(kGpu);
-}
+TensorOptions on_gpu(DType dtype = kFloat32) { return TensorOptions(dtype).with_device(kGpu); }
 
 std::shared_ptr<nn::Sequential> make_model() {
   manual_seed(11);
@@ -125,4 +123,4 @@ TEST_CASE("without NCCL's header the nccl backend says what is missing") {
 }
 
 #endif
-}
+}  // TEST_SUITE("cuda")

@@ -22,15 +22,15 @@ using kernels::UnaryOp;
 namespace {
 
 constexpr UnaryOp kUnaryOps[] = {
-    UnaryOp::Neg,     UnaryOp::Exp,      UnaryOp::Log,     UnaryOp::Sqrt,       UnaryOp::Rsqrt,
-    UnaryOp::Abs,     UnaryOp::Sign,     UnaryOp::Tanh,    UnaryOp::Sigmoid,    UnaryOp::Relu,
-    UnaryOp::GeluTanh, UnaryOp::GeluErf, UnaryOp::Silu,    UnaryOp::Reciprocal, UnaryOp::Square,
-    UnaryOp::LogicalNot};
+    UnaryOp::Neg,     UnaryOp::Exp,        UnaryOp::Log,      UnaryOp::Sqrt,
+    UnaryOp::Rsqrt,   UnaryOp::Abs,        UnaryOp::Sign,     UnaryOp::Tanh,
+    UnaryOp::Sigmoid, UnaryOp::Relu,       UnaryOp::GeluTanh, UnaryOp::GeluErf,
+    UnaryOp::Silu,    UnaryOp::Reciprocal, UnaryOp::Square,   UnaryOp::LogicalNot};
 
 constexpr BinaryOp kBinaryOps[] = {
-    BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow,
-    BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt,
-    BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge, BinaryOp::LogicalAnd, BinaryOp::LogicalOr};
+    BinaryOp::Add,     BinaryOp::Sub,     BinaryOp::Mul, BinaryOp::Div,        BinaryOp::Pow,
+    BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Eq,  BinaryOp::Ne,         BinaryOp::Lt,
+    BinaryOp::Le,      BinaryOp::Gt,      BinaryOp::Ge,  BinaryOp::LogicalAnd, BinaryOp::LogicalOr};
 
 bool needs_positive(UnaryOp op) {
   return op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt;
@@ -143,10 +143,11 @@ TEST_CASE("binary_scalar rounds the scalar as the CPU stores it") {
     double scalar;
     bool first;
   };
-  const Case cases[] = {{kFloat32, BinaryOp::Mul, 0.1, false}, {kFloat16, BinaryOp::Add, 0.1, false},
-                        {kFloat64, BinaryOp::Div, 3.0, true},  {kInt64, BinaryOp::Sub, 7.0, true},
-                        {kInt64, BinaryOp::Lt, 2.5, false},    {kFloat16, BinaryOp::Ge, 0.3, false},
-                        {kInt64, BinaryOp::Div, 0.0, false}};
+  const Case cases[] = {
+      {kFloat32, BinaryOp::Mul, 0.1, false}, {kFloat16, BinaryOp::Add, 0.1, false},
+      {kFloat64, BinaryOp::Div, 3.0, true},  {kInt64, BinaryOp::Sub, 7.0, true},
+      {kInt64, BinaryOp::Lt, 2.5, false},    {kFloat16, BinaryOp::Ge, 0.3, false},
+      {kInt64, BinaryOp::Div, 0.0, false}};
   for (const Case& c : cases) {
     CAPTURE(dtype_name(c.dtype));
     CAPTURE(static_cast<int>(c.op));
@@ -242,13 +243,16 @@ TEST_CASE("reductions match the CPU for every op and each thread layout") {
         CAPTURE(l.dim);
         CAPTURE(static_cast<int>(r));
         // Prod stays finite with values near 1.
-        const double lo = r == ReduceOp::Prod ? 0.999 : -3.0, hi = r == ReduceOp::Prod ? 1.001 : 3.0;
+        const double lo = r == ReduceOp::Prod ? 0.999 : -3.0,
+                     hi = r == ReduceOp::Prod ? 1.001 : 3.0;
         const Twin in = input(l.rows, l.cols, dtype, lo, hi, 81);
-        const Shape out_shape = l.dim < 0 ? Shape{1, 1} : (l.dim == 0 ? Shape{1, l.cols} : Shape{l.rows, 1});
-        const DType out_dtype = r == ReduceOp::Any || r == ReduceOp::All ? kBool
+        const Shape out_shape =
+            l.dim < 0 ? Shape{1, 1} : (l.dim == 0 ? Shape{1, l.cols} : Shape{l.rows, 1});
+        const DType out_dtype = r == ReduceOp::Any || r == ReduceOp::All       ? kBool
                                 : (r == ReduceOp::Mean && !is_floating(dtype)) ? kFloat32
-                                : (dtype == kBool && (r == ReduceOp::Sum || r == ReduceOp::Prod)) ? kInt64
-                                : dtype;
+                                : (dtype == kBool && (r == ReduceOp::Sum || r == ReduceOp::Prod))
+                                    ? kInt64
+                                    : dtype;
         Twin out = output_twin(out_shape, out_dtype);
         cpu_kernels().reduce(r, arg(out.cpu), arg(in.cpu));
         cuda_kernels().reduce(r, arg(out.gpu), arg(in.gpu));
@@ -380,8 +384,8 @@ TEST_CASE("gemm matches the CPU for each dtype, transposed operands and batches"
     CAPTURE(c.batch);
     // A stored (batch, m, k) or, transposed, (batch, k, m) and read through its transpose; B is
     // shared by every batch (batch stride 0).
-    const Twin a = twin(random_tensor(c.ta ? Shape{c.batch, k, m} : Shape{c.batch, m, k}, c.dtype,
-                                      -1, 1, 121));
+    const Twin a = twin(
+        random_tensor(c.ta ? Shape{c.batch, k, m} : Shape{c.batch, m, k}, c.dtype, -1, 1, 121));
     const Twin b = twin(random_tensor(c.tb ? Shape{n, k} : Shape{k, n}, c.dtype, -1, 1, 122));
     Twin out = twin(random_tensor({c.batch, m, n}, c.dtype, -1, 1, 123));
     auto args_for = [&](const Tensor& ta, const Tensor& tb, const Tensor& tc) {
@@ -431,4 +435,4 @@ TEST_CASE("gemm rejects operands whose strides cuBLAS cannot express") {
                        memgrad::GemmLayoutError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("cuda")

@@ -195,8 +195,11 @@ TEST_CASE("ops mixing cpu and cuda tensors raise DeviceError") {
   const Tensor a = ones({3});
   const Tensor b = ones({3}, kCuda0);
   check_device_error([&] { (void)(a + b); }, "add", {"cpu", "cuda:0"});
-  check_device_error([&] { (void)matmul(ones({2, 2}), ones({2, 2}, kCuda0)); }, "matmul",
-                     {"cpu", "cuda:0"});
+  check_device_error(
+      [&] {
+        (void)matmul(ones({2, 2}), ones({2, 2}, kCuda0));
+      },
+      "matmul", {"cpu", "cuda:0"});
   check_device_error([&] { (void)pin_memory(b); }, "pin_memory", {"cuda:0"});
   check_device_error([&] { cuda::record_stream(a, kDefaultStream); }, "record_stream", {"cpu"});
   const int count = cuda::device_count();
@@ -278,4 +281,4 @@ TEST_CASE("the expandable policy grows one CUDA segment in place with virtual me
   CHECK_EQ(alloc.memory_reserved(), size_t{0});
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("cuda")

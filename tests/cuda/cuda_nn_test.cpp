@@ -118,8 +118,7 @@ TEST_CASE("Philox draws are identical to the CPU's (normal within 2 ulp of float
       cuda_kernels().normal(arg(n.gpu), 42, 10, 1.0, 2.0);
       // log, sin and cos differ from glibc's by up to 2 ulp of float64; rounded to float32 or
       // float16 that is at most one unit of the last place.
-      check_close(n, dtype == kFloat64 ? 1e-14 : dtype == kFloat32 ? 2e-7 : 1e-3, 1e-14,
-                  "normal");
+      check_close(n, dtype == kFloat64 ? 1e-14 : dtype == kFloat32 ? 2e-7 : 1e-3, 1e-14, "normal");
     }
   }
   // Through the engine: the same seed gives the same tensor on cpu and cuda:0.
@@ -158,8 +157,8 @@ TEST_CASE("layer norm forward and backward match the CPU on the warp and block p
         cpu_kernels().layer_norm_backward(arg(dx.cpu), weight(dw.cpu), weight(db.cpu), arg(dy.cpu),
                                           arg(x.cpu), arg(mean.cpu), arg(rstd.cpu), weight(w.cpu),
                                           rows, n);
-        cuda_kernels().layer_norm_backward(arg(dx.gpu), weight(dw.gpu), weight(db.gpu),
-                                           arg(dy.gpu), arg(x.gpu), arg(mean.cpu.to(kCuda0)),
+        cuda_kernels().layer_norm_backward(arg(dx.gpu), weight(dw.gpu), weight(db.gpu), arg(dy.gpu),
+                                           arg(x.gpu), arg(mean.cpu.to(kCuda0)),
                                            arg(rstd.cpu.to(kCuda0)), weight(w.gpu), rows, n);
         check_close(dx, rtol_for(dtype) * 5, rtol_for(dtype) * 0.1, "layer_norm dx");
         check_close(dw, rtol_for(dtype), rtol_for(dtype) * 0.1, "layer_norm dweight");
@@ -191,8 +190,8 @@ TEST_CASE("cross entropy forward and backward match the CPU, ignored rows and sm
       const Twin grad_loss = twin(full({1}, 1.0, dtype));
       Twin grad = output_twin({rows, classes}, dtype);
       const Tensor gl_cpu = grad_loss.cpu.expand({rows}), gl_gpu = grad_loss.gpu.expand({rows});
-      cpu_kernels().cross_entropy_backward(arg(grad.cpu), arg(gl_cpu), arg(lp.cpu),
-                                           arg(target.cpu), -100, 0.1, 1.0 / rows);
+      cpu_kernels().cross_entropy_backward(arg(grad.cpu), arg(gl_cpu), arg(lp.cpu), arg(target.cpu),
+                                           -100, 0.1, 1.0 / rows);
       cuda_kernels().cross_entropy_backward(arg(grad.gpu), arg(gl_gpu), arg(lp.cpu.to(kCuda0)),
                                             arg(target.gpu), -100, 0.1, 1.0 / rows);
       check_close(grad, rtol_for(dtype), rtol_for(dtype) * 1e-3, "grad_logits");
@@ -242,4 +241,4 @@ TEST_CASE("fused SGD and Adam steps match the CPU") {
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("cuda")

@@ -69,12 +69,12 @@ inline void check_close(const Tensor& cpu, const Tensor& gpu, double rtol, doubl
     if (!(diff <= atol + rtol * std::abs(want[i])) && first_bad == want.size()) first_bad = i;
     if (diff > worst || std::isnan(diff)) worst = diff;
   }
-  CHECK_MESSAGE(first_bad == want.size(),
-                fmt::format("{}: element {} of {}: cuda {} vs cpu {}; max |diff| {} (rtol {}, "
-                            "atol {})",
-                            what, first_bad, want.size(),
-                            first_bad < got.size() ? got[first_bad] : 0.0,
-                            first_bad < want.size() ? want[first_bad] : 0.0, worst, rtol, atol));
+  CHECK_MESSAGE(
+      first_bad == want.size(),
+      fmt::format("{}: element {} of {}: cuda {} vs cpu {}; max |diff| {} (rtol {}, "
+                  "atol {})",
+                  what, first_bad, want.size(), first_bad < got.size() ? got[first_bad] : 0.0,
+                  first_bad < want.size() ? want[first_bad] : 0.0, worst, rtol, atol));
 }
 
 inline void check_close(const Twin& t, double rtol, double atol, const std::string& what) {

@@ -90,8 +90,7 @@ int ddp_worker() {
   auto model = make_model();
   if (setup.rank != 0) {
     NoGradGuard no_grad;
-    for (Tensor p : model->parameters())
-      p.add_(static_cast<double>(setup.rank));
+    for (Tensor p : model->parameters()) p.add_(static_cast<double>(setup.rank));
   }
   DistributedDataParallel ddp(model, setup.pg, {cap, views});
   const Tensor xr = setup.x.narrow(0, setup.rank * setup.rows, setup.rows);
@@ -106,8 +105,7 @@ int ddp_worker() {
   check(buckets.front().parameters.front() == "2.bias", buckets.front().parameters.front());
   if (cap < 0.001) check(buckets.size() > 1, fmt::format("{} buckets", buckets.size()));
   int64_t total = 0;
-  for (const BucketInfo& b : buckets)
-    total += b.numel;
+  for (const BucketInfo& b : buckets) total += b.numel;
   check(total == model->num_parameters(), "every parameter in one bucket");
   // With views the gradients are the buckets: after zero_grad they still exist (zeroed), and
   // no gradient has storage of its own.
@@ -176,40 +174,40 @@ const bool kRegistered = memgrad::testing::register_worker("ddp", ddp_worker) &&
 }  // namespace
 
 TEST_SUITE("distributed") {
-  TEST_CASE("DDP's averaged gradients equal one process's gradients of the same global batch") {
-    for (int n : {2, 4}) {
-      for (const char* view : {"0", "1"}) {
-        for (const char* cap : {"25", "0.0002"}) {  // one bucket; several (0.0002 MiB = 209 B)
-          CAPTURE(n);
-          CAPTURE(view);
-          CAPTURE(cap);
-          const SpawnResult result =
-              run_workers("ddp", n, 20, {{"DDP_VIEW", view}, {"DDP_CAP", cap}});
-          INFO(outputs(result));
-          CHECK(result.ok());
-        }
-      }
-    }
-  }
-
-  TEST_CASE("DDP all-reduces a bucket during backward, as soon as its gradients are in") {
-    for (int n : {2, 4}) {
-      CAPTURE(n);
-      const SpawnResult result = run_workers("overlap", n, 20);
-      INFO(outputs(result));
-      CHECK(result.ok());
-    }
-  }
-
-  TEST_CASE("DDP's no_sync accumulates locally; the next synced backward reduces the sum") {
-    for (int n : {2, 4}) {
-      for (const char* view : {"0", "1"}) {
+TEST_CASE("DDP's averaged gradients equal one process's gradients of the same global batch") {
+  for (int n : {2, 4}) {
+    for (const char* view : {"0", "1"}) {
+      for (const char* cap : {"25", "0.0002"}) {  // one bucket; several (0.0002 MiB = 209 B)
         CAPTURE(n);
         CAPTURE(view);
-        const SpawnResult result = run_workers("no_sync", n, 20, {{"DDP_VIEW", view}});
+        CAPTURE(cap);
+        const SpawnResult result =
+            run_workers("ddp", n, 20, {{"DDP_VIEW", view}, {"DDP_CAP", cap}});
         INFO(outputs(result));
         CHECK(result.ok());
       }
     }
   }
 }
+
+TEST_CASE("DDP all-reduces a bucket during backward, as soon as its gradients are in") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("overlap", n, 20);
+    INFO(outputs(result));
+    CHECK(result.ok());
+  }
+}
+
+TEST_CASE("DDP's no_sync accumulates locally; the next synced backward reduces the sum") {
+  for (int n : {2, 4}) {
+    for (const char* view : {"0", "1"}) {
+      CAPTURE(n);
+      CAPTURE(view);
+      const SpawnResult result = run_workers("no_sync", n, 20, {{"DDP_VIEW", view}});
+      INFO(outputs(result));
+      CHECK(result.ok());
+    }
+  }
+}
+}  // TEST_SUITE("distributed")

@@ -34,9 +34,7 @@ using memgrad::testing::run_workers;
 
 namespace {
 
-int64_t allocated() {
-  return static_cast<int64_t>(memory_allocated(kCPU));
-}
+int64_t allocated() { return static_cast<int64_t>(memory_allocated(kCPU)); }
 
 bool values_are(const Tensor& t, const std::vector<double>& expected) {
   const Tensor d = t.to(kFloat64).contiguous();
@@ -76,8 +74,7 @@ int collectives_worker() {
   const int64_t before_rs = allocated();
   pg->reduce_scatter(output, input);
   std::vector<double> expected;
-  for (int i = 3 * r; i < 3 * r + 3; ++i)
-    expected.push_back(100.0 * rank_sum + n * i);
+  for (int i = 3 * r; i < 3 * r + 3; ++i) expected.push_back(100.0 * rank_sum + n * i);
   check(values_are(output, expected), "reduce_scatter sum");
   // One staging buffer of input's nbytes (rounded to 512 by the caching allocator), freed.
   check(static_cast<int64_t>(max_memory_allocated(kCPU)) - before_rs == 512,
@@ -91,8 +88,7 @@ int collectives_worker() {
   const int64_t before_ag = allocated();
   pg->all_gather(gathered, full({2}, static_cast<double>(r)));
   std::vector<double> pairs;
-  for (int q = 0; q < n; ++q)
-    pairs.insert(pairs.end(), {double(q), double(q)});
+  for (int q = 0; q < n; ++q) pairs.insert(pairs.end(), {double(q), double(q)});
   check(values_are(gathered, pairs), "all_gather");
   Tensor in_place = zeros({2 * n});
   Tensor mine = in_place.narrow(0, 2 * r, 2);
@@ -313,97 +309,95 @@ const bool kRegistered = memgrad::testing::register_worker("throws", throws_work
 }  // namespace
 
 TEST_SUITE("distributed") {
-  TEST_CASE(
-      "collectives give PyTorch's results on 2 and 4 ranks; only reduce_scatter stages bytes") {
-    for (int n : {2, 4}) {
-      CAPTURE(n);
-      const SpawnResult result = run_workers("collectives", n);
-      INFO(outputs(result));
-      CHECK(result.ok());
-    }
-  }
-
-  TEST_CASE("ranks that call different collectives all get CollectiveMismatchError") {
-    for (int n : {2, 4}) {
-      CAPTURE(n);
-      const SpawnResult result = run_workers("mismatch", n);
-      INFO(outputs(result));
-      CHECK(result.ok());
-    }
-  }
-
-  TEST_CASE(
-      "a rank whose own checks reject its call: its own error there, at once a "
-      "CollectiveMismatchError naming it on the others") {
-    for (int n : {2, 4}) {
-      CAPTURE(n);
-      const SpawnResult result = run_workers("rejected", n, 20);
-      INFO(outputs(result));
-      CHECK(result.ok());
-    }
-  }
-
-  TEST_CASE("a rank that exits makes the others fail within the timeout, naming it") {
-    for (int n : {2, 4}) {
-      CAPTURE(n);
-      const SpawnResult result = run_workers("dead_rank", n, 3, {}, false);
-      INFO(outputs(result));
-      REQUIRE_EQ(result.ranks.size(), static_cast<size_t>(n));
-      for (int r = 0; r + 1 < n; ++r)
-        CHECK_EQ(result.ranks[r].exit_status, 0);
-      CHECK_EQ(result.ranks[n - 1].exit_status, 3);
-    }
-  }
-
-  TEST_CASE("failure notes lead from a rank that found peers gone to the rank that failed first") {
-    const std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / fmt::format("memgrad-notes-{}", getpid());
-    std::filesystem::create_directories(dir);
-    auto path = [&](int r) { return (dir / fmt::format("rank-{}.error", r)).string(); };
-    auto write_as = [&](int r, std::vector<int> gone) {
-      setenv(kErrorFileVariable, path(r).c_str(), 1);
-      write_failure_note({std::move(gone), fmt::format("rank {} found peers gone", r)});
-      unsetenv(kErrorFileVariable);
-    };
-    write_as(2, {0, 3});  // rank 2 found ranks 0 and 3 gone; 0 had found 1 gone
-    write_as(0, {1});
-    const auto note = read_failure_note(path(2));
-    REQUIRE(note.has_value());
-    CHECK_EQ(note->gone, std::vector<int>{0, 3});
-    CHECK_EQ(note->message, "rank 2 found peers gone");
-    CHECK_FALSE(read_failure_note(path(5)).has_value());  // no note
-    std::ofstream(path(4)) << "Traceback (most recent call last):\n";
-    CHECK_FALSE(read_failure_note(path(4)).has_value());  // not a note
-
-    std::map<int, int> status = {{0, 1}, {1, 7}, {2, 1}, {3, 1}};
-    auto failed = [&](int r) { return status[r]; };
-    CHECK_EQ(root_failure(2, 4, path, failed), 1);  // 2 -> 0 -> 1, whose own note is absent
-    CHECK_EQ(root_failure(3, 4, path, failed), 3);  // no note: its own failure
-    status[1] = 0;                                  // rank 1 exited cleanly before the others:
-    CHECK_EQ(root_failure(2, 4, path, failed), 0);  // rank 0's failure is the first one
-    status[0] = 0;
-    CHECK_EQ(root_failure(2, 4, path, failed), 3);  // the next rank rank 2 named
-    write_as(1, {2});                               // a cycle is followed at most world_size steps
-    status = {{0, 1}, {1, 1}, {2, 1}};
-    write_as(0, {1});
-    write_as(2, {0});
-    const int root = root_failure(2, 3, path, failed);
-    CHECK((root >= 0 && root < 3));
-    std::filesystem::remove_all(dir);
-  }
-
-  TEST_CASE("a rank that is stuck makes the others fail when the timeout runs out") {
-    const SpawnResult result = run_workers("stuck_rank", 2, 1, {}, false);
+TEST_CASE("collectives give PyTorch's results on 2 and 4 ranks; only reduce_scatter stages bytes") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("collectives", n);
     INFO(outputs(result));
     CHECK(result.ok());
   }
+}
 
-  TEST_CASE("the bytes sent are measured on the wire: the ring's payload plus Gloo's headers") {
-    for (int n : {2, 4}) {
-      CAPTURE(n);
-      const SpawnResult result = run_workers("wire_bytes", n);
-      INFO(outputs(result));
-      CHECK(result.ok());
-    }
+TEST_CASE("ranks that call different collectives all get CollectiveMismatchError") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("mismatch", n);
+    INFO(outputs(result));
+    CHECK(result.ok());
   }
 }
+
+TEST_CASE(
+    "a rank whose own checks reject its call: its own error there, at once a "
+    "CollectiveMismatchError naming it on the others") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("rejected", n, 20);
+    INFO(outputs(result));
+    CHECK(result.ok());
+  }
+}
+
+TEST_CASE("a rank that exits makes the others fail within the timeout, naming it") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("dead_rank", n, 3, {}, false);
+    INFO(outputs(result));
+    REQUIRE_EQ(result.ranks.size(), static_cast<size_t>(n));
+    for (int r = 0; r + 1 < n; ++r) CHECK_EQ(result.ranks[r].exit_status, 0);
+    CHECK_EQ(result.ranks[n - 1].exit_status, 3);
+  }
+}
+
+TEST_CASE("failure notes lead from a rank that found peers gone to the rank that failed first") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("memgrad-notes-{}", getpid());
+  std::filesystem::create_directories(dir);
+  auto path = [&](int r) { return (dir / fmt::format("rank-{}.error", r)).string(); };
+  auto write_as = [&](int r, std::vector<int> gone) {
+    setenv(kErrorFileVariable, path(r).c_str(), 1);
+    write_failure_note({std::move(gone), fmt::format("rank {} found peers gone", r)});
+    unsetenv(kErrorFileVariable);
+  };
+  write_as(2, {0, 3});  // rank 2 found ranks 0 and 3 gone; 0 had found 1 gone
+  write_as(0, {1});
+  const auto note = read_failure_note(path(2));
+  REQUIRE(note.has_value());
+  CHECK_EQ(note->gone, std::vector<int>{0, 3});
+  CHECK_EQ(note->message, "rank 2 found peers gone");
+  CHECK_FALSE(read_failure_note(path(5)).has_value());  // no note
+  std::ofstream(path(4)) << "Traceback (most recent call last):\n";
+  CHECK_FALSE(read_failure_note(path(4)).has_value());  // not a note
+
+  std::map<int, int> status = {{0, 1}, {1, 7}, {2, 1}, {3, 1}};
+  auto failed = [&](int r) { return status[r]; };
+  CHECK_EQ(root_failure(2, 4, path, failed), 1);  // 2 -> 0 -> 1, whose own note is absent
+  CHECK_EQ(root_failure(3, 4, path, failed), 3);  // no note: its own failure
+  status[1] = 0;                                  // rank 1 exited cleanly before the others:
+  CHECK_EQ(root_failure(2, 4, path, failed), 0);  // rank 0's failure is the first one
+  status[0] = 0;
+  CHECK_EQ(root_failure(2, 4, path, failed), 3);  // the next rank rank 2 named
+  write_as(1, {2});                               // a cycle is followed at most world_size steps
+  status = {{0, 1}, {1, 1}, {2, 1}};
+  write_as(0, {1});
+  write_as(2, {0});
+  const int root = root_failure(2, 3, path, failed);
+  CHECK((root >= 0 && root < 3));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a rank that is stuck makes the others fail when the timeout runs out") {
+  const SpawnResult result = run_workers("stuck_rank", 2, 1, {}, false);
+  INFO(outputs(result));
+  CHECK(result.ok());
+}
+
+TEST_CASE("the bytes sent are measured on the wire: the ring's payload plus Gloo's headers") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("wire_bytes", n);
+    INFO(outputs(result));
+    CHECK(result.ok());
+  }
+}
+}  // TEST_SUITE("distributed")

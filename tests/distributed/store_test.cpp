@@ -19,10 +19,10 @@
 
 #include <fmt/format.h>
 
-#include "engine/cuda.h"
 #include "distributed/error.h"
 #include "distributed/process_group.h"
 #include "distributed/rendezvous_env.h"
+#include "engine/cuda.h"
 #include "engine/memgrad.h"
 #include "memgrad_build_config.h"
 #include "tests/distributed/workers.h"
@@ -158,90 +158,90 @@ const bool kRegistered = memgrad::testing::register_worker("redis", redis_worker
 }  // namespace
 
 TEST_SUITE("distributed") {
-  TEST_CASE("a file store sets keys once and waits for the others' up to a timeout") {
-    memgrad::testing::TempDir dir;
-    const std::string folder = dir.path().string() + "/store";
-    Store store = Store::file(folder);
-    CHECK_EQ(store.describe(), "file store " + folder);
-    store.set("a", "1");
-    CHECK_EQ(store.get("a", std::chrono::milliseconds(100)), "1");
-    CHECK(store.wait({"a"}, std::chrono::milliseconds(10)));
-    const auto start = std::chrono::steady_clock::now();
-    CHECK_FALSE(store.wait({"a", "missing"}, std::chrono::milliseconds(200)));
-    CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
-    CHECK_THROWS_WITH_AS(store.get("missing", std::chrono::milliseconds(50)),
-                         doctest::Contains("'missing' was not set"), DistributedError);
-  }
-
-  TEST_CASE("the rendezvous variables are checked and named") {
-    EnvVar rank("RANK", "2"), world("WORLD_SIZE", "2"), path("MEMGRAD_STORE_PATH", nullptr),
-        addr("MASTER_ADDR", nullptr), timeout("MEMGRAD_DIST_TIMEOUT", "soon");
-    CHECK_THROWS_WITH_AS(rendezvous_env(), doctest::Contains("RANK=2 is not an integer in [0, 1]"),
-                         DistributedError);
-    {
-      EnvVar no_world("WORLD_SIZE", nullptr);
-      CHECK_THROWS_WITH_AS(rendezvous_env(), doctest::Contains("WORLD_SIZE is not set"),
-                           DistributedError);
-    }
-    CHECK_THROWS_WITH_AS(Store::from_env(), doctest::Contains("set MEMGRAD_STORE_PATH"),
-                         DistributedError);
-    CHECK_THROWS_WITH_AS(timeout_from_env(), doctest::Contains("MEMGRAD_DIST_TIMEOUT=soon"),
-                         DistributedError);
-    CHECK_THROWS_WITH_AS(parse_backend("mpi"), doctest::Contains("unknown backend 'mpi'"),
-                         DistributedError);
-  }
-
-  TEST_CASE("one rank needs no store; the nccl backend needs the CUDA build") {
-    auto pg = init_process_group(Backend::Gloo, 0, 1, std::nullopt);
-    Tensor t = full({3}, 2.0);
-    pg->all_reduce(t, ReduceOp::Avg);
-    CHECK_EQ(t.sum().item<double>(), 6.0);
-    Tensor out = empty({3});
-    pg->reduce_scatter(out, t);
-    CHECK_EQ(out.sum().item<double>(), 6.0);
-    CHECK_THROWS_WITH_AS(init_process_group(Backend::Gloo, 0, 2, std::nullopt),
-                         doctest::Contains("2 ranks need a store"), DistributedError);
-    CHECK_THROWS_WITH_AS(pg->all_reduce(ones({2, 3}).t()), doctest::Contains("not contiguous"),
-                         ValueError);
-#if !MEMGRAD_WITH_CUDA
-    CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt),
-                         doctest::Contains("needs the CUDA build"), DistributedError);
-#elif !MEMGRAD_WITH_NCCL
-    CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt),
-                         doctest::Contains("nccl.h"), DistributedError);
-#else
-    // A rank whose LOCAL_RANK names no usable GPU (none at all on a machine without one).
-    const int usable = cuda::device_count();
-    const std::string expected =
-        fmt::format("runs on cuda:{} (LOCAL_RANK), and this machine has {} usable", usable, usable);
-    CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt, {}, usable),
-                         doctest::Contains(expected.c_str()), DistributedError);
-#endif
-  }
-
-  TEST_CASE("ranks meet in Gloo's Redis store on a redis-server (loopback)" *
-            doctest::skip(kNoRedisServer)) {
-    const int port = free_port();
-    RedisServer server(port);
-    REQUIRE(server.started());
-    // Wait until the server answers.
-    bool up = false;
-    for (int i = 0; i < 100 && !up; ++i) {
-      try {
-        (void)Store::redis("127.0.0.1", port);
-        up = true;
-      } catch (const DistributedError&) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-    REQUIRE(up);
-    const SpawnResult result =
-        run_workers("redis", 2, 10,
-                    {{"MASTER_ADDR", "127.0.0.1"},
-                     {"MASTER_PORT", std::to_string(port)},
-                     {"GLOO_SOCKET_IFNAME", "lo"},
-                     {"MEMGRAD_RUN_ID", fmt::format("redis-test-{}", getpid())}});
-    INFO(outputs(result));
-    CHECK(result.ok());
-  }
+TEST_CASE("a file store sets keys once and waits for the others' up to a timeout") {
+  memgrad::testing::TempDir dir;
+  const std::string folder = dir.path().string() + "/store";
+  Store store = Store::file(folder);
+  CHECK_EQ(store.describe(), "file store " + folder);
+  store.set("a", "1");
+  CHECK_EQ(store.get("a", std::chrono::milliseconds(100)), "1");
+  CHECK(store.wait({"a"}, std::chrono::milliseconds(10)));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(store.wait({"a", "missing"}, std::chrono::milliseconds(200)));
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
+  CHECK_THROWS_WITH_AS(store.get("missing", std::chrono::milliseconds(50)),
+                       doctest::Contains("'missing' was not set"), DistributedError);
 }
+
+TEST_CASE("the rendezvous variables are checked and named") {
+  EnvVar rank("RANK", "2"), world("WORLD_SIZE", "2"), path("MEMGRAD_STORE_PATH", nullptr),
+      addr("MASTER_ADDR", nullptr), timeout("MEMGRAD_DIST_TIMEOUT", "soon");
+  CHECK_THROWS_WITH_AS(rendezvous_env(), doctest::Contains("RANK=2 is not an integer in [0, 1]"),
+                       DistributedError);
+  {
+    EnvVar no_world("WORLD_SIZE", nullptr);
+    CHECK_THROWS_WITH_AS(rendezvous_env(), doctest::Contains("WORLD_SIZE is not set"),
+                         DistributedError);
+  }
+  CHECK_THROWS_WITH_AS(Store::from_env(), doctest::Contains("set MEMGRAD_STORE_PATH"),
+                       DistributedError);
+  CHECK_THROWS_WITH_AS(timeout_from_env(), doctest::Contains("MEMGRAD_DIST_TIMEOUT=soon"),
+                       DistributedError);
+  CHECK_THROWS_WITH_AS(parse_backend("mpi"), doctest::Contains("unknown backend 'mpi'"),
+                       DistributedError);
+}
+
+TEST_CASE("one rank needs no store; the nccl backend needs the CUDA build") {
+  auto pg = init_process_group(Backend::Gloo, 0, 1, std::nullopt);
+  Tensor t = full({3}, 2.0);
+  pg->all_reduce(t, ReduceOp::Avg);
+  CHECK_EQ(t.sum().item<double>(), 6.0);
+  Tensor out = empty({3});
+  pg->reduce_scatter(out, t);
+  CHECK_EQ(out.sum().item<double>(), 6.0);
+  CHECK_THROWS_WITH_AS(init_process_group(Backend::Gloo, 0, 2, std::nullopt),
+                       doctest::Contains("2 ranks need a store"), DistributedError);
+  CHECK_THROWS_WITH_AS(pg->all_reduce(ones({2, 3}).t()), doctest::Contains("not contiguous"),
+                       ValueError);
+#if !MEMGRAD_WITH_CUDA
+  CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt),
+                       doctest::Contains("needs the CUDA build"), DistributedError);
+#elif !MEMGRAD_WITH_NCCL
+  CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt),
+                       doctest::Contains("nccl.h"), DistributedError);
+#else
+  // A rank whose LOCAL_RANK names no usable GPU (none at all on a machine without one).
+  const int usable = cuda::device_count();
+  const std::string expected =
+      fmt::format("runs on cuda:{} (LOCAL_RANK), and this machine has {} usable", usable, usable);
+  CHECK_THROWS_WITH_AS(init_process_group(Backend::Nccl, 0, 1, std::nullopt, {}, usable),
+                       doctest::Contains(expected.c_str()), DistributedError);
+#endif
+}
+
+TEST_CASE("ranks meet in Gloo's Redis store on a redis-server (loopback)" *
+          doctest::skip(kNoRedisServer)) {
+  const int port = free_port();
+  RedisServer server(port);
+  REQUIRE(server.started());
+  // Wait until the server answers.
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    try {
+      (void)Store::redis("127.0.0.1", port);
+      up = true;
+    } catch (const DistributedError&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  REQUIRE(up);
+  const SpawnResult result =
+      run_workers("redis", 2, 10,
+                  {{"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", std::to_string(port)},
+                   {"GLOO_SOCKET_IFNAME", "lo"},
+                   {"MEMGRAD_RUN_ID", fmt::format("redis-test-{}", getpid())}});
+  INFO(outputs(result));
+  CHECK(result.ok());
+}
+}  // TEST_SUITE("distributed")

@@ -45,8 +45,7 @@ std::string outputs(const distributed::SpawnResult& result) {
   for (const distributed::RankOutcome& r : result.ranks) {
     std::istringstream lines(r.output);
     std::string line;
-    while (std::getline(lines, line))
-      all += fmt::format("[rank {}] {}\n", r.rank, line);
+    while (std::getline(lines, line)) all += fmt::format("[rank {}] {}\n", r.rank, line);
     all += fmt::format("[rank {}] (exit status {}, signal {})\n", r.rank, r.exit_status, r.signal);
   }
   return all;
@@ -60,8 +59,6 @@ bool check(bool condition, const std::string& what) {
   return condition;
 }
 
-int failures() {
-  return g_failures;
-}
+int failures() { return g_failures; }
 
 }  // namespace memgrad::testing

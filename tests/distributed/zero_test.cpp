@@ -78,23 +78,23 @@ const bool kRegistered = memgrad::testing::register_worker("sharding", sharding_
 }  // namespace
 
 TEST_SUITE("distributed") {
-  TEST_CASE("each ZeRO stage and DDP holds per rank exactly the bytes B22 expects, same losses") {
-    // Stage 1: 4 + 4 + 8/N bytes per parameter; stage 2: 4 + 12/N; stage 3: 16/N plus the
-    // largest unit gathered; each unit padded to a multiple of N, each tensor rounded to 512 B.
-    for (int n : {2, 4}) {
-      for (Sharding s : {Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1, Sharding::Zero2,
-                         Sharding::Zero3}) {
-        CAPTURE(n);
-        CAPTURE(sharding_key(s));
-        const distributed::SpawnResult result =
-            run_workers("sharding", n, 20, {{"SHARDING", sharding_key(s)}});
-        INFO(outputs(result));
-        CHECK(result.ok());
-      }
+TEST_CASE("each ZeRO stage and DDP holds per rank exactly the bytes B22 expects, same losses") {
+  // Stage 1: 4 + 4 + 8/N bytes per parameter; stage 2: 4 + 12/N; stage 3: 16/N plus the
+  // largest unit gathered; each unit padded to a multiple of N, each tensor rounded to 512 B.
+  for (int n : {2, 4}) {
+    for (Sharding s : {Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1, Sharding::Zero2,
+                       Sharding::Zero3}) {
+      CAPTURE(n);
+      CAPTURE(sharding_key(s));
+      const distributed::SpawnResult result =
+          run_workers("sharding", n, 20, {{"SHARDING", sharding_key(s)}});
+      INFO(outputs(result));
+      CHECK(result.ok());
     }
   }
+}
 
-  TEST_CASE("B22's expectations are the ZeRO formulas when nothing needs rounding or padding") {
+TEST_CASE("B22's expectations are the ZeRO formulas when nothing needs rounding or padding") {
   // Units of h (in + 1), h (h + 1) and c (h + 1) elements: with in = h = 511 and c = 512 each is
   // a multiple of 512 = 4 x 128 elements, so every shard on 2 or 4 ranks is a whole number of
   // 512-byte blocks and the exact expectation is the formula times the parameter count.
@@ -120,4 +120,4 @@ TEST_SUITE("distributed") {
   CHECK(single >= 16 * psi);
   CHECK(single < 16 * psi + 4 * 6 * 512);
 }
-}
+}  // TEST_SUITE("distributed")

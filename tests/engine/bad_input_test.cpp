@@ -176,4 +176,4 @@ TEST_CASE("an undefined tensor's accessors throw ValueError instead of dereferen
   CHECK_THROWS_AS((void)t.storage(), ValueError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

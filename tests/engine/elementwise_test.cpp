@@ -44,8 +44,8 @@ TEST_CASE("binary ops compute elementwise values") {
 
 TEST_CASE("broadcasting aligns shapes from the right") {
   const Tensor a = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});  // (2, 3)
-  const Tensor row = tensor({10.0, 20.0, 30.0});                 // (3)
-  const Tensor col = tensor({100.0, 200.0}).view({2, 1});         // (2, 1)
+  const Tensor row = tensor({10.0, 20.0, 30.0});                // (3)
+  const Tensor col = tensor({100.0, 200.0}).view({2, 1});       // (2, 1)
   check_values(a + row, {2, 3}, {11, 22, 33, 14, 25, 36});
   check_values(a + col, {2, 3}, {101, 102, 103, 204, 205, 206});
   check_values(row + col, {2, 3}, {110, 120, 130, 210, 220, 230});
@@ -72,9 +72,9 @@ TEST_CASE("unary ops match their formulas") {
   check_values(sign(x), {4}, {-1, 0, 1, 1});
   check_values(neg(x), {4}, {1, 0, -0.5, -2});
   check_values(square(x), {4}, {1, 0, 0.25, 4});
-  check_values(gelu(x), {4}, map([](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }), 1e-6);
-  check_values(gelu(x, true), {4},
-               map([](double v) {
+  check_values(gelu(x), {4},
+               map([](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }), 1e-6);
+  check_values(gelu(x, true), {4}, map([](double v) {
                  return 0.5 * v * (1 + std::tanh(0.7978845608 * (v + 0.044715 * v * v * v)));
                }),
                1e-6);
@@ -83,7 +83,8 @@ TEST_CASE("unary ops match their formulas") {
   check_values(clamp(x, std::nullopt, 0.0), {4}, {-1, 0, 0, 0});
 }
 
-TEST_CASE("the CPU's vectorised contiguous path agrees with the shared formulas of the strided path") {
+TEST_CASE(
+    "the CPU's vectorised contiguous path agrees with the shared formulas of the strided path") {
   // On contiguous float rows, exp, log, sqrt, rsqrt, tanh, sigmoid, silu and tanh-GELU run as
   // Eigen array expressions (kernels/cpu/elementwise.cpp, eigen_unary); any other layout runs
   // kernels/elementwise_formulas.h, the code the CUDA kernels run. The two differ only in whose
@@ -111,8 +112,8 @@ TEST_CASE("the CPU's vectorised contiguous path agrees with the shared formulas 
   for (const DType dtype : {kFloat32, kFloat64}) {
     for (const Case& c : cases) {
       const double tolerance = dtype == kFloat64 ? 1e-15 : c.cancels ? 1e-6 : 4e-7;
-      const Tensor x = (c.positive ? linspace(0.01, 50.0, 4001) : linspace(-12.0, 12.0, 4001))
-                           .to(dtype);
+      const Tensor x =
+          (c.positive ? linspace(0.01, 50.0, 4001) : linspace(-12.0, 12.0, 4001)).to(dtype);
       const Tensor strided = stack({x, x}, 1).select(1, 0);  // the same values, stride 2
       REQUIRE_FALSE(strided.is_contiguous());
       const std::vector<double> fast = c.op(x).to_vector<double>();
@@ -223,4 +224,4 @@ TEST_CASE("where selects by a bool condition") {
   check_dtypes(e->dtypes(), {kFloat32});
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

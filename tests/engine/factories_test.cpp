@@ -48,7 +48,8 @@ std::pair<double, double> moments(const std::vector<double>& v) {
 }
 
 std::vector<double> slice(const std::vector<double>& v, size_t begin, size_t end) {
-  return {v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(end)};
+  return {v.begin() + static_cast<std::ptrdiff_t>(begin),
+          v.begin() + static_cast<std::ptrdiff_t>(end)};
 }
 
 // Restores the CPU's default generator when the scope ends.
@@ -135,12 +136,24 @@ TEST_CASE("scalar_tensor makes a 0-d tensor whose dtype follows the value") {
 
 TEST_CASE("a negative size is a ShapeError naming the op and the sizes") {
   const std::vector<std::pair<const char*, std::function<Tensor()>>> cases = {
-      {"[empty] negative dimension -2 in size [3, -2]", [] { return empty({3, -2}); }},
-      {"[zeros] negative dimension -2 in size [3, -2]", [] { return zeros({3, -2}); }},
+      {"[empty] negative dimension -2 in size [3, -2]",
+       [] {
+         return empty({3, -2});
+       }},
+      {"[zeros] negative dimension -2 in size [3, -2]",
+       [] {
+         return zeros({3, -2});
+       }},
       {"[ones] negative dimension -1 in size [-1]", [] { return ones({-1}); }},
       {"[full] negative dimension -1 in size [-1]", [] { return full({-1}, 1.0); }},
-      {"[rand] negative dimension -4 in size [-4, 2]", [] { return rand({-4, 2}); }},
-      {"[randn] negative dimension -4 in size [-4, 2]", [] { return randn({-4, 2}); }},
+      {"[rand] negative dimension -4 in size [-4, 2]",
+       [] {
+         return rand({-4, 2});
+       }},
+      {"[randn] negative dimension -4 in size [-4, 2]",
+       [] {
+         return randn({-4, 2});
+       }},
       {"[randint] negative dimension -1 in size [-1]", [] { return randint(0, 3, {-1}); }},
       {"[eye] n must be >= 0, got -1", [] { return eye(-1); }},
   };
@@ -154,22 +167,36 @@ TEST_CASE("a negative size is a ShapeError naming the op and the sizes") {
 
 TEST_CASE("every factory allocates one block of the rounded result size on the requested device") {
   const std::vector<std::pair<const char*, std::function<Tensor(Device)>>> factories = {
-      {"empty", [](Device d) { return empty({3, 50}, on(d)); }},
-      {"zeros", [](Device d) { return zeros({3, 50}, on(d, kFloat64)); }},
+      {"empty",
+       [](Device d) {
+         return empty({3, 50}, on(d));
+       }},
+      {"zeros",
+       [](Device d) {
+         return zeros({3, 50}, on(d, kFloat64));
+       }},
       {"ones", [](Device d) { return ones({700}, on(d, kFloat16)); }},
-      {"full", [](Device d) { return full({2, 3}, 7, TensorOptions(d)); }},
+      {"full",
+       [](Device d) {
+         return full({2, 3}, 7, TensorOptions(d));
+       }},
       {"scalar_tensor", [](Device d) { return scalar_tensor(3.5, TensorOptions(d)); }},
       {"arange", [](Device d) { return arange(0, 300, 1, TensorOptions(d)); }},
       {"arange float", [](Device d) { return arange(0.0, 1.0, 0.01, TensorOptions(d)); }},
       {"linspace", [](Device d) { return linspace(0, 1, 129, TensorOptions(d)); }},
       {"eye", [](Device d) { return eye(20, 30, TensorOptions(d)); }},
       {"rand", [](Device d) { return rand({130}, TensorOptions(d)); }},
-      {"randn", [](Device d) { return randn({6, 6}, on(d, kFloat64)); }},
-      {"randint", [](Device d) { return randint(0, 5, {9}, TensorOptions(d)); }},
-      {"from_vector", [](Device d) {
-         return from_vector(std::vector<double>(200, 1.5), {}, on(d, kFloat32));
+      {"randn",
+       [](Device d) {
+         return randn({6, 6}, on(d, kFloat64));
        }},
-      {"tensor", [](Device d) { return tensor({1.0, 2.0, 3.0}, TensorOptions(d)); }},
+      {"randint", [](Device d) { return randint(0, 5, {9}, TensorOptions(d)); }},
+      {"from_vector",
+       [](Device d) { return from_vector(std::vector<double>(200, 1.5), {}, on(d, kFloat32)); }},
+      {"tensor",
+       [](Device d) {
+         return tensor({1.0, 2.0, 3.0}, TensorOptions(d));
+       }},
   };
   for (Device dev : devices_under_test()) {
     for (const auto& [name, make] : factories) {
@@ -245,8 +272,10 @@ TEST_CASE("rand_like and randn_like draw what rand and randn draw from the same 
     CAPTURE(dev.str());
     const Tensor like = zeros({3, 5}, on(dev, kFloat64));
     Generator a(21), b(21);
-    CHECK_EQ(rand_like(like, &a).to_vector<double>(), rand({3, 5}, on(dev, kFloat64), &b).to_vector<double>());
-    CHECK_EQ(randn_like(like, &a).to_vector<double>(), randn({3, 5}, on(dev, kFloat64), &b).to_vector<double>());
+    CHECK_EQ(rand_like(like, &a).to_vector<double>(),
+             rand({3, 5}, on(dev, kFloat64), &b).to_vector<double>());
+    CHECK_EQ(randn_like(like, &a).to_vector<double>(),
+             randn({3, 5}, on(dev, kFloat64), &b).to_vector<double>());
     CHECK_EQ(a.get_state(), b.get_state());
   }
 }
@@ -271,7 +300,8 @@ TEST_CASE("arange counts from start by step below end, int64 for integer argumen
   }
 }
 
-TEST_CASE("arange is float32 when any argument is floating, with ceil((end - start) / step) values") {
+TEST_CASE(
+    "arange is float32 when any argument is floating, with ceil((end - start) / step) values") {
   const Tensor q = arange(0.0, 1.0, 0.25);
   CHECK_EQ(q.dtype(), kFloat32);
   CHECK_EQ(q.to_vector<float>(), std::vector<float>{0.0f, 0.25f, 0.5f, 0.75f});
@@ -314,13 +344,8 @@ TEST_CASE("linspace gives steps evenly spaced values from start to end, both inc
   // half end - (steps - 1 - i) * step, so the last value is exactly `end`.
   const double step = (0.4 - 0.1) / 6;
   const std::vector<double> v = linspace(0.1, 0.4, 7, kFloat64).to_vector<double>();
-  const std::vector<double> expected = {0.1,
-                                        0.1 + step,
-                                        0.1 + 2 * step,
-                                        0.4 - 3 * step,
-                                        0.4 - 2 * step,
-                                        0.4 - step,
-                                        0.4};
+  const std::vector<double> expected = {
+      0.1, 0.1 + step, 0.1 + 2 * step, 0.4 - 3 * step, 0.4 - 2 * step, 0.4 - step, 0.4};
   CHECK_EQ(v, expected);
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
@@ -329,7 +354,8 @@ TEST_CASE("linspace gives steps evenly spaced values from start to end, both inc
   }
 }
 
-TEST_CASE("linspace of one step is the start, of zero steps empty, of negative steps a ValueError") {
+TEST_CASE(
+    "linspace of one step is the start, of zero steps empty, of negative steps a ValueError") {
   // PyTorch and NumPy: linspace(start, end, 1) == [start].
   CHECK_EQ(linspace(-1, 1, 1).to_vector<float>(), std::vector<float>{-1.0f});
   CHECK_EQ(linspace(5, 5, 1).to_vector<float>(), std::vector<float>{5.0f});
@@ -501,7 +527,8 @@ TEST_CASE("randint draws int64 integers in [low, high) and reaches every one") {
   CHECK_EQ(as_float, as_int);
   // The widest range allowed, 2^32 values.
   Generator w(4);
-  const std::vector<int64_t> wide = randint(0, int64_t{1} << 32, {1000}, {}, &w).to_vector<int64_t>();
+  const std::vector<int64_t> wide =
+      randint(0, int64_t{1} << 32, {1000}, {}, &w).to_vector<int64_t>();
   CHECK_GE(*std::min_element(wide.begin(), wide.end()), 0);
   CHECK_LT(*std::max_element(wide.begin(), wide.end()), int64_t{1} << 32);
   CHECK_GT(*std::max_element(wide.begin(), wide.end()), int64_t{1} << 31);
@@ -572,8 +599,7 @@ TEST_CASE("from_vector keeps the values and takes its dtype from the C++ type") 
   // int values become int64, as integer literals do.
   const Tensor i = from_vector(std::vector<int>{-1, 2, std::numeric_limits<int>::max()});
   CHECK_EQ(i.dtype(), kInt64);
-  CHECK_EQ(i.to_vector<int64_t>(),
-           std::vector<int64_t>{-1, 2, std::numeric_limits<int>::max()});
+  CHECK_EQ(i.to_vector<int64_t>(), std::vector<int64_t>{-1, 2, std::numeric_limits<int>::max()});
   CHECK_EQ(from_vector(std::vector<float>{}).sizes(), Shape{0});
 }
 
@@ -588,9 +614,9 @@ TEST_CASE("from_vector shapes the values as asked, converts them and places them
     CHECK_EQ(h.dtype(), kFloat16);
     check_values(h, {2, 1}, {0.5, 1.5}, 0.0);
   }
-  CHECK_THROWS_WITH_AS(from_vector(std::vector<float>(5, 1.0f), {2, 3}),
-                       doctest::Contains("[from_vector] 5 values cannot fill a tensor of shape [2, 3]"),
-                       ShapeError);
+  CHECK_THROWS_WITH_AS(
+      from_vector(std::vector<float>(5, 1.0f), {2, 3}),
+      doctest::Contains("[from_vector] 5 values cannot fill a tensor of shape [2, 3]"), ShapeError);
   CHECK_THROWS_AS(from_vector(std::vector<float>(6, 1.0f), {-2, -3}), ShapeError);
 }
 
@@ -628,8 +654,7 @@ TEST_CASE("a nested tensor literal is a row-major matrix and ragged rows are a S
 TEST_CASE("a factory for a CUDA device the build or machine lacks is a DeviceError") {
   REQUIRE_LE(cuda_device_count(), Device::kMaxIndex);
   const Device missing(DeviceType::CUDA, cuda_device_count());
-  check_device_error([&] { (void)zeros({2}, TensorOptions(missing)); }, "device",
-                     {missing.str()});
+  check_device_error([&] { (void)zeros({2}, TensorOptions(missing)); }, "device", {missing.str()});
   CHECK_THROWS_AS(empty({2}, TensorOptions(missing)), DeviceError);
   CHECK_THROWS_AS(rand({2}, TensorOptions(missing)), DeviceError);
   CHECK_THROWS_AS(arange(0, 4, 1, TensorOptions(missing)), DeviceError);
@@ -638,4 +663,4 @@ TEST_CASE("a factory for a CUDA device the build or machine lacks is a DeviceErr
   CHECK_THROWS_AS(tensor({1.0}, TensorOptions(missing)), DeviceError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

@@ -89,8 +89,8 @@ TEST_CASE("index_select rejects out-of-range and negative indices") {
                        ShapeError);
   CHECK_THROWS_WITH_AS(index_select(x, 2, ints({0}, kCPU)),
                        doctest::Contains("[index_select] dimension out of range"), IndexError);
-  check_device_error([&] { (void)index_select(x, 0, ints({0}, Device("sim:0"))); },
-                     "index_select", {"cpu", "sim:0"});
+  check_device_error([&] { (void)index_select(x, 0, ints({0}, Device("sim:0"))); }, "index_select",
+                     {"cpu", "sim:0"});
 }
 
 TEST_CASE("gather reads along a dim at per-element indices") {
@@ -118,8 +118,9 @@ TEST_CASE("gather validates indices and shapes") {
                        doctest::Contains("[gather] index 3 is out of range for dimension 1 with "
                                          "size 3"),
                        IndexError);
-  const auto negative =
-      caught<IndexError>([&] { (void)gather(x, 1, ints({0, -2}, kCPU, {1, 2})); });
+  const auto negative = caught<IndexError>([&] {
+    (void)gather(x, 1, ints({0, -2}, kCPU, {1, 2}));
+  });
   REQUIRE(negative);
   CHECK_EQ(negative->op(), "gather");
   CHECK(negative->index() == -2);
@@ -193,8 +194,9 @@ TEST_CASE("scatter_add_ writes in place, bumps the version once and allocates no
                        doctest::Contains("[scatter_add_] index of shape [2] is larger than src of "
                                          "shape [1] at dimension 0"),
                        ShapeError);
-  const auto larger =
-      caught<ShapeError>([&] { scatter_add_(f, 0, ints({0, 1}, kCPU), tensor({1.0})); });
+  const auto larger = caught<ShapeError>([&] {
+    scatter_add_(f, 0, ints({0, 1}, kCPU), tensor({1.0}));
+  });
   REQUIRE(larger);
   check_shape(larger->lhs(), {2}, "lhs");
   check_shape(larger->rhs(), {1}, "rhs");
@@ -297,7 +299,7 @@ TEST_CASE("one_hot encodes int64 labels") {
 TEST_CASE("cat joins along a dim with one allocation") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
-    const Tensor a = iota({2, 2}, dev);                       // [0 1; 2 3]
+    const Tensor a = iota({2, 2}, dev);  // [0 1; 2 3]
     const Tensor b = tensor({{4.0, 5.0, 6.0}, {7.0, 8.0, 9.0}}, dev);
     const Tensor c = tensor({-1.0, -2.0}, dev).view({2, 1});
     StatsDelta d(allocator_for(dev));
@@ -331,16 +333,18 @@ TEST_CASE("cat reports mismatched inputs") {
   const auto dtypes = caught<DTypeError>([&] { (void)cat({a, zeros({2, 3}, kFloat64)}, 0); });
   REQUIRE(dtypes);
   check_dtypes(dtypes->dtypes(), {kFloat32, kFloat64});
-  check_device_error([&] { (void)cat({a, zeros({2, 3}, Device("sim:0"))}, 0); }, "cat",
-                     {"cpu", "sim:0"});
+  check_device_error(
+      [&] {
+        (void)cat({a, zeros({2, 3}, Device("sim:0"))}, 0);
+      },
+      "cat", {"cpu", "sim:0"});
   CHECK_THROWS_WITH_AS(cat({a, zeros({3})}, 0),
                        doctest::Contains("[cat] tensors must have the same number of dimensions"),
                        ShapeError);
   CHECK_THROWS_WITH_AS(cat({zeros({})}, 0),
                        doctest::Contains("[cat] zero-dimensional tensor (at position 0)"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(cat({a}, 2), doctest::Contains("[cat] dimension out of range"),
-                       IndexError);
+  CHECK_THROWS_WITH_AS(cat({a}, 2), doctest::Contains("[cat] dimension out of range"), IndexError);
   check_value_error([] { (void)cat({}, 0); }, "cat", "tensors");
 }
 
@@ -398,4 +402,4 @@ TEST_CASE("pad adds constant borders in PyTorch's order and crops with negative 
                        ShapeError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

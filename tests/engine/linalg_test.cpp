@@ -71,7 +71,7 @@ TEST_CASE("mm multiplies two matrices and allocates only the result") {
 TEST_CASE("transposed operands are read in place without a copy") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
-    const Tensor at = tensor({{1.0, 4.0}, {2.0, 5.0}, {3.0, 6.0}}, dev);  // a = at.t() (2, 3)
+    const Tensor at = tensor({{1.0, 4.0}, {2.0, 5.0}, {3.0, 6.0}}, dev);   // a = at.t() (2, 3)
     const Tensor bt = tensor({{7.0, 9.0, 11.0}, {8.0, 10.0, 12.0}}, dev);  // b = bt.t() (3, 2)
     const Tensor a = at.t();
     const Tensor b = bt.t();
@@ -121,8 +121,8 @@ TEST_CASE("matmul follows torch.matmul for 1-d operands") {
     const Tensor m = tensor({{1.0, 0.0, 2.0}, {0.0, 1.0, -1.0}}, dev);  // (2, 3)
     const Tensor dot = matmul(v, w);
     CHECK_EQ(dot.dim(), 0);
-    CHECK_EQ(dot.item<double>(), doctest::Approx(32.0));  // 4 + 10 + 18
-    check_values(matmul(m, v), {2}, {7, -1});               // (2, 3) @ (3) -> (2)
+    CHECK_EQ(dot.item<double>(), doctest::Approx(32.0));               // 4 + 10 + 18
+    check_values(matmul(m, v), {2}, {7, -1});                          // (2, 3) @ (3) -> (2)
     check_values(matmul(tensor({1.0, 2.0}, dev), m), {3}, {1, 2, 0});  // (2) @ (2, 3) -> (3)
     // A strided vector (every other element) is a valid operand with a stride.
     const Tensor strided = tensor({1.0, 9.0, 2.0, 9.0, 3.0, 9.0}, dev).slice(0, 0, 6, 2);
@@ -154,7 +154,8 @@ TEST_CASE("matmul broadcasts batch dims without copying expanded operands") {
   }
 }
 
-TEST_CASE("matmul of attention's head views, whose two batch dims do not merge, reads them in place") {
+TEST_CASE(
+    "matmul of attention's head views, whose two batch dims do not merge, reads them in place") {
   // q and k as causal attention makes them: (B, T, 3C) split and viewed as (B, H, T, D) with the
   // heads inside each sequence, so the B and H strides (T 3C and D) do not merge into one batch
   // dim; the kernel gets them as its two batch levels. A third batch dim in front loops in the
@@ -192,10 +193,8 @@ TEST_CASE("matmul of a batch with a matrix or a vector") {
     // (2, 3, 4) @ (4, 5): the batch folds into the rows of one product.
     check_values(matmul(x, w), {2, 3, 5}, reference_bmm(xv, w2, 2, 3, 4, 5), 1e-4);
     // (2, 3, 4) @ (4) -> (2, 3) and (3) @ (2, 3, 4) -> (2, 4).
-    check_values(matmul(x, tensor({1.0, 0.0, 0.0, 1.0}, dev)), {2, 3},
-                 {3, 11, 19, 27, 35, 43});
-    check_values(matmul(tensor({1.0, 1.0, 1.0}, dev), x), {2, 4},
-                 {12, 15, 18, 21, 48, 51, 54, 57});
+    check_values(matmul(x, tensor({1.0, 0.0, 0.0, 1.0}, dev)), {2, 3}, {3, 11, 19, 27, 35, 43});
+    check_values(matmul(tensor({1.0, 1.0, 1.0}, dev), x), {2, 4}, {12, 15, 18, 21, 48, 51, 54, 57});
     // (4, 5)^T-like left operand shared by a batch: (3, 4) @ (2, 4, 5).
     const Tensor left = iota({3, 4}, dev);
     const Tensor right = iota({2, 4, 5}, dev);
@@ -226,9 +225,9 @@ TEST_CASE("bmm multiplies matching batches") {
     const Tensor c = a.bmm(bt.mT());
     CHECK_EQ(allocations_made(dev) - before, 1);
     check_values(c, {3, 2, 2}, expected);
-    check_values(bmm(at, b), {3, 2, 2},
-                 reference_bmm(at.contiguous().to_vector<double>(), b.to_vector<double>(), 3, 2,
-                               4, 2));
+    check_values(
+        bmm(at, b), {3, 2, 2},
+        reference_bmm(at.contiguous().to_vector<double>(), b.to_vector<double>(), 3, 2, 4, 2));
   }
 }
 
@@ -245,8 +244,7 @@ TEST_CASE("addmm adds a broadcast bias with beta and alpha") {
     // 2 bias + 0.5 (a @ b) = [2 + 29, -2 + 32; 2 + 69.5, -2 + 77]
     check_values(addmm(bias, a, b, 2.0, 0.5), {2, 2}, {31, 30, 71.5, 75});
     // A full (2, 2) bias and a column bias (2, 1).
-    check_values(addmm(tensor({{1.0, 2.0}, {3.0, 4.0}}, dev), a, b), {2, 2},
-                 {59, 66, 142, 158});
+    check_values(addmm(tensor({{1.0, 2.0}, {3.0, 4.0}}, dev), a, b), {2, 2}, {59, 66, 142, 158});
     check_values(addmm(tensor({10.0, 20.0}, dev).view({2, 1}), a, b), {2, 2}, {68, 74, 159, 174});
     // beta = 0 ignores the bias, NaN included (PyTorch's rule).
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -257,9 +255,9 @@ TEST_CASE("addmm adds a broadcast bias with beta and alpha") {
 TEST_CASE("linear computes x weight^T + bias without copying the weight") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
-    const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);        // (2, 3)
+    const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);  // (2, 3)
     const Tensor w = tensor({{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.0, 0.0, 2.0}},
-                            dev);                                              // (4, 3)
+                            dev);  // (4, 3)
     const Tensor b = tensor({0.5, 0.0, -1.0, 1.0}, dev);
     StatsDelta d(allocator_for(dev));
     const int64_t before = allocations_made(dev);
@@ -354,9 +352,9 @@ TEST_CASE("mm_out and matmul_out write into out without allocating") {
 TEST_CASE("matrix product errors name the op and the shapes") {
   const Tensor a = zeros({2, 3});
   const Tensor b = zeros({4, 5});
-  CHECK_THROWS_WITH_AS(mm(a, b),
-                       doctest::Contains("[mm] mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"),
-                       ShapeError);
+  CHECK_THROWS_WITH_AS(
+      mm(a, b), doctest::Contains("[mm] mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"),
+      ShapeError);
   CHECK_THROWS_WITH_AS(mm(zeros({3}), b), doctest::Contains("[mm] mat1 must be a matrix"),
                        ShapeError);
   CHECK_THROWS_WITH_AS(mm(a, zeros({3, 2}, kFloat64)),
@@ -371,8 +369,7 @@ TEST_CASE("matrix product errors name the op and the shapes") {
                        doctest::Contains("[mm] matrix products need floating-point operands, got "
                                          "int64"),
                        DTypeError);
-  check_device_error([&] { (void)mm(a, zeros({3, 2}, Device("sim:0"))); }, "mm",
-                     {"cpu", "sim:0"});
+  check_device_error([&] { (void)mm(a, zeros({3, 2}, Device("sim:0"))); }, "mm", {"cpu", "sim:0"});
   CHECK_THROWS_WITH_AS(matmul(a, b),
                        doctest::Contains("[matmul] shapes [2, 3] and [4, 5] cannot be multiplied "
                                          "(3 != 4)"),
@@ -421,18 +418,18 @@ TEST_CASE("a matrix product's ShapeError carries both operand shapes") {
   CHECK_EQ(e->op(), "mm");
   check_shape(e->lhs(), {2, 3}, "lhs");
   check_shape(e->rhs(), {4, 5}, "rhs");
-  const auto batched =
-      caught<ShapeError>([] { (void)matmul(zeros({2, 2, 3}), zeros({3, 3, 1})); });
+  const auto batched = caught<ShapeError>([] { (void)matmul(zeros({2, 2, 3}), zeros({3, 3, 1})); });
   REQUIRE(batched);
   CHECK_EQ(batched->op(), "matmul");
   check_shape(batched->lhs(), {2, 2, 3}, "lhs");
   check_shape(batched->rhs(), {3, 3, 1}, "rhs");
-  const auto bias =
-      caught<ShapeError>([] { (void)linear(zeros({2, 3}), zeros({5, 3}), zeros({4})); });
+  const auto bias = caught<ShapeError>([] {
+    (void)linear(zeros({2, 3}), zeros({5, 3}), zeros({4}));
+  });
   REQUIRE(bias);
   CHECK_EQ(bias->op(), "linear");
   check_shape(bias->lhs(), {4}, "lhs");
   check_shape(bias->rhs(), {2, 5}, "rhs");
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

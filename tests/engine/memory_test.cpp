@@ -343,8 +343,9 @@ TEST_CASE("set_sim_capacity gives the device a fresh allocator of that capacity"
   CHECK_EQ(old.numel(), 256);
 }
 
-TEST_CASE("a simulated capacity of 0 bytes or above the maximum is a ConfigError that changes "
-          "nothing") {
+TEST_CASE(
+    "a simulated capacity of 0 bytes or above the maximum is a ConfigError that changes "
+    "nothing") {
   const Device dev = fresh_sim(48, 4 * kMiB);
   PolicyAllocator& before = allocator_for(dev);
   CHECK_THROWS_WITH_AS(set_sim_capacity(48, 0), doctest::Contains("sim:48: capacity must be > 0"),
@@ -521,4 +522,4 @@ TEST_CASE("MEMGRAD_ALLOC_CONF chooses the policy of an allocator created while i
   CHECK_EQ(allocator_for(Device(DeviceType::Sim, 53)).policy_name(), "passthrough");
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

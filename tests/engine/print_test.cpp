@@ -123,4 +123,4 @@ TEST_CASE("operator<< writes str() and an undefined tensor says so") {
   CHECK_EQ(Tensor().str(), "tensor(undefined)");
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

@@ -125,9 +125,12 @@ void check_all_reductions(const Tensor& x, const std::vector<int>& dims) {
   for (int d : dims) dim_shape.push_back(d);
   const Shape out = reduced_shape(x.sizes(), dims);
   check_values(x.sum(dim_shape), out, reference(x, dims, ref_sum), 1e-3);
-  check_values(x.mean(dim_shape), out, reference(x, dims, [](const std::vector<double>& g) {
-                 return ref_sum(g) / static_cast<double>(g.size());
-               }), 1e-5);
+  check_values(x.mean(dim_shape), out,
+               reference(x, dims,
+                         [](const std::vector<double>& g) {
+                           return ref_sum(g) / static_cast<double>(g.size());
+                         }),
+               1e-5);
   check_values(x.amax(dim_shape), out, reference(x, dims, ref_max), 0);
   check_values(x.amin(dim_shape), out, reference(x, dims, ref_min), 0);
   check_values(x.var(dim_shape), out, reference(x, dims, ref_var), 1e-4);
@@ -473,12 +476,14 @@ TEST_CASE("repeated or out-of-range dims and wrong dtypes throw typed errors") {
   REQUIRE(std_dtype);
   CHECK_EQ(std_dtype->op(), "std");
   check_dtypes(std_dtype->dtypes(), {kInt64});
-  CHECK_THROWS_WITH_AS(i.norm(), doctest::Contains("[norm] linalg.vector_norm: Expected a "
-                                                   "floating point or complex tensor as input. "
-                                                   "Got Long"),
+  CHECK_THROWS_WITH_AS(i.norm(),
+                       doctest::Contains("[norm] linalg.vector_norm: Expected a "
+                                         "floating point or complex tensor as input. "
+                                         "Got Long"),
                        DTypeError);
-  CHECK_THROWS_WITH_AS(i.logsumexp({0}), doctest::Contains("[logsumexp] expected a floating "
-                                                           "point input, got int64"),
+  CHECK_THROWS_WITH_AS(i.logsumexp({0}),
+                       doctest::Contains("[logsumexp] expected a floating "
+                                         "point input, got int64"),
                        DTypeError);
   CHECK_THROWS_WITH_AS(zeros({0}).max(),
                        doctest::Contains("[max] max(): Expected reduction dim to be specified "
@@ -488,11 +493,13 @@ TEST_CASE("repeated or out-of-range dims and wrong dtypes throw typed errors") {
                        doctest::Contains("[min] min(): Expected reduction dim 1 to have non-zero "
                                          "size"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(zeros({0, 2}).amax({0}), doctest::Contains("[amax] amax(): Expected "
-                                                                  "reduction dim 0"),
+  CHECK_THROWS_WITH_AS(zeros({0, 2}).amax({0}),
+                       doctest::Contains("[amax] amax(): Expected "
+                                         "reduction dim 0"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(zeros({0}).argmax(), doctest::Contains("[argmax] argmax(): Expected "
-                                                              "reduction dim to be specified"),
+  CHECK_THROWS_WITH_AS(zeros({0}).argmax(),
+                       doctest::Contains("[argmax] argmax(): Expected "
+                                         "reduction dim to be specified"),
                        ShapeError);
   const auto empty_dim = caught<ShapeError>([] { (void)zeros({2, 0}).amin({1}); });
   REQUIRE(empty_dim);
@@ -545,4 +552,4 @@ TEST_CASE("a reduction allocates exactly its result and returns no view") {
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

@@ -20,8 +20,8 @@ namespace {
 Shape strides_for_view(const Shape& sizes, const Shape& strides, const Shape& target) {
   bool ok = false;
   const Shape out = view_strides(sizes, strides, target, ok);
-  CHECK_MESSAGE(ok, "expected a view of " << to_string(sizes) << " strides "
-                                          << to_string(strides) << " as " << to_string(target));
+  CHECK_MESSAGE(ok, "expected a view of " << to_string(sizes) << " strides " << to_string(strides)
+                                          << " as " << to_string(target));
   return out;
 }
 
@@ -144,7 +144,7 @@ TEST_CASE("wrap_dim accepts negative dims and names the valid range") {
   CHECK_EQ(wrap_dim(0, 2, "sum"), 0);
   CHECK_EQ(wrap_dim(-1, 2, "sum"), 1);
   CHECK_EQ(wrap_dim(-2, 2, "sum"), 0);
-  CHECK_EQ(wrap_dim(0, 0, "sum"), 0);   // a 0-d tensor accepts 0 and -1, like PyTorch
+  CHECK_EQ(wrap_dim(0, 0, "sum"), 0);  // a 0-d tensor accepts 0 and -1, like PyTorch
   CHECK_EQ(wrap_dim(-1, 0, "sum"), 0);
   CHECK_THROWS_WITH_AS(
       wrap_dim(2, 2, "sum"),
@@ -230,4 +230,4 @@ TEST_CASE("view_strides of an empty layout uses contiguous strides") {
   CHECK_EQ(strides_for_view({2, 0}, {1, 2}, {0}), Shape{1});
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

@@ -94,8 +94,7 @@ TEST_CASE("softmax matches exp(x) / sum(exp(x)) along any dim") {
     const double s = e1 + e2 + e3;
     const Tensor x = tensor({1.0, 2.0, 3.0}, dev);
     check_values(softmax(x, 0), {3}, {e1 / s, e2 / s, e3 / s});
-    check_values(x.log_softmax(-1), {3},
-                 {1 - std::log(s), 2 - std::log(s), 3 - std::log(s)}, 1e-6);
+    check_values(x.log_softmax(-1), {3}, {1 - std::log(s), 2 - std::log(s), 3 - std::log(s)}, 1e-6);
     // Rows [1, 2, 3] and [1, 1, 1]; along dim 0 each column compares 1 with 1, 2 or 3.
     const Tensor m = tensor({{1.0, 2.0, 3.0}, {1.0, 1.0, 1.0}}, dev);
     check_values(m.softmax(1), {2, 3}, {e1 / s, e2 / s, e3 / s, 1.0 / 3, 1.0 / 3, 1.0 / 3});
@@ -184,7 +183,7 @@ TEST_CASE("softmax propagates NaN and -inf rows like PyTorch") {
   const Tensor x = tensor({{0.0, nan, 1.0}, {-inf, 0.0, 0.0}});
   const std::vector<double> y = x.softmax(1).to_vector<double>();
   for (size_t k = 0; k < 3; ++k) CHECK(std::isnan(y[k]));  // a NaN poisons its row
-  CHECK_EQ(y[3], 0.0);  // exp(-inf) = 0
+  CHECK_EQ(y[3], 0.0);                                     // exp(-inf) = 0
   CHECK_EQ(y[4], doctest::Approx(0.5));
   // A row of -inf only: exp(-inf - (-inf)) is NaN in PyTorch too.
   const std::vector<double> z = tensor({-inf, -inf}).softmax(0).to_vector<double>();
@@ -290,4 +289,4 @@ TEST_CASE("softmax rejects integer inputs and out-of-range dims") {
                        DTypeError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

@@ -54,23 +54,44 @@ TEST_SUITE("engine") {
 
 TEST_CASE("every view op allocates nothing and aliases the base on every device") {
   const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
-      {"view", [](const Tensor& x) { return x.view({6, 4}); }},
-      {"reshape", [](const Tensor& x) { return x.reshape({4, -1}); }},
+      {"view",
+       [](const Tensor& x) {
+         return x.view({6, 4});
+       }},
+      {"reshape",
+       [](const Tensor& x) {
+         return x.reshape({4, -1});
+       }},
       {"flatten", [](const Tensor& x) { return x.flatten(); }},
-      {"unflatten", [](const Tensor& x) { return x.unflatten(2, {2, 2}); }},
+      {"unflatten",
+       [](const Tensor& x) {
+         return x.unflatten(2, {2, 2});
+       }},
       {"slice", [](const Tensor& x) { return x.slice(1, 0, 3, 2); }},
       {"narrow", [](const Tensor& x) { return x.narrow(2, 1, 2); }},
       {"select", [](const Tensor& x) { return x.select(1, 2); }},
       {"transpose", [](const Tensor& x) { return x.transpose(0, 2); }},
       {"mT", [](const Tensor& x) { return x.mT(); }},
-      {"permute", [](const Tensor& x) { return x.permute({2, 0, 1}); }},
-      {"expand", [](const Tensor& x) { return x.unsqueeze(0).expand({5, 2, 3, 4}); }},
+      {"permute",
+       [](const Tensor& x) {
+         return x.permute({2, 0, 1});
+       }},
+      {"expand",
+       [](const Tensor& x) {
+         return x.unsqueeze(0).expand({5, 2, 3, 4});
+       }},
       {"squeeze", [](const Tensor& x) { return x.unsqueeze(1).squeeze(); }},
       {"unsqueeze", [](const Tensor& x) { return x.unsqueeze(-1); }},
-      {"as_strided", [](const Tensor& x) { return x.as_strided({3, 3}, {1, 1}, 2); }},
+      {"as_strided",
+       [](const Tensor& x) {
+         return x.as_strided({3, 3}, {1, 1}, 2);
+       }},
       {"diagonal", [](const Tensor& x) { return x.diagonal(1, 1, 2); }},
       {"chunk", [](const Tensor& x) { return x.chunk(2, 2)[1]; }},
-      {"split", [](const Tensor& x) { return x.split(std::vector<int64_t>{1, 3}, -1)[1]; }},
+      {"split",
+       [](const Tensor& x) {
+         return x.split(std::vector<int64_t>{1, 3}, -1)[1];
+       }},
       {"unbind", [](const Tensor& x) { return x.unbind(1)[2]; }},
   };
   for (Device dev : devices_under_test()) {
@@ -588,4 +609,4 @@ TEST_CASE("as_strided refuses geometry outside the storage") {
   CHECK_THROWS_AS(x.as_strided({3}, {-1}), ShapeError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("engine")

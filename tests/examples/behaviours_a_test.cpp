@@ -206,4 +206,4 @@ TEST_CASE("B7: in-place softmax saves the output without autograd and costs more
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("examples")

@@ -100,8 +100,7 @@ TEST_CASE("B16: an on-demand dataset keeps memory flat; only prefetched batches 
   }
 }
 
-TEST_CASE(
-    "B17: a state dict round-trips bit-exactly and a checkpoint resumes to the same losses") {
+TEST_CASE("B17: a state dict round-trips bit-exactly and a checkpoint resumes to the same losses") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
     const CheckpointFilesResult r = measure_checkpoint_files(1, dev, 3);
@@ -240,4 +239,4 @@ TEST_CASE("B21: a model split over two devices keeps each device's share on it")
   CHECK_EQ(mem_get_info(Device("sim:1")).second, size_t{64} << 20);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("examples")

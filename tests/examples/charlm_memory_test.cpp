@@ -121,4 +121,4 @@ TEST_CASE("the attention probabilities grow 4x per doubling of the context, the 
   CHECK_EQ(points[2].rest - 512, 2 * (points[1].rest - 512));
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("examples")

@@ -45,18 +45,10 @@ std::string mutate(const std::string& bytes, std::mt19937_64& rng) {
   std::string out = bytes;
   const size_t pos = rng() % out.size();
   switch (rng() % 5) {
-    case 0:
-      out[pos] = static_cast<char>(rng() % 256);
-      break;
-    case 1:
-      out[pos] = kOpcodes[rng() % kOpcodes.size()];
-      break;
-    case 2:
-      out.erase(pos, 1 + rng() % 8);
-      break;
-    case 3:
-      out.insert(pos, out.substr(pos, 1 + rng() % 24));
-      break;
+    case 0: out[pos] = static_cast<char>(rng() % 256); break;
+    case 1: out[pos] = kOpcodes[rng() % kOpcodes.size()]; break;
+    case 2: out.erase(pos, 1 + rng() % 8); break;
+    case 3: out.insert(pos, out.substr(pos, 1 + rng() % 24)); break;
     default:
       out.insert(out.begin() + static_cast<std::ptrdiff_t>(pos), kOpcodes[rng() % kOpcodes.size()]);
   }
@@ -130,4 +122,4 @@ TEST_CASE("a memo that would expand into 2^999 nodes is read and written in line
   CHECK_EQ(read_pickle(written).depth(), kPyMaxDepth);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

@@ -41,20 +41,32 @@ inline std::string to_hex(const std::string& bytes) {
 //            "shared": [shared, shared, frame, frame], 7: "int key", -3: "negative key"}
 inline PyValue rich_value() {
   const PyValue shared = PyValue::list({1, 2, 3});
-  const PyValue frame = PyValue::dict({{"filename", "train.py"}, {"line", 42}, {"name", "forward"}});
+  const PyValue frame =
+      PyValue::dict({{"filename", "train.py"}, {"line", 42}, {"name", "forward"}});
   return PyValue::dict({
-      {"none", nullptr}, {"t", true}, {"f", false}, {"small", 7}, {"short", 65535}, {"neg", -1},
-      {"int32_min", int64_t{-2147483648}}, {"big", int64_t{1} << 31},
-      {"bigger", (int64_t{1} << 40) + 5}, {"max", INT64_MAX}, {"min", INT64_MIN},
-      {"float", 1.5}, {"negfloat", -0.25},
+      {"none", nullptr},
+      {"t", true},
+      {"f", false},
+      {"small", 7},
+      {"short", 65535},
+      {"neg", -1},
+      {"int32_min", int64_t{-2147483648}},
+      {"big", int64_t{1} << 31},
+      {"bigger", (int64_t{1} << 40) + 5},
+      {"max", INT64_MAX},
+      {"min", INT64_MIN},
+      {"float", 1.5},
+      {"negfloat", -0.25},
       {"text", "h\u00e9llo w\u00f6rld \u2713 \U0001F680"},
-      {"empty_list", PyValue::list()}, {"empty_tuple", PyValue::tuple()},
+      {"empty_list", PyValue::list()},
+      {"empty_tuple", PyValue::tuple()},
       {"empty_dict", PyValue::dict()},
       {"nested", PyValue::list({PyValue::list({1, PyValue::tuple({2, 3})}),
                                 PyValue::dict({{"k", PyValue::list({4, 5, PyValue::tuple({6})})}}),
                                 PyValue::tuple({7, 8, 9, 10})})},
       {"shared", PyValue::list({shared, shared, frame, frame})},
-      {7, "int key"}, {-3, "negative key"},
+      {7, "int key"},
+      {-3, "negative key"},
   });
 }
 
@@ -123,15 +135,39 @@ struct RefusedOpcode {
 // Every opcode of protocols 0 to 5 outside the value model, with pickletools' name.
 inline std::vector<RefusedOpcode> refused_opcodes() {
   return {
-      {'c', "GLOBAL"},       {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"},      {'b', "BUILD"},
-      {0x81, "NEWOBJ"},      {0x92, "NEWOBJ_EX"},    {'i', "INST"},        {'o', "OBJ"},
-      {'P', "PERSID"},       {'Q', "BINPERSID"},     {0x82, "EXT1"},       {0x83, "EXT2"},
-      {0x84, "EXT4"},        {'B', "BINBYTES"},      {'C', "SHORT_BINBYTES"}, {0x8e, "BINBYTES8"},
-      {0x96, "BYTEARRAY8"},  {0x97, "NEXT_BUFFER"},  {0x98, "READONLY_BUFFER"},
-      {'S', "STRING"},       {'T', "BINSTRING"},     {'U', "SHORT_BINSTRING"},
-      {0x8f, "EMPTY_SET"},   {0x90, "ADDITEMS"},     {0x91, "FROZENSET"},
-      {'F', "FLOAT"},        {'I', "INT"},           {'L', "LONG"},        {'V', "UNICODE"},
-      {'g', "GET"},          {'p', "PUT"},           {'0', "POP"},         {'1', "POP_MARK"},
+      {'c', "GLOBAL"},
+      {0x93, "STACK_GLOBAL"},
+      {'R', "REDUCE"},
+      {'b', "BUILD"},
+      {0x81, "NEWOBJ"},
+      {0x92, "NEWOBJ_EX"},
+      {'i', "INST"},
+      {'o', "OBJ"},
+      {'P', "PERSID"},
+      {'Q', "BINPERSID"},
+      {0x82, "EXT1"},
+      {0x83, "EXT2"},
+      {0x84, "EXT4"},
+      {'B', "BINBYTES"},
+      {'C', "SHORT_BINBYTES"},
+      {0x8e, "BINBYTES8"},
+      {0x96, "BYTEARRAY8"},
+      {0x97, "NEXT_BUFFER"},
+      {0x98, "READONLY_BUFFER"},
+      {'S', "STRING"},
+      {'T', "BINSTRING"},
+      {'U', "SHORT_BINSTRING"},
+      {0x8f, "EMPTY_SET"},
+      {0x90, "ADDITEMS"},
+      {0x91, "FROZENSET"},
+      {'F', "FLOAT"},
+      {'I', "INT"},
+      {'L', "LONG"},
+      {'V', "UNICODE"},
+      {'g', "GET"},
+      {'p', "PUT"},
+      {'0', "POP"},
+      {'1', "POP_MARK"},
       {'2', "DUP"},
   };
 }

@@ -64,14 +64,16 @@ PyValue traces_value(int entries) {
   PyValue::Items first, third;
   for (int i = 0; i < entries; ++i) {
     PyValue entry = PyValue::dict({{"action", i % 2 == 0 ? "alloc" : "free_completed"},
-                                   {"addr", i / 2 * 512}, {"size", 512}, {"frames", frames}});
+                                   {"addr", i / 2 * 512},
+                                   {"size", 512},
+                                   {"frames", frames}});
     (i % 3 == 2 ? third : first).push_back(std::move(entry));
   }
-  return PyValue::dict({{"segments", PyValue::list()},
-                        {"device_traces", PyValue::list({PyValue::list(std::move(first)),
-                                                         PyValue::list(),
-                                                         PyValue::list(std::move(third))})},
-                        {"n", 3}});
+  return PyValue::dict(
+      {{"segments", PyValue::list()},
+       {"device_traces", PyValue::list({PyValue::list(std::move(first)), PyValue::list(),
+                                        PyValue::list(std::move(third))})},
+       {"n", 3}});
 }
 
 }  // namespace
@@ -116,8 +118,9 @@ TEST_CASE("a sink takes the items of root[key][i] in order; the rest reads as wi
 TEST_CASE("lists built after their items (LIST, DICT opcodes) are read whole, none streamed") {
   // MARK 'device_traces' MARK MARK MARK 'action' 'alloc' DICT LIST LIST DICT: every item exists
   // before its list, so no list is created where a trace list would be.
-  const std::string pickle = from_hex("8002288c0d6465766963655f747261636573282828"
-                                      "8c06616374696f6e8c05616c6c6f63646c6c642e");
+  const std::string pickle = from_hex(
+      "8002288c0d6465766963655f747261636573282828"
+      "8c06616374696f6e8c05616c6c6f63646c6c642e");
   Collect sink;
   const std::optional<PyValue> streamed = read_pickle(pickle, sink);
   REQUIRE(streamed.has_value());
@@ -220,4 +223,4 @@ TEST_CASE("the memo keeps no object past its last GET, and none that no GET read
   CHECK(peak.bytes() < static_cast<int64_t>(pickle.size()));
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

@@ -41,12 +41,14 @@ TEST_SUITE("interop") {
 TEST_CASE("a small dict reads back from CPython's bytes, and is written as CPython writes it") {
   // python3 -c "import pickle; print(pickle.dumps({'a': 1, 'b': [1, 2], 'c': (None, True)},
   //             protocol=P).hex())"
-  const PyValue small = PyValue::dict({{"a", 1}, {"b", PyValue::list({1, 2})},
-                                       {"c", PyValue::tuple({nullptr, true})}});
-  const std::string p2 = "80027d71002858010000006171014b0158010000006271025d7103284b014b0265580100"
-                         "00006371044e88867105752e";
-  const std::string p4 = "8004951f000000000000007d94288c0161944b018c0162945d94284b014b02658c016394"
-                         "4e888694752e";
+  const PyValue small = PyValue::dict(
+      {{"a", 1}, {"b", PyValue::list({1, 2})}, {"c", PyValue::tuple({nullptr, true})}});
+  const std::string p2 =
+      "80027d71002858010000006171014b0158010000006271025d7103284b014b0265580100"
+      "00006371044e88867105752e";
+  const std::string p4 =
+      "8004951f000000000000007d94288c0161944b018c0162945d94284b014b02658c016394"
+      "4e888694752e";
   CHECK(read_pickle(from_hex(p2)) == small);
   CHECK(read_pickle(from_hex(p4)) == small);
   CHECK_EQ(to_hex(write_pickle(small, 2)), p2);
@@ -234,7 +236,9 @@ TEST_CASE("malformed pickles are PickleErrors with the offset of the opcode at f
 TEST_CASE("a container changed after it was placed in another is refused (only cycles need it)") {
   // L = []; memo 0 = L; D = {"x": L}; then APPEND 1 to L through the memo.
   // 80 02 | 5d q00 | 7d 8c0178 h00 s | h00 4b01 a | ...
-  const PickleError e = read_error(from_hex("80025d71007d8c0178680073680" "04b01612e"));
+  const PickleError e =
+      read_error(from_hex("80025d71007d8c0178680073680"
+                          "04b01612e"));
   CHECK_EQ(e.opcode, 'a');
   CHECK(std::string(e.what()).find("already placed inside another container") != std::string::npos);
 }
@@ -255,12 +259,15 @@ TEST_CASE(
     "opcodes CPython writes only for huge values are read too: LONG4, BINUNICODE8, LIST, DICT") {
   CHECK_EQ(read_pickle(from_hex("80028b02000000ff7f2e")).as_int(), 0x7fff);
   CHECK_EQ(read_pickle(from_hex("80028b0a000000feffffffffffffffffff2e")).as_int(), -2);
-  CHECK_EQ(read_pickle(from_hex("80048d02000000000000006869" "2e")).as_str(), "hi");
+  CHECK_EQ(read_pickle(from_hex("80048d02000000000000006869"
+                                "2e"))
+               .as_str(),
+           "hi");
   CHECK(read_pickle(from_hex("8002284b014b026c2e")) == PyValue::list({1, 2}));
   CHECK(read_pickle(from_hex("8002288c01614b01642e")) == PyValue::dict({{"a", 1}}));
   // SETITEM of a key twice keeps the first place and the last value, as Python's dict does.
-  CHECK(read_pickle(from_hex("80027d284b014b024b034b044b014b0575" "2e")) ==
-        PyValue::dict({{1, 5}, {3, 4}}));
+  CHECK(read_pickle(from_hex("80027d284b014b024b034b044b014b0575"
+                             "2e")) == PyValue::dict({{1, 5}, {3, 4}}));
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

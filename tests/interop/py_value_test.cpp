@@ -174,4 +174,4 @@ TEST_CASE("from_json refuses numbers above INT64_MAX and nesting past the limit"
   CHECK_EQ(PyValue::from_json(nlohmann::json::parse(limit)).depth(), kPyMaxDepth);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

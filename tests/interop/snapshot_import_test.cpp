@@ -62,8 +62,8 @@ std::string describe(const ImportedSnapshot& s) {
   std::string out = fmt::format(
       "device {} {} capacity {} oom {} {} peak {} before {} {} failed {} snapshots {} config {}\n",
       s.device, s.device_name, s.capacity, s.recorded_oom, s.segments_before_oom,
-      s.recorded_peak_reserved, s.live_before_history, s.frees_before_history,
-      s.failed_requests, s.snapshot_markers, s.config.to_string());
+      s.recorded_peak_reserved, s.live_before_history, s.frees_before_history, s.failed_requests,
+      s.snapshot_markers, s.config.to_string());
   for (const std::string& note : s.notes) out += "note: " + note + "\n";
   for (const TraceContextRecord& c : s.contexts) {
     out += fmt::format("context {}|{}|{}\n", c.phase, c.op, c.label);
@@ -170,4 +170,4 @@ TEST_CASE("importing a pickled snapshot of 10^5 events holds at most twice the p
   CHECK(nbytes + whole_peak >= 8 * nbytes);  // the gain is real
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

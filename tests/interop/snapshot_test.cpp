@@ -290,8 +290,8 @@ TEST_CASE("the segment frees of one burst are compared whatever their order") {
                                           seg(free, 16), seg(alloc, 4)})
                   .has_value());
   // Frees in different bursts are decisions: their order counts.
-  const auto d = compare_segments(recorded, {seg(alloc, 12), seg(alloc, 16), seg(free, 12),
-                                             seg(alloc, 4), seg(free, 16)});
+  const auto d = compare_segments(
+      recorded, {seg(alloc, 12), seg(alloc, 16), seg(free, 12), seg(alloc, 4), seg(free, 16)});
   REQUIRE(d.has_value());
   CHECK_EQ(d->index, 3);
   CHECK_EQ(d->expected, "segment_free 16");
@@ -301,8 +301,8 @@ TEST_CASE("the segment frees of one burst are compared whatever their order") {
 TEST_CASE("blocks allocated before the history began are live at time zero") {
   BoundedMemory memory(kCapacity, "sim:0");
   std::unique_ptr<PolicyAllocator> a = make_allocator(AllocatorConfig{}, memory);
-  const Block early = a->allocate(3000);        // before recording
-  const Block kept = a->allocate(5 * kMiB);     // before recording, live at the end
+  const Block early = a->allocate(3000);     // before recording
+  const Block kept = a->allocate(5 * kMiB);  // before recording, live at the end
   a->trace().enable();
   const Block later = a->allocate(1000);
   a->free(early);
@@ -323,22 +323,27 @@ TEST_CASE("blocks allocated before the history began are live at time zero") {
 TEST_CASE("what a replay cannot model is named in a note") {
   const PyValue frame = PyValue::dict({{"filename", "train.py"}, {"line", 3}, {"name", "f"}});
   auto entry = [&](const char* action, int64_t addr, int64_t size, int64_t stream) {
-    return PyValue::dict({{"action", action}, {"addr", addr}, {"size", size},
-                          {"stream", stream}, {"frames", PyValue::list({frame})}});
+    return PyValue::dict({{"action", action},
+                          {"addr", addr},
+                          {"size", size},
+                          {"stream", stream},
+                          {"frames", PyValue::list({frame})}});
   };
   const PyValue s = PyValue::dict({
       {"segments", PyValue::list({PyValue::dict(
-                       {{"device", 0}, {"address", 1 << 21}, {"total_size", 2 << 20},
-                        {"stream", 0}, {"segment_pool_id", PyValue::tuple({1, 2})},
+                       {{"device", 0},
+                        {"address", 1 << 21},
+                        {"total_size", 2 << 20},
+                        {"stream", 0},
+                        {"segment_pool_id", PyValue::tuple({1, 2})},
                         {"blocks", PyValue::list({PyValue::dict(
                                        {{"size", 2 << 20}, {"state", "inactive"}})})}})})},
       {"device_traces",
-       PyValue::list({PyValue::list({entry("segment_alloc", 1 << 21, 2 << 20, 0),
-                                     entry("alloc", 1 << 21, 512, 0),
-                                     entry("alloc", (1 << 21) + 512, 512, 77),
-                                     entry("snapshot", 0, 0, 0),
-                                     entry("free_completed", 1 << 21, 512, 0),
-                                     entry("free_completed", (1 << 21) + 512, 512, 77)})})},
+       PyValue::list({PyValue::list(
+           {entry("segment_alloc", 1 << 21, 2 << 20, 0), entry("alloc", 1 << 21, 512, 0),
+            entry("alloc", (1 << 21) + 512, 512, 77), entry("snapshot", 0, 0, 0),
+            entry("free_completed", 1 << 21, 512, 0),
+            entry("free_completed", (1 << 21) + 512, 512, 77)})})},
       {"allocator_settings",
        PyValue::dict({{"expandable_segments", true}, {"trace_alloc_overflowed", true}})},
   });
@@ -358,29 +363,28 @@ TEST_CASE("what a replay cannot model is named in a note") {
 
 TEST_CASE("allocator settings memgrad lacks are named in one note, with the choice made") {
   const auto notes_of = [](PyValue::Entries settings) {
-    const PyValue s = PyValue::dict(
-        {{"segments", PyValue::list()},
-         {"device_traces", PyValue::list({PyValue::list()})},
-         {"allocator_settings", PyValue::dict(std::move(settings))}});
+    const PyValue s = PyValue::dict({{"segments", PyValue::list()},
+                                     {"device_traces", PyValue::list({PyValue::list()})},
+                                     {"allocator_settings", PyValue::dict(std::move(settings))}});
     return import_snapshot(s);
   };
   // PyTorch's defaults: nothing to say.
   const PyValue::Entries defaults = {
-      {"PYTORCH_CUDA_ALLOC_CONF", ""}, {"max_split_size", -1},
-      {"garbage_collection_threshold", 0.0}, {"expandable_segments", false},
-      {"pinned_num_register_threads", 1}, {"release_lock_on_cudamalloc", false},
+      {"PYTORCH_CUDA_ALLOC_CONF", ""},          {"max_split_size", -1},
+      {"garbage_collection_threshold", 0.0},    {"expandable_segments", false},
+      {"pinned_num_register_threads", 1},       {"release_lock_on_cudamalloc", false},
       {"pinned_use_cuda_host_register", false}, {"graph_capture_record_stream_reuse", false}};
   CHECK(notes_of(defaults).notes.empty());
-  const ImportedSnapshot set = notes_of({
-      {"PYTORCH_CUDA_ALLOC_CONF",
-       "backend:native,roundup_power2_divisions:[256:1,>:4],max_non_split_rounding_mb:64,"
-       "pinned_use_background_threads:True"},
-      {"max_split_size", "64"},
-      {"release_lock_on_cudamalloc", true},
-      {"pinned_num_register_threads", 8},
-      {"pinned_use_cuda_host_register", true},
-      {"graph_capture_record_stream_reuse", true},
-      {"future_knob", 3}});
+  const ImportedSnapshot set =
+      notes_of({{"PYTORCH_CUDA_ALLOC_CONF",
+                 "backend:native,roundup_power2_divisions:[256:1,>:4],max_non_split_rounding_mb:64,"
+                 "pinned_use_background_threads:True"},
+                {"max_split_size", "64"},
+                {"release_lock_on_cudamalloc", true},
+                {"pinned_num_register_threads", 8},
+                {"pinned_use_cuda_host_register", true},
+                {"graph_capture_record_stream_reuse", true},
+                {"future_knob", 3}});
   REQUIRE_EQ(set.notes.size(), 1);
   CHECK_EQ(set.notes[0],
            "allocator settings memgrad does not model, ignored (the replay runs as if they were "
@@ -390,13 +394,14 @@ TEST_CASE("allocator settings memgrad lacks are named in one note, with the choi
            "pinned_use_cuda_host_register=True (pinned host memory), "
            "graph_capture_record_stream_reuse=True (CUDA graph capture), future_knob=3 (unknown "
            "to memgrad)");
-  CHECK_EQ(set.config.max_split_size, SIZE_MAX);  // the mistyped setting: its default
+  CHECK_EQ(set.config.max_split_size, SIZE_MAX);                // the mistyped setting: its default
   CHECK_EQ(set.config.max_non_split_rounding_size, 64 * kMiB);  // only the text carries it
   // cudaMallocAsync served the run: a line of its own, the replay still uses caching.
   const ImportedSnapshot async = notes_of({{"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}});
   REQUIRE_EQ(async.notes.size(), 1);
-  CHECK(async.notes[0].starts_with("PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync: the run was "
-                                   "served by CUDA's stream-ordered allocator"));
+  CHECK(
+      async.notes[0].starts_with("PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync: the run was "
+                                 "served by CUDA's stream-ordered allocator"));
   CHECK_EQ(async.config.policy, "caching");
   // memgrad's own snapshot: its configuration text is memgrad's, every key modelled.
   BoundedMemory memory(kCapacity, "sim:0");
@@ -423,20 +428,23 @@ TEST_CASE("a malformed snapshot is a TraceError naming the place and the value")
                           {"device_traces", PyValue::list({PyValue::list({std::move(event)})})}});
   };
   CHECK(error_of(PyValue::list()).find("a list, expected a dict") != std::string::npos);
-  CHECK(error_of(PyValue::dict({{"segments", PyValue::list()}}))
-            .find("no \"device_traces\"") != std::string::npos);
+  CHECK(error_of(PyValue::dict({{"segments", PyValue::list()}})).find("no \"device_traces\"") !=
+        std::string::npos);
   CHECK(error_of(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", 0}, {"size", -1}})))
             .find("device_traces[0][0]: \"size\" is -1") != std::string::npos);
   CHECK(error_of(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", "x"}, {"size", 1}})))
             .find("\"addr\" is a str, expected an int") != std::string::npos);
   CHECK(error_of(with_trace(PyValue::dict({{"action", "explode"}, {"addr", 0}, {"size", 1}})))
             .find("unknown action 'explode'") != std::string::npos);
-  CHECK(error_of(with_trace(PyValue::dict(
-                     {{"action", "alloc"}, {"addr", 0}, {"size", int64_t{1} << 61}})))
+  CHECK(error_of(with_trace(
+                     PyValue::dict({{"action", "alloc"}, {"addr", 0}, {"size", int64_t{1} << 61}})))
             .find("above 1 EiB") != std::string::npos);
   const PyValue bad_tiling = PyValue::dict(
       {{"segments", PyValue::list({PyValue::dict(
-                        {{"device", 0}, {"address", 0}, {"total_size", 4096}, {"stream", 0},
+                        {{"device", 0},
+                         {"address", 0},
+                         {"total_size", 4096},
+                         {"stream", 0},
                          {"blocks", PyValue::list({PyValue::dict(
                                         {{"size", 512}, {"state", "inactive"}})})}})})},
        {"device_traces", PyValue::list({PyValue::list()})}});
@@ -467,4 +475,4 @@ TEST_CASE("mutated snapshot pickles are read and imported, or refused with a typ
   CHECK(imported > 0);  // many mutations hit a value, not the structure
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

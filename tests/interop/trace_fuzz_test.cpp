@@ -16,8 +16,8 @@
 #include "interop/trace_reader.h"
 #include "interop/trace_svg.h"
 #include "interop/trace_writer.h"
-#include "tests/support/caught.h"
 #include "lab/trace_replay.h"
+#include "tests/support/caught.h"
 
 using namespace memgrad;
 
@@ -37,7 +37,8 @@ std::string recorded_trace() {
       live.erase(live.begin());
     }
   }
-  std::string json = trace_to_json(alloc.trace(), memory.name(), alloc.policy_name(), memory.capacity());
+  std::string json =
+      trace_to_json(alloc.trace(), memory.name(), alloc.policy_name(), memory.capacity());
   for (const Block& b : live) alloc.free(b);
   return json;
 }
@@ -50,17 +51,10 @@ std::string mutate(const std::string& text, std::mt19937_64& rng) {
   if (out.empty()) return "{";  // a first mutation that cut everything: nothing to pick from
   const size_t pos = rng() % out.size();
   switch (rng() % 4) {
-    case 0:
-      out[pos] = kBytes[rng() % kBytes.size()];
-      break;
-    case 1:
-      out.erase(pos, 1 + rng() % 16);
-      break;
-    case 2:
-      out.insert(pos, out.substr(pos, 1 + rng() % 32));
-      break;
-    default:
-      out.resize(pos);
+    case 0: out[pos] = kBytes[rng() % kBytes.size()]; break;
+    case 1: out.erase(pos, 1 + rng() % 16); break;
+    case 2: out.insert(pos, out.substr(pos, 1 + rng() % 32)); break;
+    default: out.resize(pos);
   }
   return out;
 }
@@ -83,8 +77,8 @@ TEST_CASE("corrupted traces are read, replayed and drawn, or refused with a memg
       const ReplayPlan plan = plan_replay(trace.events);
       AllocatorConfig config;
       config.policy = i % 2 == 0 ? "caching" : "first_fit";
-      const size_t capacity = std::min(std::max<size_t>(4 * plan.ideal_peak, 64 * kMiB),
-                                       BoundedMemory::kMaxCapacity);
+      const size_t capacity =
+          std::min(std::max<size_t>(4 * plan.ideal_peak, 64 * kMiB), BoundedMemory::kMaxCapacity);
       if (plan.ideal_peak <= BoundedMemory::kMaxCapacity / 4) {
         (void)replay(plan, config, capacity);
         ++replayed;
@@ -129,4 +123,4 @@ TEST_CASE("negative, oversized and backward values in a trace are TraceErrors na
   CHECK_THROWS_AS(parse_trace("{\"memgrad_events\": 3, \"contexts\": []}"), TraceError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

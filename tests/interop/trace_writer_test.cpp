@@ -65,8 +65,8 @@ TEST_CASE("the SVG timeline keeps a one-event spike when it downsamples to pixel
   const std::string svg = trace_to_svg(events, {}, "spike", 0);
   CHECK(svg.size() < 200'000);  // downsampled: a few strokes per column, not one per event
   const double zero = zero_line_y(svg);
-  for (const auto& [cls, spike, level] : {std::tuple{"reserved", 50.0, 10.0},
-                                          std::tuple{"allocated", 30.0, 4.0}}) {
+  for (const auto& [cls, spike, level] :
+       {std::tuple{"reserved", 50.0, 10.0}, std::tuple{"allocated", 30.0, 4.0}}) {
     CAPTURE(cls);
     const std::vector<double> ys = path_ys(svg, cls);
     CHECK(ys.size() < 4 * 1000);
@@ -132,4 +132,4 @@ TEST_CASE("the trace JSON has Chrome counter events and the raw events") {
   CHECK(slices == std::vector<std::string>{"forward", "backward"});
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("interop")

@@ -47,32 +47,56 @@ struct UnaryCase {
 
 // Closed forms of every UnaryOp, edge values included.
 const std::vector<UnaryCase> kUnaryCases = {
-    {UnaryOp::Neg, 2.5, -2.5},         {UnaryOp::Neg, -kInf, kInf},
-    {UnaryOp::Exp, 0.0, 1.0},          {UnaryOp::Exp, 1.0, kE},
-    {UnaryOp::Exp, -kInf, 0.0},        {UnaryOp::Exp, kInf, kInf},
-    {UnaryOp::Log, 1.0, 0.0},          {UnaryOp::Log, kE, 1.0},
-    {UnaryOp::Log, 0.0, -kInf},        {UnaryOp::Log, -1.0, kNaN},
-    {UnaryOp::Sqrt, 4.0, 2.0},         {UnaryOp::Sqrt, 2.0, 1.4142135623730951},
-    {UnaryOp::Sqrt, -1.0, kNaN},       {UnaryOp::Sqrt, kInf, kInf},
-    {UnaryOp::Rsqrt, 4.0, 0.5},        {UnaryOp::Rsqrt, 0.0, kInf},
-    {UnaryOp::Abs, -2.0, 2.0},         {UnaryOp::Abs, -kInf, kInf},
-    {UnaryOp::Sign, -3.0, -1.0},       {UnaryOp::Sign, 0.0, 0.0},
-    {UnaryOp::Sign, 2.0, 1.0},         {UnaryOp::Sign, kNaN, 0.0},
-    {UnaryOp::Tanh, 0.0, 0.0},         {UnaryOp::Tanh, 0.5, 0.46211715726000974},
-    {UnaryOp::Tanh, kInf, 1.0},        {UnaryOp::Tanh, -kInf, -1.0},
-    {UnaryOp::Sigmoid, 0.0, 0.5},      {UnaryOp::Sigmoid, 1.0, 0.7310585786300049},
-    {UnaryOp::Sigmoid, kInf, 1.0},     {UnaryOp::Sigmoid, -kInf, 0.0},
-    {UnaryOp::Relu, -1.0, 0.0},        {UnaryOp::Relu, 2.0, 2.0},
-    {UnaryOp::Relu, kNaN, kNaN},       {UnaryOp::Relu, kInf, kInf},
-    {UnaryOp::GeluTanh, 0.0, 0.0},     {UnaryOp::GeluTanh, 1.0, 0.8411919906082768},
-    {UnaryOp::GeluTanh, 20.0, 20.0},   {UnaryOp::GeluErf, 0.0, 0.0},
+    {UnaryOp::Neg, 2.5, -2.5},
+    {UnaryOp::Neg, -kInf, kInf},
+    {UnaryOp::Exp, 0.0, 1.0},
+    {UnaryOp::Exp, 1.0, kE},
+    {UnaryOp::Exp, -kInf, 0.0},
+    {UnaryOp::Exp, kInf, kInf},
+    {UnaryOp::Log, 1.0, 0.0},
+    {UnaryOp::Log, kE, 1.0},
+    {UnaryOp::Log, 0.0, -kInf},
+    {UnaryOp::Log, -1.0, kNaN},
+    {UnaryOp::Sqrt, 4.0, 2.0},
+    {UnaryOp::Sqrt, 2.0, 1.4142135623730951},
+    {UnaryOp::Sqrt, -1.0, kNaN},
+    {UnaryOp::Sqrt, kInf, kInf},
+    {UnaryOp::Rsqrt, 4.0, 0.5},
+    {UnaryOp::Rsqrt, 0.0, kInf},
+    {UnaryOp::Abs, -2.0, 2.0},
+    {UnaryOp::Abs, -kInf, kInf},
+    {UnaryOp::Sign, -3.0, -1.0},
+    {UnaryOp::Sign, 0.0, 0.0},
+    {UnaryOp::Sign, 2.0, 1.0},
+    {UnaryOp::Sign, kNaN, 0.0},
+    {UnaryOp::Tanh, 0.0, 0.0},
+    {UnaryOp::Tanh, 0.5, 0.46211715726000974},
+    {UnaryOp::Tanh, kInf, 1.0},
+    {UnaryOp::Tanh, -kInf, -1.0},
+    {UnaryOp::Sigmoid, 0.0, 0.5},
+    {UnaryOp::Sigmoid, 1.0, 0.7310585786300049},
+    {UnaryOp::Sigmoid, kInf, 1.0},
+    {UnaryOp::Sigmoid, -kInf, 0.0},
+    {UnaryOp::Relu, -1.0, 0.0},
+    {UnaryOp::Relu, 2.0, 2.0},
+    {UnaryOp::Relu, kNaN, kNaN},
+    {UnaryOp::Relu, kInf, kInf},
+    {UnaryOp::GeluTanh, 0.0, 0.0},
+    {UnaryOp::GeluTanh, 1.0, 0.8411919906082768},
+    {UnaryOp::GeluTanh, 20.0, 20.0},
+    {UnaryOp::GeluErf, 0.0, 0.0},
     {UnaryOp::GeluErf, 1.0, 0.8413447460685429},
     {UnaryOp::GeluErf, -1.0, -0.15865525393145707},
-    {UnaryOp::Silu, 0.0, 0.0},         {UnaryOp::Silu, 1.0, 0.7310585786300049},
-    {UnaryOp::Reciprocal, 4.0, 0.25},  {UnaryOp::Reciprocal, 0.0, kInf},
-    {UnaryOp::Reciprocal, -kInf, 0.0}, {UnaryOp::Square, -3.0, 9.0},
-    {UnaryOp::Square, 1e200, kInf},    {UnaryOp::LogicalNot, 0.0, 1.0},
-    {UnaryOp::LogicalNot, 2.0, 0.0},   {UnaryOp::LogicalNot, kNaN, 0.0},
+    {UnaryOp::Silu, 0.0, 0.0},
+    {UnaryOp::Silu, 1.0, 0.7310585786300049},
+    {UnaryOp::Reciprocal, 4.0, 0.25},
+    {UnaryOp::Reciprocal, 0.0, kInf},
+    {UnaryOp::Reciprocal, -kInf, 0.0},
+    {UnaryOp::Square, -3.0, 9.0},
+    {UnaryOp::Square, 1e200, kInf},
+    {UnaryOp::LogicalNot, 0.0, 1.0},
+    {UnaryOp::LogicalNot, 2.0, 0.0},
+    {UnaryOp::LogicalNot, kNaN, 0.0},
 };
 
 // The ops whose backward reads the forward's output (backend.h); the others read the input.
@@ -149,34 +173,34 @@ TEST_CASE("unary_grad matches the closed-form derivative of every op") {
   const double g = 1.5;
   // saved value s: the output for output-saving ops, the input otherwise (see each line).
   CHECK_EQ(unary_grad(UnaryOp::Neg, g, 3.0), -1.5);
-  CHECK(close(unary_grad(UnaryOp::Exp, g, kE), 1.5 * kE, 1e-15));     // s = exp(1)
-  CHECK_EQ(unary_grad(UnaryOp::Log, g, 2.0), 0.75);                    // x = 2: g / x
-  CHECK_EQ(unary_grad(UnaryOp::Sqrt, g, 2.0), 0.375);                  // s = sqrt(4): g / (2 s)
-  CHECK_EQ(unary_grad(UnaryOp::Rsqrt, g, 0.5), -0.09375);              // s = 4^-1/2: -g / 16
-  CHECK_EQ(unary_grad(UnaryOp::Abs, g, -2.0), -1.5);                   // sign(x) g
-  CHECK_EQ(unary_grad(UnaryOp::Abs, g, 0.0), 0.0);                     // 0 at x = 0
+  CHECK(close(unary_grad(UnaryOp::Exp, g, kE), 1.5 * kE, 1e-15));  // s = exp(1)
+  CHECK_EQ(unary_grad(UnaryOp::Log, g, 2.0), 0.75);                // x = 2: g / x
+  CHECK_EQ(unary_grad(UnaryOp::Sqrt, g, 2.0), 0.375);              // s = sqrt(4): g / (2 s)
+  CHECK_EQ(unary_grad(UnaryOp::Rsqrt, g, 0.5), -0.09375);          // s = 4^-1/2: -g / 16
+  CHECK_EQ(unary_grad(UnaryOp::Abs, g, -2.0), -1.5);               // sign(x) g
+  CHECK_EQ(unary_grad(UnaryOp::Abs, g, 0.0), 0.0);                 // 0 at x = 0
   CHECK_EQ(unary_grad(UnaryOp::Sign, g, 2.0), 0.0);
-  CHECK_EQ(unary_grad(UnaryOp::Tanh, g, 0.5), 1.125);                  // g (1 - s^2)
-  CHECK_EQ(unary_grad(UnaryOp::Sigmoid, g, 0.25), 0.28125);            // g s (1 - s)
+  CHECK_EQ(unary_grad(UnaryOp::Tanh, g, 0.5), 1.125);        // g (1 - s^2)
+  CHECK_EQ(unary_grad(UnaryOp::Sigmoid, g, 0.25), 0.28125);  // g s (1 - s)
   CHECK_EQ(unary_grad(UnaryOp::Relu, g, 2.0), 1.5);
-  CHECK_EQ(unary_grad(UnaryOp::Relu, g, 0.0), 0.0);                    // 0 at x <= 0
-  CHECK(close(unary_grad(UnaryOp::GeluTanh, g, 0.0), 0.75, 1e-15));    // gelu'(0) = 1/2
+  CHECK_EQ(unary_grad(UnaryOp::Relu, g, 0.0), 0.0);                  // 0 at x <= 0
+  CHECK(close(unary_grad(UnaryOp::GeluTanh, g, 0.0), 0.75, 1e-15));  // gelu'(0) = 1/2
   CHECK(close(unary_grad(UnaryOp::GeluErf, g, 0.0), 0.75, 1e-15));
   // gelu_erf'(1) = Phi(1) + phi(1) = 0.8413447... + 0.2419707... = 1.0833154705876864
   CHECK(close(unary_grad(UnaryOp::GeluErf, 1.0, 1.0), 1.0833154705876864, 1e-15));
-  CHECK(close(unary_grad(UnaryOp::Silu, g, 0.0), 0.75, 1e-15));        // silu'(0) = 1/2
-  CHECK_EQ(unary_grad(UnaryOp::Reciprocal, g, 0.5), -0.375);           // s = 1/2: -g s^2
-  CHECK_EQ(unary_grad(UnaryOp::Square, g, 3.0), 9.0);                  // 2 g x
+  CHECK(close(unary_grad(UnaryOp::Silu, g, 0.0), 0.75, 1e-15));  // silu'(0) = 1/2
+  CHECK_EQ(unary_grad(UnaryOp::Reciprocal, g, 0.5), -0.375);     // s = 1/2: -g s^2
+  CHECK_EQ(unary_grad(UnaryOp::Square, g, 3.0), 9.0);            // 2 g x
   CHECK_EQ(unary_grad(UnaryOp::LogicalNot, g, 3.0), 0.0);
 }
 
 TEST_CASE("unary_grad agrees with a central difference of unary_value") {
   // d/dx f(x) ~ (f(x + h) - f(x - h)) / 2h, with h = 1e-6: accurate to ~1e-9 for these x.
-  const UnaryOp ops[] = {UnaryOp::Neg,     UnaryOp::Exp,      UnaryOp::Log,  UnaryOp::Sqrt,
-                         UnaryOp::Rsqrt,   UnaryOp::Abs,      UnaryOp::Tanh, UnaryOp::Sigmoid,
-                         UnaryOp::Relu,    UnaryOp::GeluTanh, UnaryOp::GeluErf, UnaryOp::Silu,
+  const UnaryOp ops[] = {UnaryOp::Neg,        UnaryOp::Exp,      UnaryOp::Log,     UnaryOp::Sqrt,
+                         UnaryOp::Rsqrt,      UnaryOp::Abs,      UnaryOp::Tanh,    UnaryOp::Sigmoid,
+                         UnaryOp::Relu,       UnaryOp::GeluTanh, UnaryOp::GeluErf, UnaryOp::Silu,
                          UnaryOp::Reciprocal, UnaryOp::Square};
-  const bool positive_only[] = {false, false, true, true, true, false, false,
+  const bool positive_only[] = {false, false, true,  true,  true,  false, false,
                                 false, false, false, false, false, false, false};
   const double xs[] = {-1.3, -0.2, 0.7, 2.1};
   const double h = 1e-6;
@@ -185,8 +209,7 @@ TEST_CASE("unary_grad agrees with a central difference of unary_value") {
       if (positive_only[k] && x <= 0) continue;
       CAPTURE(static_cast<int>(ops[k]));
       CAPTURE(x);
-      const double numeric =
-          (unary_value(ops[k], x + h) - unary_value(ops[k], x - h)) / (2 * h);
+      const double numeric = (unary_value(ops[k], x + h) - unary_value(ops[k], x - h)) / (2 * h);
       const double saved = saves_output(ops[k]) ? unary_value(ops[k], x) : x;
       CHECK(close(unary_grad(ops[k], 1.0, saved), numeric, 1e-6));
     }
@@ -352,4 +375,4 @@ TEST_CASE("cast_to int64 truncates and maps NaN and out-of-range values to INT64
   CHECK_EQ(cast_to<int64_t>(-9223372036854775808.0), kMin);  // -2^63 itself fits
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("kernels")

@@ -44,7 +44,7 @@ TEST_CASE("folds start from their identity and combine as sum, prod, max, min, a
 
 TEST_CASE("max and min let a NaN win and then stay") {
   CHECK(std::isnan(pick<true>(1.0, kNaN)));
-  CHECK(std::isnan(pick<true>(kNaN, 5.0)));   // once NaN, stays NaN
+  CHECK(std::isnan(pick<true>(kNaN, 5.0)));  // once NaN, stays NaN
   CHECK(std::isnan(pick<false>(kNaN, -5.0)));
   CHECK_EQ(pick<true>(-kInf, -3.0), -3.0);
   CHECK_EQ(pick<false>(int64_t{4}, int64_t{-1}), -1);
@@ -184,4 +184,4 @@ TEST_CASE("random draws map Philox words to their distributions") {
   CHECK(std::abs(normal_draw(s, 1, 0.0, 1.0) - radius) < 1e-15);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("kernels")

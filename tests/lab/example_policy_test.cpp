@@ -62,7 +62,8 @@ class ExactFitAllocator final : public PolicyAllocator {
 
   // One segment per block, live or cached.
   void describe(std::vector<SegmentSnapshot>& out) const override {
-    for (const auto& [ptr, requested] : live_) add(out, ptr, round_up(requested, kMinBlockSize), requested);
+    for (const auto& [ptr, requested] : live_)
+      add(out, ptr, round_up(requested, kMinBlockSize), requested);
     for (const auto& [nbytes, ptr] : cached_) add(out, ptr, nbytes, 0);
   }
 
@@ -70,7 +71,11 @@ class ExactFitAllocator final : public PolicyAllocator {
   void add(std::vector<SegmentSnapshot>& out, void* ptr, size_t nbytes, size_t requested) const {
     const uint64_t at = trace_address(ptr);
     const bool small = pool_of_segment(nbytes) == StatPool::SmallPool;
-    out.push_back({at, nbytes, kDefaultStream, small, false,
+    out.push_back({at,
+                   nbytes,
+                   kDefaultStream,
+                   small,
+                   false,
                    {{at, nbytes, requested, requested > 0, false}}});
   }
 
@@ -109,4 +114,4 @@ TEST_CASE("a policy written in one file gets the stats, the fraction and the OOM
   CHECK_EQ(memory.bytes_in_use(), 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

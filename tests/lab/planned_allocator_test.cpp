@@ -127,7 +127,7 @@ TEST_CASE("a plan of a known step gives exact offsets, the ideal arena and no li
     CHECK_EQ(plan.requests[k].free_before, free_before[k]);
     REQUIRE_EQ(plan.requests[k].offsets.size(), 1);  // a4's instances never overlap: one copy
     CHECK_EQ(plan.requests[k].offsets[0], offsets[k]);
-    CHECK_FALSE(plan.requests[k].one_time);          // later steps repeat every request
+    CHECK_FALSE(plan.requests[k].one_time);  // later steps repeat every request
   }
   // Live at allocation 3: 1024 + 2048 + 5120 + the outliving 512 = 8704, the arena exactly.
   CHECK_EQ(plan.ideal_nbytes, 8704);
@@ -254,7 +254,7 @@ TEST_CASE("a deviating request falls back, is counted, and never overlaps a live
   SUBCASE("a block kept past its planned free") {
     // a0 stays live through the step: from request 2 on, every planned request waits for it.
     RecordedStep s = known_step(1);
-    s.erase(s.begin() + 2);  // the free of a0
+    s.erase(s.begin() + 2);                                         // the free of a0
     run_step(alloc, RecordedStep(s.begin(), s.begin() + 4), live);  // up to the alloc of a2
     REQUIRE(live.count(10));
     CHECK(in_arena(live.at(10)));
@@ -434,32 +434,37 @@ TEST_CASE("bad plan files are typed errors naming the field") {
   CHECK_EQ(plan_error(head + "\"arena_nbytes\": 1024}").field, "requests");
   CHECK_EQ(plan_error(head + "\"arena_nbytes\": -5, \"requests\": []}").field, "arena_nbytes");
   CHECK_EQ(plan_error(head + "\"arena_nbytes\": 1000, \"requests\": [{\"nbytes\": 512, "
-                             "\"offsets\": [0]}]}").field,
+                             "\"offsets\": [0]}]}")
+               .field,
            "arena_nbytes");
   CHECK_EQ(plan_error(head + "\"arena_nbytes\": 1024, \"requests\": [{\"offsets\": [0]}]}").field,
            "requests[0].nbytes");
   CHECK_EQ(plan_error(head + "\"arena_nbytes\": 1024, \"requests\": [{\"nbytes\": 512, "
-                             "\"free_before\": 0, \"offsets\": [0]}]}").field,
+                             "\"free_before\": 0, \"offsets\": [0]}]}")
+               .field,
            "requests[0].free_before");
   CHECK_EQ(plan_error(head + "\"arena_nbytes\": 1024, \"requests\": [{\"nbytes\": 512, "
-                             "\"offsets\": [\"x\"]}]}").field,
+                             "\"offsets\": [\"x\"]}]}")
+               .field,
            "requests[0].offsets[0]");
   CHECK_EQ(plan_error(head + "\"arena_nbytes\": 1024, \"requests\": [{\"nbytes\": 512, "
-                             "\"offsets\": [768]}]}").field,
+                             "\"offsets\": [768]}]}")
+               .field,
            "requests[0].offsets");
   // Two requests live at once in the same bytes: the file would hand out overlapping blocks.
-  const PlanError overlap = plan_error(
-      head + "\"arena_nbytes\": 1024, \"requests\": [{\"nbytes\": 1024, \"free_before\": 2, "
-             "\"offsets\": [0]}, {\"nbytes\": 512, \"free_before\": 2, \"offsets\": [512]}]}");
+  const PlanError overlap =
+      plan_error(head +
+                 "\"arena_nbytes\": 1024, \"requests\": [{\"nbytes\": 1024, \"free_before\": 2, "
+                 "\"offsets\": [0]}, {\"nbytes\": 512, \"free_before\": 2, \"offsets\": [512]}]}");
   CHECK_EQ(overlap.field, "requests[1].offsets");
   CHECK_EQ(overlap.path, "bad.json");
   CHECK(std::string(overlap.what()).find("overlaps") != std::string::npos);
   // Neither a plan nor a trace, through the configuration.
   const std::string path = temp_file("memgrad_plan_bad.json", "{\"hello\": 1}");
   BoundedMemory memory(64 * kMiB, "sim:0");
-  CHECK_THROWS_AS(make_allocator(AllocatorConfig::parse("policy:planned,planned_plan:" + path),
-                                 memory),
-                  PlanError);
+  CHECK_THROWS_AS(
+      make_allocator(AllocatorConfig::parse("policy:planned,planned_plan:" + path), memory),
+      PlanError);
   std::remove(path.c_str());
 }
 
@@ -506,9 +511,9 @@ TEST_CASE("the training traces replay on their plan within 1.05x of the ideal pe
     options.inspect = [&](const PolicyAllocator& a) {
       counts = dynamic_cast<const PlannedAllocator&>(a).planned_counts();
     };
-    const ReplayResult r = replay(
-        requests, AllocatorConfig::parse("policy:planned,planned_plan:" + trace_path(name)),
-        256 * kMiB, options);
+    const ReplayResult r =
+        replay(requests, AllocatorConfig::parse("policy:planned,planned_plan:" + trace_path(name)),
+               256 * kMiB, options);
     CHECK_FALSE(r.oom);
     CHECK_EQ(r.allocs, requests.allocs);
     CHECK_EQ(counts.deviations(), 0);
@@ -518,4 +523,4 @@ TEST_CASE("the training traces replay on their plan within 1.05x of the ideal pe
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

@@ -217,7 +217,8 @@ TEST_CASE("an arena chunk resets after its last free, whatever the order of the 
 
 // ---- first_fit ----
 
-TEST_CASE("first_fit takes the lowest-addressed free block that fits, where caching takes the best") {
+TEST_CASE(
+    "first_fit takes the lowest-addressed free block that fits, where caching takes the best") {
   BoundedMemory memory(64 * kMiB, "sim:0");
   FirstFitAllocator first(memory);
   CachingAllocator best(memory);
@@ -255,7 +256,8 @@ TEST_CASE("first_fit keeps one free list across segments, so small blocks fill l
 
 // ---- expandable ----
 
-TEST_CASE("expandable maps pages into one growing segment and empty_cache unmaps whole free pages") {
+TEST_CASE(
+    "expandable maps pages into one growing segment and empty_cache unmaps whole free pages") {
   BoundedMemory memory(200 * kMiB, "sim:0");
   ExpandableAllocator ex(memory);
   ex.trace().enable();
@@ -312,8 +314,9 @@ TEST_CASE("expandable maps pages into one growing segment and empty_cache unmaps
 TEST_CASE("stitch maps a free page elsewhere into the run a request needs instead of growing") {
   // The rule alone, with expandable's pages of 20 MiB: x on page 0, y on page 1, z on the first
   // half of page 2; x is freed, so page 0 is whole and free. 30 MiB fits no free block: the
-  // lowest run long enough is page 2's free half and page 3. Expandable maps page 3 (reserved 80 MiB); stitch first unmaps page 0
-  // and maps its memory as page 3 (reserved stays 60 MiB). Both hand out the same address.
+  // lowest run long enough is page 2's free half and page 3. Expandable maps page 3 (reserved 80
+  // MiB); stitch first unmaps page 0 and maps its memory as page 3 (reserved stays 60 MiB). Both
+  // hand out the same address.
   for (const bool stitch : {false, true}) {
     CAPTURE(stitch);
     BoundedMemory memory(200 * kMiB, "sim:0");
@@ -333,7 +336,7 @@ TEST_CASE("stitch maps a free page elsewhere into the run a request needs instea
     const MemoryStats s = ex.stats();
     CHECK_EQ(s.num_device_alloc, 4);              // pages 0, 1, 2 and 3
     CHECK_EQ(s.num_device_free, stitch ? 1 : 0);  // page 0, moved
-    CHECK_EQ(s.segment.all().current, 1);  // pages 0-3, or (stitch) pages 1-3
+    CHECK_EQ(s.segment.all().current, 1);         // pages 0-3, or (stitch) pages 1-3
     CHECK_MESSAGE(check_allocator(ex).empty(), check_allocator(ex));
     std::vector<TraceAction> segment_events;
     for (const TraceEvent& e : ex.trace().events()) {
@@ -342,11 +345,11 @@ TEST_CASE("stitch maps a free page elsewhere into the run a request needs instea
       }
     }
     const std::vector<TraceAction> expected =
-        stitch ? std::vector{TraceAction::SegmentMap, TraceAction::SegmentMap,
-                             TraceAction::SegmentMap, TraceAction::SegmentUnmap,
-                             TraceAction::SegmentMap}
-               : std::vector{TraceAction::SegmentMap, TraceAction::SegmentMap,
-                             TraceAction::SegmentMap, TraceAction::SegmentMap};
+        stitch
+            ? std::vector{TraceAction::SegmentMap, TraceAction::SegmentMap, TraceAction::SegmentMap,
+                          TraceAction::SegmentUnmap, TraceAction::SegmentMap}
+            : std::vector{TraceAction::SegmentMap, TraceAction::SegmentMap, TraceAction::SegmentMap,
+                          TraceAction::SegmentMap};
     CHECK(segment_events == expected);
     for (const Block& b : {y, z, w}) ex.free(b);
   }
@@ -463,8 +466,8 @@ TEST_CASE("expandable_segments:True selects the expandable policy, as PyTorch sp
            "expandable");
   CHECK_EQ(AllocatorConfig::parse("expandable_segments:False").policy, "caching");
   CHECK_EQ(AllocatorConfig::parse("policy:buddy,expandable_segments:False").policy, "buddy");
-  check_config_error([] { AllocatorConfig::parse("expandable_segments:true"); }, "expandable_segments",
-                     "true");
+  check_config_error([] { AllocatorConfig::parse("expandable_segments:true"); },
+                     "expandable_segments", "true");
   CHECK_THROWS_WITH_AS(AllocatorConfig::parse("policy:buddy,expandable_segments:True"),
                        doctest::Contains("conflicts with policy:buddy"), ConfigError);
   CHECK_THROWS_AS(AllocatorConfig::parse("expandable_segments:False,policy:expandable"),
@@ -475,4 +478,4 @@ TEST_CASE("expandable_segments:True selects the expandable policy, as PyTorch sp
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

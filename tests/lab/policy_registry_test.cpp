@@ -41,4 +41,4 @@ TEST_CASE("an unknown policy is a ConfigError listing the known ones") {
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

@@ -25,7 +25,7 @@ namespace memgrad::testing {
 namespace {
 
 constexpr int kFullCheckEvery = 1000;
-constexpr size_t kTargetLive = 64;  // the live count the alloc/free mix drifts towards
+constexpr size_t kTargetLive = 64;            // the live count the alloc/free mix drifts towards
 constexpr uint64_t kSeed = 0x6d656d67726164;  // "memgrad"
 
 // A request size: 55% tiny (1..4096 B), 35% medium (4 KiB..1 MiB), 10% large (1..40 MiB).
@@ -174,10 +174,11 @@ class RandomRun {
     const auto live = static_cast<int64_t>(live_.size());
     if (allocated != allocated_ || s.requested_bytes.all().current != requested_ ||
         s.allocation.all().current != live) {
-      return fmt::format("stats say {} allocated / {} requested bytes in {} blocks, the model "
-                         "{} / {} in {}",
-                         allocated, s.requested_bytes.all().current, s.allocation.all().current,
-                         allocated_, requested_, live);
+      return fmt::format(
+          "stats say {} allocated / {} requested bytes in {} blocks, the model "
+          "{} / {} in {}",
+          allocated, s.requested_bytes.all().current, s.allocation.all().current, allocated_,
+          requested_, live);
     }
     if (s.active_bytes.all().current != allocated || s.active.all().current != live) {
       return fmt::format("active {} bytes in {} blocks, allocated {} in {}",
@@ -211,10 +212,10 @@ class RandomRun {
         static_cast<int64_t>(info.allocated) != allocated_ ||
         static_cast<int64_t>(info.reserved) != s.reserved_bytes.all().current ||
         info.free != kRandomModelCapacity - memory_.bytes_in_use()) {
-      return fmt::format("OOM info (requested {}, capacity {}, allocated {}, reserved {}, free {}) "
-                         "disagrees with the request {} and the stats",
-                         info.requested, info.capacity, info.allocated, info.reserved, info.free,
-                         nbytes);
+      return fmt::format(
+          "OOM info (requested {}, capacity {}, allocated {}, reserved {}, free {}) "
+          "disagrees with the request {} and the stats",
+          info.requested, info.capacity, info.allocated, info.reserved, info.free, nbytes);
     }
     if (info.reserved + info.alloc_size <= info.allowed) {
       return fmt::format("OOM for a {} B segment although reserved {} + segment fits in {}",
@@ -347,10 +348,10 @@ class RandomRun {
   }
 
   std::string check_caching_segment(const SegmentSnapshot& seg) const {
-    const bool size_ok = seg.small_pool ? seg.nbytes == kSmallBuffer
-                                        : seg.nbytes == kLargeBuffer ||
-                                              (seg.nbytes % kRoundLarge == 0 &&
-                                               seg.nbytes >= kMinLargeAlloc);
+    const bool size_ok = seg.small_pool
+                             ? seg.nbytes == kSmallBuffer
+                             : seg.nbytes == kLargeBuffer ||
+                                   (seg.nbytes % kRoundLarge == 0 && seg.nbytes >= kMinLargeAlloc);
     if (!size_ok) {
       return fmt::format("{} segment at {} has {} bytes", seg.small_pool ? "small" : "large",
                          seg.address, seg.nbytes);
@@ -371,9 +372,10 @@ class RandomRun {
     }
     for (const BlockSnapshot& b : seg.blocks) {
       if (!std::has_single_bit(b.nbytes) || (b.address - seg.address) % b.nbytes != 0) {
-        return fmt::format("buddy block of {} B at offset {} is not a power of two at a multiple "
-                           "of its size",
-                           b.nbytes, b.address - seg.address);
+        return fmt::format(
+            "buddy block of {} B at offset {} is not a power of two at a multiple "
+            "of its size",
+            b.nbytes, b.address - seg.address);
       }
     }
     return {};

@@ -12,8 +12,8 @@
 
 #include "allocator/bounded_memory.h"
 #include "lab/policy_registry.h"
-#include "tests/support/allocator_invariants.h"
 #include "tests/lab/random_model.h"
+#include "tests/support/allocator_invariants.h"
 
 using namespace memgrad;
 using memgrad::testing::check_random_model;
@@ -42,4 +42,4 @@ TEST_CASE("a random alloc/free sequence keeps blocks disjoint and stats exact un
   check_random_model(*alloc, memory);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

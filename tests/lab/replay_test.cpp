@@ -73,12 +73,15 @@ AllocatorConfig config_for(const std::string& policy) {
 TEST_SUITE("lab") {
 
 TEST_CASE("a replay plan matches frees to allocs by address and skips what it cannot match") {
-  const std::vector<TraceEvent> events = {
-      event(TraceAction::SegmentAlloc, 0, 0),      event(TraceAction::Alloc, 0, 1000),
-      event(TraceAction::Alloc, 1024, 3000),       event(TraceAction::FreeRequested, 0, 1000),
-      event(TraceAction::FreeCompleted, 0, 1000),  event(TraceAction::FreeRequested, 9999, 10),
-      event(TraceAction::Alloc, 0, 500),           event(TraceAction::Oom, 0, 5000),
-      event(TraceAction::FreeRequested, 1024, 3000)};
+  const std::vector<TraceEvent> events = {event(TraceAction::SegmentAlloc, 0, 0),
+                                          event(TraceAction::Alloc, 0, 1000),
+                                          event(TraceAction::Alloc, 1024, 3000),
+                                          event(TraceAction::FreeRequested, 0, 1000),
+                                          event(TraceAction::FreeCompleted, 0, 1000),
+                                          event(TraceAction::FreeRequested, 9999, 10),
+                                          event(TraceAction::Alloc, 0, 500),
+                                          event(TraceAction::Oom, 0, 5000),
+                                          event(TraceAction::FreeRequested, 1024, 3000)};
   const ReplayPlan plan = plan_replay(events);
   CHECK_EQ(plan.allocs, 3);
   CHECK_EQ(plan.frees, 2);
@@ -87,7 +90,7 @@ TEST_CASE("a replay plan matches frees to allocs by address and skips what it ca
   CHECK_EQ(plan.slots, 2);            // the freed slot was reused
   CHECK_EQ(plan.ideal_peak, 4000);    // 1000 + 3000 live at once
   REQUIRE_EQ(plan.ops.size(), 5);
-  CHECK_EQ(plan.ops[2].event, 3);     // the free of address 0 is event 3
+  CHECK_EQ(plan.ops[2].event, 3);  // the free of address 0 is event 3
   CHECK_FALSE(plan.ops[2].alloc);
   CHECK_EQ(plan.ops[2].slot, plan.ops[0].slot);
   CHECK_EQ(plan.ops[3].nbytes, 500);
@@ -176,9 +179,10 @@ TEST_CASE("the recorder's own layout is read directly, with what the JSON reader
   const std::string t_ns = fmt::format("\"t_ns\":{}}}", mlp.events[5].time_ns);
   const size_t at = json.find(t_ns);
   REQUIRE(at != std::string::npos);
-  for (const std::string& bad : {std::string("\"t_ns\":-1}"), std::string("\"t_ns\":1.5}"),
-                                 std::string("\"t_ns\":01}"), std::string("\"t_ns\": 99999999999999999999}"),
-                                 std::string("\"t_ns\":0}")}) {  // before event 4
+  for (const std::string& bad :
+       {std::string("\"t_ns\":-1}"), std::string("\"t_ns\":1.5}"), std::string("\"t_ns\":01}"),
+        std::string("\"t_ns\": 99999999999999999999}"),
+        std::string("\"t_ns\":0}")}) {  // before event 4
     CAPTURE(bad);
     std::string broken = json;
     broken.replace(at, t_ns.size(), bad);
@@ -258,4 +262,4 @@ TEST_CASE("on the fragmenter, stitch's smaller pages and its moved pages each lo
   CHECK_GE(50 * kMiB, plan.ideal_peak);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

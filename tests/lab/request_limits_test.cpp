@@ -21,7 +21,6 @@ using memgrad::testing::known_policy_names;
 
 namespace {
 
-
 // Sizes a wrapped computation produces: just above the limit, (2^62 - 1) rounded by a policy,
 // a negative int64 read as unsigned, and the largest size_t.
 const size_t kAbsurdSizes[] = {kMaxAllocationBytes + 1, (size_t{1} << 62) - 1,
@@ -103,4 +102,4 @@ TEST_CASE("every policy answers a request larger than the device with a counted 
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

@@ -206,4 +206,4 @@ TEST_CASE("four threads sharing one allocator never overlap and leave exact tota
   CHECK_EQ(memory.bytes_in_use(), 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("lab")

@@ -52,16 +52,14 @@ void write_gzip(const std::string& path, const std::string& bytes) {
 }
 
 void append_u32_be(std::string& s, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    s.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 // An IDX file of unsigned bytes: magic 00 00 08 ndim, big-endian sizes, then the values.
 std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& values,
                       uint8_t type = 0x08) {
   std::string s{'\0', '\0', static_cast<char>(type), static_cast<char>(dims.size())};
-  for (uint32_t d : dims)
-    append_u32_be(s, d);
+  for (uint32_t d : dims) append_u32_be(s, d);
   s.append(values.begin(), values.end());
   return s;
 }
@@ -180,8 +178,9 @@ TEST_CASE("TensorDataset returns views for items and one gather per batch") {
   CHECK(batch->position() == 1);
   CHECK_THROWS_WITH_AS(data::TensorDataset(zeros({4, 2}), zeros({3})),
                        doctest::Contains("inputs [4, 2] and targets [3]"), ShapeError);
-  const auto mismatch =
-      caught<ShapeError>([] { (void)data::TensorDataset(zeros({4, 2}), zeros({3})); });
+  const auto mismatch = caught<ShapeError>([] {
+    (void)data::TensorDataset(zeros({4, 2}), zeros({3}));
+  });
   REQUIRE(mismatch);
   check_shape(mismatch->lhs(), {4, 2}, "lhs");
   check_shape(mismatch->rhs(), {3}, "rhs");
@@ -259,7 +258,8 @@ TEST_CASE("DataLoader drop_last drops the short final batch") {
   CHECK_FALSE(none.next().has_value());
   data::DataLoader one(small, {.batch_size = 4});
   CHECK_EQ(one.num_batches(), 1);
-  check_value_error([&] { data::DataLoader(small, {.batch_size = 0}); }, "DataLoader", "batch_size");
+  check_value_error([&] { data::DataLoader(small, {.batch_size = 0}); }, "DataLoader",
+                    "batch_size");
 }
 
 TEST_CASE("DataLoader gives identical batches with and without prefetching") {
@@ -270,8 +270,7 @@ TEST_CASE("DataLoader gives identical batches with and without prefetching") {
                             {.batch_size = 8, .shuffle = true, .seed = 9, .prefetch = prefetch});
     loader.start_epoch(2);
     std::vector<data::Example> batches;
-    while (auto batch = loader.next())
-      batches.push_back(*batch);
+    while (auto batch = loader.next()) batches.push_back(*batch);
     runs.push_back(std::move(batches));
   }
   for (size_t r = 1; r < runs.size(); ++r) {
@@ -324,7 +323,8 @@ TEST_CASE("DataLoader allocates prefetched batches on the calling thread, in a f
   CHECK_EQ(requests() - requests_before, 3 * 2);
 }
 
-TEST_CASE("DataLoader frees the batches it prepared ahead in batch order, wherever the worker was") {
+TEST_CASE(
+    "DataLoader frees the batches it prepared ahead in batch order, wherever the worker was") {
   // The worker is still filling batch 0 when a new epoch starts: batch 0 ends up filled, batch 1
   // still waits. Both are freed in batch order all the same, so two runs of a program record the
   // same frees (a snapshot of one run equals a snapshot of the next).
@@ -432,8 +432,7 @@ TEST_CASE("read_idx reads plain and gzip-compressed IDX files") {
   write_bytes(images, idx_bytes({2, 3, 4}, pixels));
   const Tensor t = data::read_idx(images);
   std::vector<double> expected;
-  for (uint8_t p : pixels)
-    expected.push_back(static_cast<float>(p * (1.0 / 255.0)));
+  for (uint8_t p : pixels) expected.push_back(static_cast<float>(p * (1.0 / 255.0)));
   check_values(t, {2, 3, 4}, expected, 0.0);
   CHECK_EQ(t.dtype(), kFloat32);
   check_values(data::read_idx(images, false, 1.0), {2, 3, 4},
@@ -482,8 +481,7 @@ TEST_CASE("every malformed IDX file is a CheckpointError naming the file") {
        "element type 0x0d is not supported"},
       {"no-dims", idx_bytes({}, {}), "has a bad header (0 dimensions"},
       {"five-dims", idx_bytes({1, 1, 1, 1, 1}, {7}), "has a bad header (5 dimensions"},
-      {"cut-sizes", idx_bytes({2, 3}, {}).substr(0, 9),
-       "has a bad header (2 dimensions)"},
+      {"cut-sizes", idx_bytes({2, 3}, {}).substr(0, 9), "has a bad header (2 dimensions)"},
       {"truncated", idx_bytes({10}, iota_bytes(7)),
        "header says 10 values of shape [10], the file holds 7"},
       {"padded", idx_bytes({10}, iota_bytes(12)),
@@ -567,8 +565,7 @@ TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and co
     const std::string path = dir.file(c.name);
     write_bytes(path, c.text);
     const bool header = c.name == "header-only.csv";
-    check_checkpoint_error([&] { data::read_csv(path, header); }, "read_csv", path,
-                           c.entry);
+    check_checkpoint_error([&] { data::read_csv(path, header); }, "read_csv", path, c.entry);
     CHECK_THROWS_WITH_AS(data::read_csv(path, header), doctest::Contains(c.message),
                          CheckpointError);
   }
@@ -586,4 +583,4 @@ TEST_CASE("malformed CSV files are CheckpointErrors naming the file, line and co
                          dir.file("missing.csv"));
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("nn")

@@ -225,14 +225,12 @@ TEST_CASE("a checkpoint that fails to load changes neither the model nor the opt
                                                "state.3.step": 2})";
        },
        "and step -1"},
-      {"step with trailing letters",
-       [](io::SafetensorsFile& f) { f.metadata["step"] = "12abc"; },
+      {"step with trailing letters", [](io::SafetensorsFile& f) { f.metadata["step"] = "12abc"; },
        "metadata step is \"12abc\", expected an integer >= 0"},
       {"a negative generator seed",
        [](io::SafetensorsFile& f) { f.metadata["generator_seed"] = "-1"; },
        "metadata generator_seed is \"-1\""},
-      {"another optimizer's state",
-       [](io::SafetensorsFile& f) { f.metadata["optimizer"] = "SGD"; },
+      {"another optimizer's state", [](io::SafetensorsFile& f) { f.metadata["optimizer"] = "SGD"; },
        "holds the state of SGD, not of the Adam"},
   };
   for (const Case& c : cases) {
@@ -304,7 +302,8 @@ TEST_CASE("safetensors files the format's loader rejects are rejected here too")
        craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", f32x2),
        "the tensors end at byte 4 of the data but it holds 8"},
       {"a BOOL byte of 2",
-       craft(R"({"a":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\1\2\0", 3)),
+       craft(R"({"a":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})",
+             std::string("\1\2\0", 3)),
        "holds the byte 2 at element 1"},
   };
   for (const Case& c : cases) {
@@ -348,10 +347,16 @@ TEST_CASE("randomly corrupted safetensors files load or fail with a CheckpointEr
 }
 
 TEST_CASE("saving duplicate, reserved or non-UTF-8 tensor names is a CheckpointError") {
-  check_checkpoint_error([] { io::encode_safetensors({{{"w", ones({1})}, {"w", ones({2})}}, {}}); },
-                         "safetensors", "", "w");
-  check_checkpoint_error([] { io::encode_safetensors({{{"__metadata__", ones({1})}}, {}}); },
-                         "safetensors", "", "__metadata__");
+  check_checkpoint_error(
+      [] {
+        io::encode_safetensors({{{"w", ones({1})}, {"w", ones({2})}}, {}});
+      },
+      "safetensors", "", "w");
+  check_checkpoint_error(
+      [] {
+        io::encode_safetensors({{{"__metadata__", ones({1})}}, {}});
+      },
+      "safetensors", "", "__metadata__");
   CHECK_THROWS_WITH_AS(io::encode_safetensors({{{"bad\xff", ones({1})}}, {}}),
                        doctest::Contains("valid UTF-8"), CheckpointError);
   CHECK_THROWS_AS(io::encode_safetensors({{{"w", ones({1})}}, {{"k", "\xc3"}}}), CheckpointError);
@@ -360,7 +365,8 @@ TEST_CASE("saving duplicate, reserved or non-UTF-8 tensor names is a CheckpointE
 TEST_CASE("a 200k-entry safetensors header is parsed (in linear time) with its order kept") {
   io::SafetensorsFile f;
   const Tensor empty_tensor = empty({0});
-  for (int i = 0; i < 20000; ++i) f.tensors.emplace_back(fmt::format("t{:06}", 19999 - i), empty_tensor);
+  for (int i = 0; i < 20000; ++i)
+    f.tensors.emplace_back(fmt::format("t{:06}", 19999 - i), empty_tensor);
   const io::SafetensorsFile back = io::decode_safetensors(io::encode_safetensors(f));
   REQUIRE_EQ(back.tensors.size(), 20000);
   // Empty tensors all start at offset 0: they come back in the header's (sorted) order.
@@ -415,7 +421,8 @@ TEST_CASE("saving through a symbolic link replaces its target and keeps the link
   io::save_safetensors(link, {{{"w", full({1}, 7.0)}}, {}});
   CHECK(std::filesystem::is_symlink(link));
   CHECK_EQ(io::load_safetensors(target).tensors[0].second.item<double>(), 7.0);
-  CHECK_EQ(listing(dir.path()), (std::vector<std::string>{"latest.safetensors", "real.safetensors"}));
+  CHECK_EQ(listing(dir.path()),
+           (std::vector<std::string>{"latest.safetensors", "real.safetensors"}));
 }
 
 TEST_CASE("a file name of the longest length the file system allows can be written") {
@@ -431,7 +438,8 @@ TEST_CASE("a write the disk refuses keeps the old file and leaves no temporary f
   const std::string path = dir.file("model.bin");
   write_file_atomically(path, "old contents");
   // A file-size limit of 4 KiB stands in for a full disk: write() fails with EFBIG.
-  struct sigaction ignore {}, previous {};
+  struct sigaction ignore {
+  }, previous{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGXFSZ, &ignore, &previous);
   rlimit old_limit{};
@@ -452,8 +460,8 @@ TEST_CASE("a write the disk refuses keeps the old file and leaves no temporary f
   CHECK_EQ(read_file(path), "old contents");
   CHECK_EQ(listing(dir.path()), std::vector<std::string>{"model.bin"});
   // A folder that cannot be written: an IoError naming the path, and nothing created.
-  std::filesystem::permissions(dir.path(), std::filesystem::perms::owner_read |
-                                               std::filesystem::perms::owner_exec);
+  std::filesystem::permissions(
+      dir.path(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   if (::access(dir.path().c_str(), W_OK) != 0) {  // root ignores permissions
     CHECK_THROWS_WITH_AS(write_file_atomically(dir.file("new.bin"), "x"),
                          doctest::Contains("creating a temporary file"), IoError);
@@ -462,4 +470,4 @@ TEST_CASE("a write the disk refuses keeps the old file and leaves no temporary f
   CHECK_EQ(listing(dir.path()), std::vector<std::string>{"model.bin"});
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("nn")

@@ -31,8 +31,7 @@ const std::vector<int64_t> kTargets{1, 3, 0};
 
 Tensor logits_tensor(const Rows& rows, DType dtype = kFloat32) {
   std::vector<double> flat;
-  for (const auto& r : rows)
-    flat.insert(flat.end(), r.begin(), r.end());
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
   return from_vector(flat,
                      {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())})
       .to(dtype);
@@ -45,11 +44,9 @@ Tensor targets(const std::vector<int64_t>& t) {
 // log softmax of one row: x - log(sum(exp(x))).
 std::vector<double> log_softmax_row(const std::vector<double>& x) {
   double sum = 0.0;
-  for (double v : x)
-    sum += std::exp(v);
+  for (double v : x) sum += std::exp(v);
   std::vector<double> out;
-  for (double v : x)
-    out.push_back(v - std::log(sum));
+  for (double v : x) out.push_back(v - std::log(sum));
   return out;
 }
 
@@ -57,8 +54,7 @@ std::vector<double> log_softmax_row(const std::vector<double>& x) {
 double row_loss(const std::vector<double>& x, int64_t t, double eps = 0.0) {
   const std::vector<double> lp = log_softmax_row(x);
   double sum = 0.0;
-  for (double v : lp)
-    sum += v;
+  for (double v : lp) sum += v;
   return -(1.0 - eps) * lp[static_cast<size_t>(t)] - eps / static_cast<double>(x.size()) * sum;
 }
 
@@ -99,9 +95,9 @@ TEST_CASE("cross_entropy equals log-softmax followed by NLL for every reduction"
 TEST_CASE("cross_entropy with label smoothing mixes in the mean log-probability") {
   const double eps = 0.1;
   const Tensor x = logits_tensor(kLogits), t = targets(kTargets);
-  const double expected = (row_loss(kLogits[0], 1, eps) + row_loss(kLogits[1], 3, eps) +
-                           row_loss(kLogits[2], 0, eps)) /
-                          3;
+  const double expected =
+      (row_loss(kLogits[0], 1, eps) + row_loss(kLogits[1], 3, eps) + row_loss(kLogits[2], 0, eps)) /
+      3;
   check_values(nn::cross_entropy(x, t, eps), {}, {expected}, 1e-6);
   // Smoothing 1: the target does not matter any more.
   const Tensor a = nn::cross_entropy(x, t, 1.0);
@@ -188,8 +184,9 @@ TEST_CASE("cross_entropy rejects bad targets, dtypes and shapes with typed error
                                          "classes (at row 1)"),
                        IndexError);
   // The fields: the bad class index, the number of classes (dim 1's size) and the row.
-  const auto negative =
-      caught<IndexError>([&] { (void)nn::cross_entropy(x, targets({-1, 0, 0})); });
+  const auto negative = caught<IndexError>([&] {
+    (void)nn::cross_entropy(x, targets({-1, 0, 0}));
+  });
   REQUIRE(negative);
   CHECK_EQ(negative->op(), "cross_entropy");
   CHECK(negative->index() == -1);
@@ -209,8 +206,9 @@ TEST_CASE("cross_entropy rejects bad targets, dtypes and shapes with typed error
                        ShapeError);
   CHECK_THROWS_WITH_AS(nn::cross_entropy(x, targets({0, 1})),
                        doctest::Contains("expected target of shape (3), got [2]"), ShapeError);
-  const auto target_shape =
-      caught<ShapeError>([&] { (void)nn::cross_entropy(x, zeros({3, 1}, kInt64)); });
+  const auto target_shape = caught<ShapeError>([&] {
+    (void)nn::cross_entropy(x, zeros({3, 1}, kInt64));
+  });
   REQUIRE(target_shape);
   CHECK_EQ(target_shape->op(), "cross_entropy");
   check_shape(target_shape->lhs(), {3, 4}, "lhs");
@@ -263,13 +261,11 @@ TEST_CASE("layer_norm normalises over several trailing dims with weight and bias
   const Tensor x = arange(1, 7, 1, kFloat32).view({1, 2, 3});
   const double s = 1.0 / std::sqrt(35.0 / 12.0 + 1e-5);
   std::vector<double> expected;
-  for (int i = 1; i <= 6; ++i)
-    expected.push_back((i - 3.5) * s);
+  for (int i = 1; i <= 6; ++i) expected.push_back((i - 3.5) * s);
   check_values(nn::layer_norm(x, {2, 3}), {1, 2, 3}, expected, 1e-5);
   const Tensor w = full({2, 3}, 2.0), b = full({2, 3}, -1.0);
   std::vector<double> affine;
-  for (double e : expected)
-    affine.push_back(2 * e - 1);
+  for (double e : expected) affine.push_back(2 * e - 1);
   check_values(nn::layer_norm(x, {2, 3}, w, b), {1, 2, 3}, affine, 1e-5);
   // A constant row normalises to zeros (eps keeps it finite).
   check_values(nn::layer_norm(full({2, 3}, 5.0), {3}), {2, 3}, std::vector<double>(6, 0.0));
@@ -327,7 +323,8 @@ TEST_CASE("layer_norm's float32 gradients on many rows match the same rows in fl
   }
 }
 
-TEST_CASE("gelu's tanh form has the float64 rule's float32 gradient on contiguous and strided rows") {
+TEST_CASE(
+    "gelu's tanh form has the float64 rule's float32 gradient on contiguous and strided rows") {
   // d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2),
   // t = tanh(sqrt(2/pi) (x + 0.044715 x^3)). Rows of 2500 cross the kernel's 1024-element
   // blocks; a step-2 slice takes the strided path. The tolerance covers the far negative tail:
@@ -391,12 +388,12 @@ TEST_CASE("mse_loss gives the mean, sum or elementwise squared error and its gra
   check_values(x.grad(), {3}, {2.0 / 3.0, 0.0, -4.0 / 3.0});  // 2 (x - t) / N
   const Tensor a = leaf64(tensor({{0.5, -1.0}, {2.0, 0.1}}));
   const Tensor b = leaf64(tensor({{0.0, 1.0}, {1.0, 1.0}}));
-  check_gradcheck([](const std::vector<Tensor>& in) { return nn::mse_loss(in[0], in[1]); },
-                  {a, b}, "mse_loss");
+  check_gradcheck([](const std::vector<Tensor>& in) { return nn::mse_loss(in[0], in[1]); }, {a, b},
+                  "mse_loss");
   CHECK_THROWS_WITH_AS(nn::mse_loss(x, tensor({1.0, 2.0})),
                        doctest::Contains("[mse_loss] input [3] and target [2] must have the same "
                                          "shape"),
                        ShapeError);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("nn")

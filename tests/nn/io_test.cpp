@@ -173,8 +173,7 @@ TEST_CASE("safetensors round-trips every dtype and shape bit-exactly") {
   check_same_tensors(io::load_safetensors(path).tensors, f.tensors);
   // Loading onto another device; saving from another device.
   const io::SafetensorsFile on_sim = io::load_safetensors(path, Device("sim:0"));
-  for (const auto& [name, t] : on_sim.tensors)
-    CHECK_EQ(t.device(), Device("sim:0"));
+  for (const auto& [name, t] : on_sim.tensors) CHECK_EQ(t.device(), Device("sim:0"));
   check_same_tensors(on_sim.tensors, f.tensors);
   io::SafetensorsFile from_sim{on_sim.tensors, {}};
   CHECK(io::encode_safetensors(from_sim) == io::encode_safetensors(f));
@@ -258,13 +257,11 @@ TEST_CASE("every corrupt safetensors file is a CheckpointError, never a crash") 
       {"zero header length", with_length(0, ""), "not valid JSON"},
       {"invalid JSON", craft("{\"a\": "), "not valid JSON"},
       {"not an object", craft("[1, 2]"), "not a JSON object"},
-      {"metadata not an object", craft(R"({"__metadata__": 3})"),
-       "__metadata__ is not an object"},
+      {"metadata not an object", craft(R"({"__metadata__": 3})"), "__metadata__ is not an object"},
       {"metadata value not a string", craft(R"({"__metadata__": {"a": 1}})"),
        "metadata 'a' is not a string"},
       {"entry not an object", craft(R"({"a": 5})"), "tensor 'a' lacks dtype"},
-      {"missing dtype",
-       craft(R"({"a": {"shape": [2], "data_offsets": [0, 8]}})", d16.substr(0, 8)),
+      {"missing dtype", craft(R"({"a": {"shape": [2], "data_offsets": [0, 8]}})", d16.substr(0, 8)),
        "lacks dtype"},
       {"missing shape",
        craft(R"({"a": {"dtype": "F32", "data_offsets": [0, 8]}})", d16.substr(0, 8)),
@@ -359,12 +356,14 @@ TEST_CASE("save_safetensors replaces files atomically and leaves no temporary be
   // Saving into a directory that does not exist fails and creates nothing.
   const std::string missing_dir = dir.file("no-such-dir");
   check_checkpoint_error(
-      [&] { io::save_safetensors(missing_dir + "/x.safetensors", {{{"w", ones({1})}}, {}}); },
+      [&] {
+        io::save_safetensors(missing_dir + "/x.safetensors", {{{"w", ones({1})}}, {}});
+      },
       "safetensors", missing_dir + "/x.safetensors");
   CHECK_FALSE(std::filesystem::exists(missing_dir));
   CHECK_EQ(listing(), std::vector<std::string>{"model.safetensors"});
-  check_checkpoint_error([&] { io::load_safetensors(dir.file("absent.safetensors")); }, "safetensors",
-                         dir.file("absent.safetensors"));
+  check_checkpoint_error([&] { io::load_safetensors(dir.file("absent.safetensors")); },
+                         "safetensors", dir.file("absent.safetensors"));
   // A file on disk that is corrupt names the file.
   const std::string bad = dir.file("bad.safetensors");
   std::ofstream(bad, std::ios::binary) << "garbage";
@@ -436,8 +435,7 @@ TEST_CASE("loading a checkpoint into the wrong model or from a plain file is ref
   nn::Linear wrong(4, 16);
   optim::Adam wrong_opt(wrong.parameters(), {});
   CHECK_THROWS_WITH_AS(io::load_checkpoint(path, wrong, wrong_opt),
-                       doctest::Contains("Missing key(s): \"weight\", \"bias\"."),
-                       CheckpointError);
+                       doctest::Contains("Missing key(s): \"weight\", \"bias\"."), CheckpointError);
   const std::string plain = dir.file("plain.safetensors");
   io::save_state_dict(plain, net.state_dict());
   CHECK_THROWS_WITH_AS(io::load_checkpoint(plain, net, opt),
@@ -479,4 +477,4 @@ TEST_CASE("tools/check_safetensors.py validates the files memgrad writes") {
   CHECK_NE(WEXITSTATUS(bad_status), 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("nn")

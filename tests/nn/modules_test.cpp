@@ -31,8 +31,7 @@ const Device kSim("sim:0");
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor>>& named) {
   std::vector<std::string> out;
-  for (const auto& [name, t] : named)
-    out.push_back(name);
+  for (const auto& [name, t] : named) out.push_back(name);
   return out;
 }
 
@@ -76,8 +75,7 @@ class TinyGpt : public nn::UnaryModule {
 // Sum of rounded parameter bytes, computed from the shapes.
 int64_t expected_param_bytes(const nn::Module& m) {
   int64_t n = 0;
-  for (const Tensor& p : m.parameters())
-    n += rounded(p.nbytes());
+  for (const Tensor& p : m.parameters()) n += rounded(p.nbytes());
   return n;
 }
 
@@ -187,13 +185,11 @@ TEST_CASE("train and eval propagate to every descendant") {
     stack.pop_back();
     ++visited;
     CHECK_FALSE(m->is_training());
-    for (const auto& [name, child] : m->named_children())
-      stack.push_back(child.get());
+    for (const auto& [name, child] : m->named_children()) stack.push_back(child.get());
   }
   CHECK(visited > 10);
   gpt.train();
-  for (const auto& [name, child] : gpt.named_children())
-    CHECK(child->is_training());
+  for (const auto& [name, child] : gpt.named_children()) CHECK(child->is_training());
 }
 
 TEST_CASE("to(sim:0) keeps the parameter handles and moves exactly the parameter bytes") {
@@ -201,8 +197,7 @@ TEST_CASE("to(sim:0) keeps the parameter handles and moves exactly the parameter
   const std::vector<Tensor> before = seq->parameters();
   const std::vector<Tensor> values_before = [&] {
     std::vector<Tensor> v;
-    for (const Tensor& p : before)
-      v.push_back(p.detach().clone());
+    for (const Tensor& p : before) v.push_back(p.detach().clone());
     return v;
   }();
   const int64_t bytes = expected_param_bytes(*seq);
@@ -232,17 +227,13 @@ TEST_CASE("to() moves existing gradients along with their parameters") {
   // PyTorch's Module._apply converts param.grad too, so an optimizer step after to() works.
   auto seq = make_small();
   seq->forward(ones({2, 4})).sum().backward();
-  for (const Tensor& p : seq->parameters())
-    REQUIRE(p.grad().defined());
+  for (const Tensor& p : seq->parameters()) REQUIRE(p.grad().defined());
   seq->to(kSim);
-  for (const Tensor& p : seq->parameters())
-    CHECK_EQ(p.grad().device(), kSim);
+  for (const Tensor& p : seq->parameters()) CHECK_EQ(p.grad().device(), kSim);
   seq->to(kFloat64);
-  for (const Tensor& p : seq->parameters())
-    CHECK_EQ(p.grad().dtype(), kFloat64);
+  for (const Tensor& p : seq->parameters()) CHECK_EQ(p.grad().dtype(), kFloat64);
   seq->to(kCPU);
-  for (const Tensor& p : seq->parameters())
-    CHECK_EQ(p.grad().device(), kCPU);
+  for (const Tensor& p : seq->parameters()) CHECK_EQ(p.grad().device(), kCPU);
 }
 
 TEST_CASE("to(float64) converts parameters in place and leaves bool buffers alone") {
@@ -260,8 +251,7 @@ TEST_CASE("to(float64) converts parameters in place and leaves bool buffers alon
   CHECK_EQ(static_cast<int64_t>(attn.parameter_nbytes()), new_bytes);
   CHECK_EQ(d.allocated(), new_bytes - old_bytes);
   CHECK_EQ(attn.named_buffers()[0].second.dtype(), kBool);
-  for (size_t i = 0; i < before.size(); ++i)
-    CHECK(attn.parameters()[i].is_same(before[i]));
+  for (size_t i = 0; i < before.size(); ++i) CHECK(attn.parameters()[i].is_same(before[i]));
 }
 
 TEST_CASE("zero_grad frees exactly the gradient bytes, or keeps them zeroed") {
@@ -274,8 +264,7 @@ TEST_CASE("zero_grad frees exactly the gradient bytes, or keeps them zeroed") {
   }
   StatsDelta d(allocator_for(kCPU));
   std::vector<Tensor> grads;
-  for (const Tensor& p : seq->parameters())
-    grads.push_back(p.grad());
+  for (const Tensor& p : seq->parameters()) grads.push_back(p.grad());
   seq->zero_grad(/*set_to_none=*/false);
   CHECK_EQ(d.allocated(), 0);
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -286,8 +275,7 @@ TEST_CASE("zero_grad frees exactly the gradient bytes, or keeps them zeroed") {
   grads.clear();
   seq->zero_grad();  // set_to_none = true, PyTorch's default
   CHECK_EQ(d.allocated(), -bytes);
-  for (const Tensor& p : seq->parameters())
-    CHECK_FALSE(p.grad().defined());
+  for (const Tensor& p : seq->parameters()) CHECK_FALSE(p.grad().defined());
   seq->zero_grad();  // nothing to free: no-op
   CHECK_EQ(d.allocated(), -bytes);
 }
@@ -351,10 +339,9 @@ TEST_CASE("calling a module runs its forward hooks around forward; forward() alo
   auto relu = std::make_shared<nn::ReLU>();
   nn::Sequential seq({std::make_shared<nn::Tanh>(), relu});
   std::vector<std::string> events;
-  const uint64_t pre = relu->register_forward_pre_hook(
-      [&](nn::UnaryModule& m, const Tensor& in) {
-        events.push_back(fmt::format("pre {} {}", m.name(), in.numel()));
-      });
+  const uint64_t pre = relu->register_forward_pre_hook([&](nn::UnaryModule& m, const Tensor& in) {
+    events.push_back(fmt::format("pre {} {}", m.name(), in.numel()));
+  });
   relu->register_forward_hook([&](nn::UnaryModule&, const Tensor& in, const Tensor& out) {
     events.push_back(fmt::format("post {}", out.sizes() == in.sizes() ? "same" : "other"));
   });
@@ -557,4 +544,4 @@ TEST_CASE("TransformerBlock keeps the shape and gives every parameter a gradient
   CHECK(equal(block.forward(x), block.forward(x)));
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("nn")

@@ -340,8 +340,7 @@ TEST_CASE("accumulating four micro-batches equals one 4x batch, at a lower peak"
   nn::cross_entropy(model->forward(x), y).backward();
   const int64_t big_peak = static_cast<int64_t>(max_memory_allocated(kCPU)) - start;
   std::vector<Tensor> big;
-  for (const Tensor& p : model->parameters())
-    big.push_back(p.grad().clone());
+  for (const Tensor& p : model->parameters()) big.push_back(p.grad().clone());
   model->zero_grad();
 
   // Four micro-batches of 128, each loss divided by 4 (the mean over 512 = mean of 4 means).
@@ -366,4 +365,4 @@ TEST_CASE("accumulating four micro-batches equals one 4x batch, at a lower peak"
   CHECK(big_peak - micro_peak >= 3 * rounded(kMicro * kHidden * 4));
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("nn")

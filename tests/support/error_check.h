@@ -1,7 +1,7 @@
 // Test helpers for the engine's typed errors: read the fields of the error an expression throws
-// (caught(), tests/support/caught.h) and compare them with a readable failure. Tests assert the fields (the op, the
-// shapes in their roles, the index) rather than parse the message; CHECK_THROWS_WITH_AS stays for tests whose
-// point is the message itself.
+// (caught(), tests/support/caught.h) and compare them with a readable failure. Tests assert the
+// fields (the op, the shapes in their roles, the index) rather than parse the message;
+// CHECK_THROWS_WITH_AS stays for tests whose point is the message itself.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -67,9 +67,8 @@ inline void check_dtypes(const std::vector<DType>& got, const std::vector<DType>
   std::vector<std::string_view> got_text, expected_text;
   for (DType d : got) got_text.push_back(dtype_name(d));
   for (DType d : expected) expected_text.push_back(dtype_name(d));
-  CHECK_MESSAGE(got == expected,
-                fmt::format("dtypes {} != expected {}", fmt::join(got_text, ", "),
-                            fmt::join(expected_text, ", ")));
+  CHECK_MESSAGE(got == expected, fmt::format("dtypes {} != expected {}", fmt::join(got_text, ", "),
+                                             fmt::join(expected_text, ", ")));
 }
 
 }  // namespace memgrad::testing

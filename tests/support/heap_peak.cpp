@@ -16,9 +16,8 @@ std::atomic<int64_t> peak_bytes{0};
 void* counted_new(std::size_t nbytes) {
   void* p = std::malloc(nbytes == 0 ? 1 : nbytes);
   if (p == nullptr) throw std::bad_alloc();
-  const int64_t live =
-      live_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p))) +
-      static_cast<int64_t>(malloc_usable_size(p));
+  const int64_t live = live_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p))) +
+                       static_cast<int64_t>(malloc_usable_size(p));
   int64_t peak = peak_bytes.load(std::memory_order_relaxed);
   while (live > peak && !peak_bytes.compare_exchange_weak(peak, live)) {
   }

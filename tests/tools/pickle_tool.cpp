@@ -45,7 +45,8 @@ PyValue sample() {
   for (int i = 0; i < 3000; ++i) {
     trace.push_back(PyValue::dict({{"action", i % 2 ? "free_completed" : "alloc"},
                                    {"addr", int64_t{139637976727552} + 512 * i},
-                                   {"size", 512 * (i % 7 + 1)}, {"frames", frames}}));
+                                   {"size", 512 * (i % 7 + 1)},
+                                   {"frames", frames}}));
   }
   PyValue::Entries by_size;
   for (int i = 0; i < 2000; ++i) by_size.emplace_back(i, -0.5 * i);
