@@ -311,16 +311,12 @@ void CachingAllocator::garbage_collect() {
 // ---- snapshots ----
 
 void CachingAllocator::describe(std::vector<SegmentSnapshot>& out) const {
-  const uintptr_t base = source_.address_base();
   for (const detail::Segment* seg : segments_) {
-    SegmentSnapshot s;
-    s.address = reinterpret_cast<uintptr_t>(seg->ptr) - base;
-    s.nbytes = seg->size;
-    s.stream = seg->stream;
-    s.small_pool = seg->small_pool;
+    const StatPool pool = seg->small_pool ? StatPool::SmallPool : StatPool::LargePool;
+    SegmentSnapshot s = segment_at(seg->ptr, seg->size, pool, seg->stream);
     for (const BlockRecord* b = seg->head; b != nullptr; b = b->next) {
-      s.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr) - base, b->size, b->requested_size,
-                          b->allocated, !b->allocated && b->event_count > 0});
+      s.blocks.push_back({trace_address(b->ptr), b->size, b->requested_size, b->allocated,
+                          !b->allocated && b->event_count > 0});
     }
     out.push_back(std::move(s));
   }

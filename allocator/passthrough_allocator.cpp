@@ -34,10 +34,9 @@ SplitTally PassthroughAllocator::take_back(const Block& block) {
 
 void PassthroughAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   for (const auto& [ptr, live] : live_) {
-    const uint64_t address = trace_address(ptr);
     const size_t nbytes = round_up(live.requested, kMinBlockSize);
-    SegmentSnapshot s{address, nbytes, live.stream, nbytes <= kSmallSize, false, {}};
-    s.blocks.push_back({address, nbytes, live.requested, true, false});
+    SegmentSnapshot s = segment_at(ptr, nbytes, pool_of(nbytes), live.stream);
+    s.blocks.push_back({s.address, nbytes, live.requested, true, false});
     out.push_back(std::move(s));
   }
 }

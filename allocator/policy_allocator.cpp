@@ -228,11 +228,7 @@ void* PolicyAllocator::obtain_segment(StatPool pool, size_t nbytes, StreamId str
   void* ptr = within_fraction(nbytes) ? source_.allocate(nbytes) : nullptr;
   if (ptr == nullptr) return nullptr;
   held_.emplace(ptr, nbytes);
-  MemoryStats& s = books_->stats_;
-  s.segment.increase(pool, 1);
-  s.reserved_bytes.increase(pool, static_cast<int64_t>(nbytes));
-  ++s.num_device_alloc;
-  if (is_oversize(nbytes)) s.oversize_segments.increase(1);
+  count_segment(pool, nbytes, 1);
   trace_event(TraceAction::SegmentAlloc, ptr, nbytes, 0, stream);
   return ptr;
 }
@@ -240,28 +236,36 @@ void* PolicyAllocator::obtain_segment(StatPool pool, size_t nbytes, StreamId str
 void PolicyAllocator::return_segment(StatPool pool, void* ptr, size_t nbytes, StreamId stream) {
   internal_check(held_.erase(ptr) == 1, "returning a segment the policy does not hold");
   source_.free(ptr, nbytes);
-  MemoryStats& s = books_->stats_;
-  s.segment.decrease(pool, 1);
-  s.reserved_bytes.decrease(pool, static_cast<int64_t>(nbytes));
-  ++s.num_device_free;
-  if (is_oversize(nbytes)) s.oversize_segments.decrease(1);
+  count_segment(pool, nbytes, -1);
   trace_event(TraceAction::SegmentFree, ptr, nbytes, 0, stream);
+}
+
+void PolicyAllocator::count_segment(StatPool pool, size_t nbytes, int sign) {
+  MemoryStats& s = books_->stats_;
+  s.segment.change(pool, sign);
+  s.reserved_bytes.change(pool, sign * static_cast<int64_t>(nbytes));
+  ++(sign > 0 ? s.num_device_alloc : s.num_device_free);
+  if (is_oversize(nbytes)) s.oversize_segments.change(sign);
 }
 
 void PolicyAllocator::count_mapping(StatPool pool, void* ptr, size_t nbytes, size_t calls,
                                     int segments, bool mapped) {
   MemoryStats& s = books_->stats_;
-  if (segments > 0) s.segment.increase(pool, segments);
-  if (segments < 0) s.segment.decrease(pool, -segments);
-  if (mapped) {
-    s.reserved_bytes.increase(pool, static_cast<int64_t>(nbytes));
-    s.num_device_alloc += static_cast<int64_t>(calls);
-  } else {
-    s.reserved_bytes.decrease(pool, static_cast<int64_t>(nbytes));
-    s.num_device_free += static_cast<int64_t>(calls);
-  }
+  s.segment.change(pool, segments);
+  s.reserved_bytes.change(pool, (mapped ? 1 : -1) * static_cast<int64_t>(nbytes));
+  (mapped ? s.num_device_alloc : s.num_device_free) += static_cast<int64_t>(calls);
   trace_event(mapped ? TraceAction::SegmentMap : TraceAction::SegmentUnmap, ptr, nbytes, 0,
               kDefaultStream);
+}
+
+SegmentSnapshot PolicyAllocator::segment_at(const void* ptr, size_t nbytes, StatPool pool,
+                                            StreamId stream) const {
+  SegmentSnapshot s;
+  s.address = trace_address(ptr);
+  s.nbytes = nbytes;
+  s.stream = stream;
+  s.small_pool = pool == StatPool::SmallPool;
+  return s;
 }
 
 void PolicyAllocator::count_sync_all_streams() { ++books_->stats_.num_sync_all_streams; }
@@ -298,10 +302,8 @@ void PolicyAllocator::count_free_completed(StatPool pool, size_t nbytes, size_t 
 
 void PolicyAllocator::count_split(StatPool pool, SplitTally split) {
   MemoryStats& s = books_->stats_;
-  if (split.blocks > 0) s.inactive_split.increase(pool, split.blocks);
-  if (split.blocks < 0) s.inactive_split.decrease(pool, -split.blocks);
-  if (split.bytes > 0) s.inactive_split_bytes.increase(pool, split.bytes);
-  if (split.bytes < 0) s.inactive_split_bytes.decrease(pool, -split.bytes);
+  s.inactive_split.change(pool, split.blocks);
+  s.inactive_split_bytes.change(pool, split.bytes);
 }
 
 void PolicyAllocator::record_event(TraceAction action, const void* ptr, size_t nbytes,

@@ -183,6 +183,10 @@ class PolicyAllocator {
   // SegmentMap (SegmentUnmap).
   void count_mapping(StatPool pool, void* ptr, size_t nbytes, size_t calls, int segments,
                      bool mapped);
+  // The SegmentSnapshot of the segment at `ptr` of `nbytes` in `pool` (its address relative to
+  // the source's base), for describe() to add its blocks to.
+  SegmentSnapshot segment_at(const void* ptr, size_t nbytes, StatPool pool,
+                             StreamId stream = kDefaultStream) const;
   // Finishes the free of a block defer_free() kept, once its streams are done: records
   // FreeCompleted, calls take_back and counts it.
   void finish_free(const Block& block);
@@ -250,6 +254,9 @@ class PolicyAllocator {
   void count_free_requested(StatPool pool, size_t nbytes);
   void count_free_completed(StatPool pool, size_t nbytes, size_t requested);
   void count_split(StatPool pool, SplitTally split);
+  // One segment of `nbytes` obtained (`sign` 1) or returned (-1): segment, reserved_bytes,
+  // num_device_alloc or num_device_free, oversize_segments.
+  void count_segment(StatPool pool, size_t nbytes, int sign);
   // Records one event (when tracing is on) with the totals after it.
   void trace_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
                    StreamId stream) {

@@ -37,6 +37,11 @@ struct Stat {
     current -= amount;
     freed += amount;
   }
+  // increase(delta) for a positive `delta`, decrease(-delta) for a negative one.
+  void change(int64_t delta) {
+    if (delta > 0) increase(delta);
+    if (delta < 0) decrease(-delta);
+  }
   void reset_peak() { peak = current; }
   void reset_accumulated() { allocated = freed = 0; }
 };
@@ -60,6 +65,10 @@ struct PooledStat {
   void decrease(StatPool pool, int64_t amount) {
     pools[0].decrease(amount);
     if (pool != StatPool::All) pools[static_cast<int>(pool)].decrease(amount);
+  }
+  void change(StatPool pool, int64_t delta) {
+    pools[0].change(delta);
+    if (pool != StatPool::All) pools[static_cast<int>(pool)].change(delta);
   }
 };
 

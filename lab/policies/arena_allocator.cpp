@@ -119,12 +119,8 @@ size_t ArenaAllocator::wasted_bytes() const {
 }
 
 void ArenaAllocator::describe(std::vector<SegmentSnapshot>& out) const {
-  const uintptr_t base = source_.address_base();
   for (const auto& [ptr, chunk] : chunks_) {
-    SegmentSnapshot s;
-    s.address = reinterpret_cast<uintptr_t>(ptr) - base;
-    s.nbytes = chunk->nbytes;
-    s.small_pool = chunk->pool == StatPool::SmallPool;
+    SegmentSnapshot s = segment_at(ptr, chunk->nbytes, chunk->pool);
     for (const auto& [offset, piece] : chunk->pieces) {
       s.blocks.push_back({s.address + offset, piece.nbytes, piece.requested, piece.live, false});
     }

@@ -129,12 +129,8 @@ bool BuddyAllocator::release_cached() {
 }
 
 void BuddyAllocator::describe(std::vector<SegmentSnapshot>& out) const {
-  const uintptr_t base = source_.address_base();
   for (const auto& [ptr, arena] : arenas_) {
-    SegmentSnapshot s;
-    s.address = reinterpret_cast<uintptr_t>(ptr) - base;
-    s.nbytes = arena->nbytes;
-    s.small_pool = arena->pool == StatPool::SmallPool;
+    SegmentSnapshot s = segment_at(ptr, arena->nbytes, arena->pool);
     for (const auto& [offset, node] : arena->blocks) {
       s.blocks.push_back({s.address + offset, node.nbytes, node.requested, node.allocated, false});
     }

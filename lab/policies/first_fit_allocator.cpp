@@ -134,15 +134,10 @@ bool FirstFitAllocator::release_cached() {
 }
 
 void FirstFitAllocator::describe(std::vector<SegmentSnapshot>& out) const {
-  const uintptr_t base = source_.address_base();
   for (const Segment* seg : segments_) {
-    SegmentSnapshot s;
-    s.address = reinterpret_cast<uintptr_t>(seg->ptr) - base;
-    s.nbytes = seg->nbytes;
-    s.small_pool = seg->pool == StatPool::SmallPool;
+    SegmentSnapshot s = segment_at(seg->ptr, seg->nbytes, seg->pool);
     for (const Rec* r = seg->head; r != nullptr; r = r->next) {
-      s.blocks.push_back({reinterpret_cast<uintptr_t>(r->ptr) - base, r->nbytes, r->requested,
-                          r->allocated, false});
+      s.blocks.push_back({trace_address(r->ptr), r->nbytes, r->requested, r->allocated, false});
     }
     out.push_back(std::move(s));
   }

@@ -399,10 +399,7 @@ void PlannedAllocator::describe(std::vector<SegmentSnapshot>& out) const {
   describe_in(*fallback_, out);
   describe_in(*exact_, out);
   if (arena_ == nullptr) return;
-  SegmentSnapshot arena;
-  arena.address = trace_address(arena_);
-  arena.nbytes = arena_nbytes_;
-  arena.small_pool = arena_pool_ == StatPool::SmallPool;
+  SegmentSnapshot arena = segment_at(arena_, arena_nbytes_, arena_pool_);
   std::vector<const Slot*> live;
   for (const Slot& s : slots_) {
     if (s.live) live.push_back(&s);

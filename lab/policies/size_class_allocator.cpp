@@ -114,12 +114,8 @@ size_t SizeClassAllocator::internal_waste_bytes() const {
 }
 
 void SizeClassAllocator::describe(std::vector<SegmentSnapshot>& out) const {
-  const uintptr_t base = source_.address_base();
   for (const auto& [ptr, slab] : slabs_) {
-    SegmentSnapshot s;
-    s.address = reinterpret_cast<uintptr_t>(ptr) - base;
-    s.nbytes = slab->nbytes;
-    s.small_pool = slab->pool == StatPool::SmallPool;
+    SegmentSnapshot s = segment_at(ptr, slab->nbytes, slab->pool);
     for (size_t i = 0; i < slab->slots(); ++i) {
       const size_t requested = slab->requested[i];
       s.blocks.push_back({s.address + i * slab->class_nbytes, slab->class_nbytes, requested,

@@ -62,21 +62,15 @@ class ExactFitAllocator final : public PolicyAllocator {
 
   // One segment per block, live or cached.
   void describe(std::vector<SegmentSnapshot>& out) const override {
-    for (const auto& [ptr, requested] : live_)
-      add(out, ptr, round_up(requested, kMinBlockSize), requested);
+    for (const auto& [ptr, requested] : live_) add(out, ptr, round_up(requested, 512), requested);
     for (const auto& [nbytes, ptr] : cached_) add(out, ptr, nbytes, 0);
   }
 
  private:
   void add(std::vector<SegmentSnapshot>& out, void* ptr, size_t nbytes, size_t requested) const {
-    const uint64_t at = trace_address(ptr);
-    const bool small = pool_of_segment(nbytes) == StatPool::SmallPool;
-    out.push_back({at,
-                   nbytes,
-                   kDefaultStream,
-                   small,
-                   false,
-                   {{at, nbytes, requested, requested > 0, false}}});
+    SegmentSnapshot s = segment_at(ptr, nbytes, pool_of_segment(nbytes));
+    s.blocks.push_back({s.address, nbytes, requested, requested > 0, false});
+    out.push_back(std::move(s));
   }
 
   std::map<void*, size_t> live_;         // allocated blocks: start -> the caller's bytes
