@@ -4,8 +4,9 @@
 usage: build_targets.py BUILD_DIR COMMAND [ARGS...]
 
   demo              the library and the demo program (examples/train_mlp)
-  test              what the test suites run (Meson's meson-test-prereq: the test programs and
-                    the example programs the docs check runs)
+  test [--suite S]  what the test suites run (Meson's meson-test-prereq: the test programs and
+                    the example programs the docs check runs); with --suite (repeatable), what
+                    those suites' tests run and depend on, and nothing else
   bench [ARGS]      the benchmark programs selected by ARGS (as `./memgrad bench` takes them)
                     and their libtorch peers where those are configured
   example [ARGS]    the example named by ARGS (`b05`, `train_mlp`, ...); every example for
@@ -132,6 +133,28 @@ def bench_targets(build_dir, args):
     return targets
 
 
+def test_targets(build_dir, args):
+    """meson-test-prereq, or with --suite NAME ... the programs of those suites' tests."""
+    suites = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--suite"]
+    if not suites:
+        return ["meson-test-prereq"]
+    with open(os.path.join(build_dir, "meson-info", "intro-tests.json"), encoding="utf-8") as f:
+        tests = json.load(f)
+    with open(os.path.join(build_dir, "meson-info", "intro-targets.json"), encoding="utf-8") as f:
+        by_id = {t["id"]: t for t in json.load(f)}
+    root = os.path.abspath(build_dir)
+    targets = set()
+    for test in tests:
+        names = {s.split(":", 1)[-1] for s in test["suite"]}
+        if not names & set(suites):
+            continue
+        for dep in test["depends"]:
+            target = by_id.get(dep)
+            if target is not None:
+                targets.update(os.path.relpath(p, root) for p in target["filename"])
+    return sorted(targets)
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -140,7 +163,7 @@ def main(argv):
     if command == "demo":
         targets = ["examples/train_mlp"]
     elif command == "test":
-        targets = ["meson-test-prereq"]
+        targets = test_targets(build_dir, args)
     elif command == "bench":
         targets = bench_targets(build_dir, args)
     elif command == "example":

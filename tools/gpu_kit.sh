@@ -5,9 +5,13 @@
 #   tools/gpu_kit.sh pack              (CPU machine) copies the header-only dependencies (Eigen,
 #                                      doctest, nlohmann-json, CLI11, fmt) and zlib (headers and
 #                                      libz.a) into .carry/gpu/, and prints what travels
-#   tools/gpu_kit.sh check             (CPU machine) builds the library and a smoke program with
-#                                      -Ddeps_dir=.carry/gpu while the system's copies of those
-#                                      headers are hidden (a mount namespace), and runs it
+#   tools/gpu_kit.sh check             (CPU machine) with -Ddeps_dir=.carry/gpu and the system's
+#                                      copies of those headers hidden (a mount namespace):
+#                                      preprocesses every source of the build (library, tests,
+#                                      examples), so each include must come from the kit, and
+#                                      compiles, links and runs a program on the kit's zlib and
+#                                      header-only fmt. What the kit must prove is that it holds
+#                                      every dependency; the GPU machine compiles the rest.
 #   tools/gpu_kit.sh run [OUT] [--dry-run]
 #                                      (GPU machine) probes the machine, builds with CUDA from the
 #                                      kit, runs the CUDA suite, every behaviour example on cuda:0
@@ -54,9 +58,11 @@ cmd_pack() {
   echo "next, on the GPU machine: ./memgrad gpu-kit run gpu-report   (carry .carry)"
 }
 
-# Builds the library and kit_smoke from the kit alone: the system's copies of the kit's headers
-# are hidden behind empty folders in a private mount namespace, so a header found anywhere but
-# in the kit fails the build.
+# Proves the kit holds every dependency, without compiling the project twice: with the system's
+# copies of the kit's headers hidden behind empty folders in a private mount namespace, every
+# source of a kit configuration (library, tests, examples: what `run` builds on the GPU machine)
+# is preprocessed, so a header found anywhere but in the kit fails; and a small program on the
+# kit's libz.a and header-only fmt is compiled, linked and run.
 cmd_check() {
   [[ -d $KIT/include ]] || die "no kit in $KIT: run ./memgrad gpu-kit pack first"
   local build="$ROOT/build-kit" empty build_log
@@ -64,19 +70,26 @@ cmd_check() {
   build_log=$(mktemp)
   rm -rf "$build"
   unshare --mount --propagation private bash -euo pipefail -c '
-    empty=$1; kit=$2; build=$3; log=$4
+    empty=$1; kit=$2; build=$3; log=$4; root=$5
     for d in /usr/include/eigen3 /usr/include/doctest /usr/include/nlohmann /usr/include/CLI /usr/include/fmt; do
       mount --bind "$empty" "$d"
     done
     for f in /usr/include/zlib.h /usr/include/zconf.h; do mount --bind /dev/null "$f"; done
-    meson setup "$build" -Dcuda=disabled -Ddeps_dir="$kit" -Dblas=disabled -Dtests=false \
-      -Dexamples=false -Dbench=false >"$log" 2>&1 || { cat "$log"; exit 1; }
-    ninja -C "$build" kit_smoke >>"$log" 2>&1 || { grep -v "^\[" "$log"; exit 1; }
-    "$build/kit_smoke"
-  ' check "$empty" "$KIT" "$build" "$build_log"
+    meson setup "$build" -Dcuda=disabled -Ddeps_dir="$kit" -Dblas=disabled -Dbench=false \
+      >"$log" 2>&1 || { cat "$log"; exit 1; }
+    python3 "$root/tools/preprocess_all.py" "$build" || exit 1
+    smoke="$build/kit_link.cpp"
+    printf "%s\n" "#include <fmt/format.h>" "#include <zlib.h>" "#include <cstring>" \
+      "int main() { const char* s = \"memgrad\";" \
+      "  const unsigned long crc = crc32(0, reinterpret_cast<const Bytef*>(s), std::strlen(s));" \
+      "  fmt::print(\"kit link: zlib crc32 {:08x}, fmt header-only\\n\", crc); return 0; }" >"$smoke"
+    g++ -std=c++20 -DFMT_HEADER_ONLY -isystem "$kit/include" "$smoke" "$kit/lib/libz.a" \
+      -o "$build/kit_link"
+    "$build/kit_link"
+  ' check "$empty" "$KIT" "$build" "$build_log" "$ROOT"
   rmdir "$empty"
   rm -f "$build_log"
-  echo "gpu kit check: the library and a smoke program built from $KIT alone (system headers hidden) and ran"
+  echo "gpu kit check: every source preprocessed and a program linked from $KIT alone (system headers hidden)"
 }
 
 # ---- run (on the GPU machine) ----

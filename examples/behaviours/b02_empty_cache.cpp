@@ -87,7 +87,7 @@ EmptyCacheResult measure_empty_cache(int64_t size, Device device) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -134,6 +134,9 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b02_empty_cache_main() is its main() (a generated file calls it).
+int b02_empty_cache_main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+
+}  // namespace memgrad::examples

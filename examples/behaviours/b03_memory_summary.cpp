@@ -93,7 +93,7 @@ SummaryResult measure_memory_summary(int64_t size, Device device) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -148,6 +148,11 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b03_memory_summary_main() is its main() (a generated file calls it).
+int b03_memory_summary_main(int argc, char** argv) {
+  return run_behaviour(argc, argv, kInfo, body);
+}
+
+}  // namespace memgrad::examples

@@ -13,6 +13,7 @@
 #include <functional>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "engine/memgrad.h"
 #include "examples/behaviours/behaviour.h"
@@ -164,7 +165,7 @@ FragmentationResult measure_fragmentation(int64_t size, int sim_index,
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -256,7 +257,10 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace memgrad::examples {
+
+// The program: b04_fragmentation_oom_main() is its main() (a generated file calls it).
+int b04_fragmentation_oom_main(int argc, char** argv) {
   CLI::App app{fmt::format("{}: {}", kInfo.id, kInfo.title)};
   app.add_option("--snapshot", g_snapshot_path,
                  "Write the default run's memory snapshot (PyTorch's format) here when z fails: "
@@ -264,4 +268,4 @@ int main(int argc, char** argv) {
   return run_behaviour(argc, argv, kInfo, body, &app);
 }
 
-#endif
+}  // namespace memgrad::examples

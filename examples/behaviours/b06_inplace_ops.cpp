@@ -84,7 +84,7 @@ InplaceResult measure_inplace_ops(int64_t size, Device device) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -142,6 +142,9 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b06_inplace_ops_main() is its main() (a generated file calls it).
+int b06_inplace_ops_main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+
+}  // namespace memgrad::examples

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/layers.h"
@@ -148,7 +149,7 @@ SavedActivationsResult measure_saved_activations(int64_t size, Device device, in
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -211,7 +212,10 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace memgrad::examples {
+
+// The program: b08_saved_activations_main() is its main() (a generated file calls it).
+int b08_saved_activations_main(int argc, char** argv) {
   CLI::App app{"B8: autograd keeps activations for backward"};
   app.add_option("--layers", layers_flag, "Number of Linear + ReLU layers")
       ->capture_default_str()
@@ -219,4 +223,4 @@ int main(int argc, char** argv) {
   return run_behaviour(argc, argv, kInfo, body, &app);
 }
 
-#endif
+}  // namespace memgrad::examples

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/layers.h"
@@ -64,7 +65,7 @@ NoGradResult measure_no_grad(int64_t size, Device device, int64_t layers) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -108,7 +109,10 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace memgrad::examples {
+
+// The program: b09_no_grad_main() is its main() (a generated file calls it).
+int b09_no_grad_main(int argc, char** argv) {
   CLI::App app{"B9: no_grad for inference saves memory"};
   app.add_option("--layers", layers_flag, "Number of Linear + ReLU layers")
       ->capture_default_str()
@@ -116,4 +120,4 @@ int main(int argc, char** argv) {
   return run_behaviour(argc, argv, kInfo, body, &app);
 }
 
-#endif
+}  // namespace memgrad::examples

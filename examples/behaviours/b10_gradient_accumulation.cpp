@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/functional.h"
@@ -122,7 +123,7 @@ AccumulationResult measure_accumulation(int64_t size, Device device, int64_t mic
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -195,7 +196,10 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace memgrad::examples {
+
+// The program: b10_gradient_accumulation_main() is its main() (a generated file calls it).
+int b10_gradient_accumulation_main(int argc, char** argv) {
   CLI::App app{"B10: gradient accumulation and zero_grad"};
   app.add_option("--micro-batches", micro_flag, "Number of micro-batches (divides 256)")
       ->capture_default_str()
@@ -203,4 +207,4 @@ int main(int argc, char** argv) {
   return run_behaviour(argc, argv, kInfo, body, &app);
 }
 
-#endif
+}  // namespace memgrad::examples

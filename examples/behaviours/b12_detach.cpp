@@ -64,7 +64,7 @@ DetachResult measure_detach(int64_t size, Device device, int64_t layers) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -110,6 +110,9 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b12_detach_main() is its main() (a generated file calls it).
+int b12_detach_main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+
+}  // namespace memgrad::examples

@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/layers.h"
@@ -157,7 +158,7 @@ CheckpointResult measure_checkpointing(int64_t size, Device device, int64_t laye
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -250,7 +251,10 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace memgrad::examples {
+
+// The program: b13_checkpointing_main() is its main() (a generated file calls it).
+int b13_checkpointing_main(int argc, char** argv) {
   CLI::App app{"B13: gradient checkpointing"};
   app.add_option("--layers", layers_flag, "Number of Linear + ReLU blocks")
       ->capture_default_str()
@@ -258,4 +262,4 @@ int main(int argc, char** argv) {
   return run_behaviour(argc, argv, kInfo, body, &app);
 }
 
-#endif
+}  // namespace memgrad::examples

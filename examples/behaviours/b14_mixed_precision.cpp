@@ -246,7 +246,7 @@ MixedTrainingResult train_mixed_precision(int64_t size, Device device, int64_t s
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -359,6 +359,11 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b14_mixed_precision_main() is its main() (a generated file calls it).
+int b14_mixed_precision_main(int argc, char** argv) {
+  return run_behaviour(argc, argv, kInfo, body);
+}
+
+}  // namespace memgrad::examples

@@ -121,7 +121,7 @@ PinnedStaging measure_pinned_staging(int64_t size) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -201,6 +201,9 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b16_data_loading_main() is its main() (a generated file calls it).
+int b16_data_loading_main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+
+}  // namespace memgrad::examples

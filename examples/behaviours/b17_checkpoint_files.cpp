@@ -169,7 +169,7 @@ CheckpointFilesResult measure_checkpoint_files(int64_t size, Device device, int6
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -224,6 +224,11 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b17_checkpoint_files_main() is its main() (a generated file calls it).
+int b17_checkpoint_files_main(int argc, char** argv) {
+  return run_behaviour(argc, argv, kInfo, body);
+}
+
+}  // namespace memgrad::examples

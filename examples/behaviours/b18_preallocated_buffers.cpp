@@ -95,7 +95,7 @@ BufferLoopResult measure_buffer_reuse(int64_t size, Device device, int steps) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -152,6 +152,11 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b18_preallocated_buffers_main() is its main() (a generated file calls it).
+int b18_preallocated_buffers_main(int argc, char** argv) {
+  return run_behaviour(argc, argv, kInfo, body);
+}
+
+}  // namespace memgrad::examples

@@ -114,7 +114,7 @@ StartupMemoryResult measure_startup_memory(int64_t size, Device device) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -159,6 +159,11 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_behaviour(argc, argv, kInfo, body); }
+namespace memgrad::examples {
 
-#endif
+// The program: b19_startup_memory_main() is its main() (a generated file calls it).
+int b19_startup_memory_main(int argc, char** argv) {
+  return run_behaviour(argc, argv, kInfo, body);
+}
+
+}  // namespace memgrad::examples

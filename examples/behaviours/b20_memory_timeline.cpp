@@ -19,6 +19,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "autograd/autograd.h"
@@ -131,7 +132,7 @@ TimelineResult record_training_step(int64_t size, Device device) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 namespace {
 
@@ -197,11 +198,14 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace memgrad::examples {
+
+// The program: b20_memory_timeline_main() is its main() (a generated file calls it).
+int b20_memory_timeline_main(int argc, char** argv) {
   CLI::App app{fmt::format("{}: {}", kInfo.id, kInfo.title)};
   app.add_option("--out", g_out_dir, "Directory for memory-trace.json and memory-timeline.svg")
       ->capture_default_str();
   return run_behaviour(argc, argv, kInfo, body, &app);
 }
 
-#endif
+}  // namespace memgrad::examples

@@ -347,7 +347,7 @@ std::optional<RankMeasurement> from_line(std::string_view text) {
 
 }  // namespace memgrad::examples
 
-#ifndef MEMGRAD_BEHAVIOUR_NO_MAIN
+// ---- the program ----
 
 #include <cstdio>
 
@@ -568,7 +568,10 @@ int body(const BehaviourFlags& flags) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace memgrad::examples {
+
+// The program: b22_tensor_sharding_main() is its main() (a generated file calls it).
+int b22_tensor_sharding_main(int argc, char** argv) {
   const char* worker_key = std::getenv("MEMGRAD_B22_WORKER");
   if (argc == 3 && std::string(argv[1]) == "--worker") worker_key = argv[2];
   if (worker_key != nullptr) {
@@ -578,4 +581,4 @@ int main(int argc, char** argv) {
   return run_behaviour(argc, argv, kInfo, body);
 }
 
-#endif
+}  // namespace memgrad::examples

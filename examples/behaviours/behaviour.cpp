@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "allocator/error.h"
 

@@ -2,10 +2,11 @@
 // and conclusion.
 //
 // Each behaviour bNN lives in examples/behaviours/bNN_<name>.cpp with a header bNN_<name>.h.
-// The .cpp holds the measurement as a function (returning its numbers) and a main() that prints
-// them; the test suite compiles the same .cpp with MEMGRAD_BEHAVIOUR_NO_MAIN and asserts the
-// claim on small sizes through the same function, so the program and its test cannot drift
-// apart.
+// The .cpp holds the measurement as a function (returning its numbers) and bNN_<name>_main(),
+// the program that prints them. Every .cpp is compiled once, into the behaviours library: the
+// program is a generated main() that calls bNN_<name>_main() (main.cpp.in), and the test suite
+// links the same library and asserts the claim on small sizes through the same function, so the
+// program and its test cannot drift apart.
 //
 // Output layout of every program:
 //   B5 -- views share storage; clone copies            (the id and title)
@@ -15,11 +16,15 @@
 //   conclusion: <one line, computed from what was measured>
 #pragma once
 
+#include <cstdint>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "engine/device.h"
+
+// CLI11's App, for the behaviours with flags of their own (they include <CLI/CLI.hpp>).
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace memgrad::examples {
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "allocator/config.h"
 #include "allocator/error.h"

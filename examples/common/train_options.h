@@ -1,14 +1,18 @@
 // Flags and set-up shared by the training programs (train_mlp, train_charlm).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "engine/device.h"
 #include "engine/optim/optimizer.h"
+
+// CLI11's App: the programs that add these flags include <CLI/CLI.hpp>, the rest need not.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace memgrad::examples {
 

@@ -1,5 +1,6 @@
-// The CPU backend: KernelBackend on host memory, one op family per .cpp file
-// (elementwise.cpp, reduce.cpp, softmax.cpp, gemm.cpp, index.cpp, copy.cpp, random.cpp).
+// The CPU backend: KernelBackend on host memory, one op family per .cpp file (the elementwise
+// ops in unary.cpp, unary_backward.cpp, binary.cpp and compare.cpp, which share their loops in
+// elementwise_rows.h; reduce.cpp, softmax.cpp, gemm.cpp, index.cpp, copy.cpp, random.cpp, ...).
 // Loops are OpenMP-parallel above kParallelThreshold elements; contiguous float loops use
 // Eigen's vectorised math. Float16 is stored as Eigen::half and computed in float.
 #pragma once
@@ -12,21 +13,23 @@ class CpuBackend final : public KernelBackend {
  public:
   const char* name() const override { return "cpu"; }
 
-  // elementwise.cpp
+  // unary.cpp
   void unary(UnaryOp op, const Operand& out, const Operand& in) override;
+  void clamp(const Operand& out, const Operand& in, double min, double max, bool has_min,
+             bool has_max) override;
+  void where(const Operand& out, const Operand& cond, const Operand& a, const Operand& b) override;
+  // unary_backward.cpp
   void unary_backward(UnaryOp op, const Operand& grad_in, const Operand& grad_out,
                       const Operand& saved) override;
+  void pow_scalar_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x,
+                           double exponent) override;
+  void clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x, double min,
+                      double max, bool has_min, bool has_max) override;
+  // binary.cpp (comparisons: compare.cpp)
   void binary(BinaryOp op, const Operand& out, const Operand& a, const Operand& b,
               double alpha) override;
   void binary_scalar(BinaryOp op, const Operand& out, const Operand& a, double scalar,
                      bool scalar_first) override;
-  void pow_scalar_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x,
-                           double exponent) override;
-  void clamp(const Operand& out, const Operand& in, double min, double max, bool has_min,
-             bool has_max) override;
-  void clamp_backward(const Operand& grad_in, const Operand& grad_out, const Operand& x, double min,
-                      double max, bool has_min, bool has_max) override;
-  void where(const Operand& out, const Operand& cond, const Operand& a, const Operand& b) override;
 
   // copy.cpp
   void fill(const Operand& out, double value) override;

@@ -21,28 +21,28 @@ using half = Eigen::half;
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, half>, float, T>;
 
-// Reads one element of any dtype as T.
-template <typename T>
-inline T load_as(const char* p, DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return cast_to<T>(*reinterpret_cast<const float*>(p));
-    case DType::Float64: return cast_to<T>(*reinterpret_cast<const double*>(p));
-    case DType::Float16: return cast_to<T>(static_cast<float>(*reinterpret_cast<const half*>(p)));
-    case DType::Int64: return static_cast<T>(*reinterpret_cast<const int64_t*>(p));
-    case DType::Bool: return static_cast<T>(*reinterpret_cast<const bool*>(p));
+// One element of storage type S read as T: half goes through float, floating values become
+// int64 through cast_to.
+template <typename T, typename S>
+T convert_from(S v) {
+  if constexpr (std::is_same_v<S, half>) {
+    return cast_to<T>(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<S>) {
+    return cast_to<T>(v);
+  } else {
+    return static_cast<T>(v);
   }
-  return T{};
 }
 
-// Writes `v` into one element of any dtype.
-template <typename T>
-inline void store_as(char* p, DType dtype, T v) {
-  switch (dtype) {
-    case DType::Float32: *reinterpret_cast<float*>(p) = static_cast<float>(v); return;
-    case DType::Float64: *reinterpret_cast<double*>(p) = static_cast<double>(v); return;
-    case DType::Float16: *reinterpret_cast<half*>(p) = half(static_cast<float>(v)); return;
-    case DType::Int64: *reinterpret_cast<int64_t*>(p) = cast_to<int64_t>(v); return;
-    case DType::Bool: *reinterpret_cast<bool*>(p) = static_cast<bool>(v); return;
+// `v` of type T stored as storage type S (the inverse of convert_from).
+template <typename S, typename T>
+S convert_to(T v) {
+  if constexpr (std::is_same_v<S, half>) {
+    return half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<S, int64_t>) {
+    return cast_to<int64_t>(v);
+  } else {
+    return static_cast<S>(v);
   }
 }
 
@@ -57,6 +57,22 @@ decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
     case DType::Bool: return fn(bool{});
   }
   return fn(float{});
+}
+
+// Reads one element of any dtype as T.
+template <typename T>
+inline T load_as(const char* p, DType dtype) {
+  return dispatch_dtype(
+      dtype, [p](auto tag) { return convert_from<T>(*reinterpret_cast<const decltype(tag)*>(p)); });
+}
+
+// Writes `v` into one element of any dtype.
+template <typename T>
+inline void store_as(char* p, DType dtype, T v) {
+  dispatch_dtype(dtype, [p, v](auto tag) {
+    using S = decltype(tag);
+    *reinterpret_cast<S*>(p) = convert_to<S>(v);
+  });
 }
 
 // Like dispatch_dtype for the floating dtypes only.

@@ -1,8 +1,10 @@
-// The doctest main of the CUDA suite. Without a CUDA device it prints why and how many test cases
-// it would have run, and returns 77, which Meson reports as "skipped" (tools/test_summary.py
-// reads the count). With a device it warms up the cuBLAS workspace of cuda:0's default stream
-// first, so the engine suites' exact byte relations around matrix products hold on CUDA as on
-// the CPU (the workspace is taken once per stream and then stays, as in PyTorch).
+// The doctest main of the CUDA suite: the CUDA-only cases, and the engine suite's (its object
+// files, linked here) on cuda:0 as well as the CPU and a simulated device. Without a CUDA device it
+// prints why and how many test cases it would have run, and returns 77, which Meson reports as
+// "skipped" (tools/test_summary.py reads the count). With a device it warms up the cuBLAS workspace
+// of cuda:0's default stream first, so the engine suites' exact byte relations around matrix
+// products hold on CUDA as on the CPU (the workspace is taken once per stream and then stays, as in
+// PyTorch).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -12,6 +14,7 @@
 
 #include "engine/memgrad.h"
 #include "memgrad_build_config.h"
+#include "tests/support/tensor_check.h"
 
 #ifndef MEMGRAD_SANITIZE
 #define MEMGRAD_SANITIZE 0
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     const Tensor a = ones({2, 2}, TensorOptions(kFloat32).with_device(Device("cuda:0")));
     (void)matmul(a, a);
   }
+  memgrad::testing::cuda_under_test() = true;  // the engine suite's cases run on cuda:0 too
   doctest::Context context;
   context.applyCommandLine(argc, argv);
   return context.run();

@@ -86,7 +86,7 @@ TEST_CASE("unary ops match their formulas") {
 TEST_CASE(
     "the CPU's vectorised contiguous path agrees with the shared formulas of the strided path") {
   // On contiguous float rows, exp, log, sqrt, rsqrt, tanh, sigmoid, silu and tanh-GELU run as
-  // Eigen array expressions (kernels/cpu/elementwise.cpp, eigen_unary); any other layout runs
+  // Eigen array expressions (kernels/cpu/unary.cpp, eigen_unary); any other layout runs
   // kernels/elementwise_formulas.h, the code the CUDA kernels run. The two differ only in whose
   // exp, log and tanh they call, so they agree within a few units in the last place: relative
   // 4e-7 in float32 (measured 2.4e-7 at most, tanh) and 1e-15 in float64 (3.6e-16). tanh-GELU's

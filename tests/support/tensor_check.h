@@ -37,14 +37,18 @@ inline void check_values(const Tensor& t, const Shape& sizes, const std::vector<
                             first_bad < got.size() ? expected[first_bad] : 0.0, worst, got));
 }
 
+// Whether this executable tests cuda:0 too: the CUDA suite's main (tests/cuda/cuda_main.cpp)
+// sets it, and links the engine suite's object files, compiled once for both.
+inline bool& cuda_under_test() {
+  static bool on = false;
+  return on;
+}
+
 // The devices every engine test runs on: the CPU and a simulated bounded device, plus cuda:0
-// in the CUDA suite (tests/cuda compiles the engine tests again with MEMGRAD_TEST_CUDA=1) when a
-// device is present.
+// in the CUDA suite when a device is present (chosen at run time).
 inline std::vector<Device> devices_under_test() {
   std::vector<Device> devices = {Device("cpu"), Device("sim:0")};
-#if defined(MEMGRAD_TEST_CUDA) && MEMGRAD_TEST_CUDA
-  if (cuda::is_available()) devices.push_back(Device("cuda:0"));
-#endif
+  if (cuda_under_test() && cuda::is_available()) devices.push_back(Device("cuda:0"));
   return devices;
 }
 
