@@ -65,9 +65,11 @@ def ninja_steps(build):
 
 def cold_build(rev, workdir):
     """Clones `rev`, configures and builds `./memgrad test`'s targets; returns the figures."""
-    clone = os.path.join(workdir, rev.replace("/", "_"))
+    commit = run(["git", "-C", ROOT, "rev-parse", "--verify", f"{rev}^{{commit}}"]).strip()
+    clone = os.path.join(workdir, commit[:12])
+    shutil.rmtree(clone, ignore_errors=True)  # a clone left by an earlier --keep run
     run(["git", "clone", "--quiet", "--no-hardlinks", ROOT, clone])
-    run(["git", "-C", clone, "checkout", "--quiet", rev])
+    run(["git", "-C", clone, "checkout", "--quiet", commit])
     env = dict(os.environ, CCACHE_DISABLE="1")
     build = os.path.join(clone, "build")
     run(["meson", "setup", build, "-Dcuda=disabled"], cwd=clone, env=env)
