@@ -13,7 +13,6 @@
 #include <functional>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include "engine/memgrad.h"
 #include "examples/behaviours/behaviour.h"
@@ -261,11 +260,11 @@ namespace memgrad::examples {
 
 // The program: b04_fragmentation_oom_main() is its main() (a generated file calls it).
 int b04_fragmentation_oom_main(int argc, char** argv) {
-  CLI::App app{fmt::format("{}: {}", kInfo.id, kInfo.title)};
-  app.add_option("--snapshot", g_snapshot_path,
-                 "Write the default run's memory snapshot (PyTorch's format) here when z fails: "
-                 "open it in pytorch.org/memory_viz or replay it with ./memgrad lab replay");
-  return run_behaviour(argc, argv, kInfo, body, &app);
+  ExtraFlags extra;
+  extra.path("--snapshot", g_snapshot_path,
+             "Write the default run's memory snapshot (PyTorch's format) here when z fails: "
+             "open it in pytorch.org/memory_viz or replay it with ./memgrad lab replay");
+  return run_behaviour(argc, argv, kInfo, body, extra);
 }
 
 }  // namespace memgrad::examples

@@ -15,7 +15,6 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/layers.h"
@@ -216,11 +215,9 @@ namespace memgrad::examples {
 
 // The program: b08_saved_activations_main() is its main() (a generated file calls it).
 int b08_saved_activations_main(int argc, char** argv) {
-  CLI::App app{"B8: autograd keeps activations for backward"};
-  app.add_option("--layers", layers_flag, "Number of Linear + ReLU layers")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{2}, int64_t{64}));
-  return run_behaviour(argc, argv, kInfo, body, &app);
+  ExtraFlags extra;
+  extra.integer("--layers", layers_flag, "Number of Linear + ReLU layers", 2, 64);
+  return run_behaviour(argc, argv, kInfo, body, extra);
 }
 
 }  // namespace memgrad::examples

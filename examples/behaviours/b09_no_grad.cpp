@@ -13,7 +13,6 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/layers.h"
@@ -113,11 +112,9 @@ namespace memgrad::examples {
 
 // The program: b09_no_grad_main() is its main() (a generated file calls it).
 int b09_no_grad_main(int argc, char** argv) {
-  CLI::App app{"B9: no_grad for inference saves memory"};
-  app.add_option("--layers", layers_flag, "Number of Linear + ReLU layers")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{2}, int64_t{64}));
-  return run_behaviour(argc, argv, kInfo, body, &app);
+  ExtraFlags extra;
+  extra.integer("--layers", layers_flag, "Number of Linear + ReLU layers", 2, 64);
+  return run_behaviour(argc, argv, kInfo, body, extra);
 }
 
 }  // namespace memgrad::examples

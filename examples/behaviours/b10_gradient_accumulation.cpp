@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/functional.h"
@@ -200,11 +199,10 @@ namespace memgrad::examples {
 
 // The program: b10_gradient_accumulation_main() is its main() (a generated file calls it).
 int b10_gradient_accumulation_main(int argc, char** argv) {
-  CLI::App app{"B10: gradient accumulation and zero_grad"};
-  app.add_option("--micro-batches", micro_flag, "Number of micro-batches (divides 256)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64}));
-  return run_behaviour(argc, argv, kInfo, body, &app);
+  ExtraFlags extra;
+  extra.one_of("--micro-batches", micro_flag, "Number of micro-batches (divides 256)",
+               {1, 2, 4, 8, 16, 32, 64});
+  return run_behaviour(argc, argv, kInfo, body, extra);
 }
 
 }  // namespace memgrad::examples

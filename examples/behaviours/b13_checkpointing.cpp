@@ -26,7 +26,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
 #include "engine/nn/layers.h"
@@ -74,7 +73,8 @@ void expect(CheckpointRow& row, int64_t n, int64_t act) {
   row.linear_forwards_expected = n + (s - 1) * k;
   row.sizes.clear();
   for (int64_t i = 0; i < s; ++i) {
-    row.sizes += (i > 0 ? "+" : "") + std::to_string(i + 1 < s ? k : last);
+    if (i > 0) row.sizes += '+';
+    row.sizes += std::to_string(i + 1 < s ? k : last);
   }
 }
 
@@ -255,11 +255,9 @@ namespace memgrad::examples {
 
 // The program: b13_checkpointing_main() is its main() (a generated file calls it).
 int b13_checkpointing_main(int argc, char** argv) {
-  CLI::App app{"B13: gradient checkpointing"};
-  app.add_option("--layers", layers_flag, "Number of Linear + ReLU blocks")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{2}, int64_t{256}));
-  return run_behaviour(argc, argv, kInfo, body, &app);
+  ExtraFlags extra;
+  extra.integer("--layers", layers_flag, "Number of Linear + ReLU blocks", 2, 256);
+  return run_behaviour(argc, argv, kInfo, body, extra);
 }
 
 }  // namespace memgrad::examples

@@ -19,7 +19,6 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "autograd/autograd.h"
@@ -202,10 +201,9 @@ namespace memgrad::examples {
 
 // The program: b20_memory_timeline_main() is its main() (a generated file calls it).
 int b20_memory_timeline_main(int argc, char** argv) {
-  CLI::App app{fmt::format("{}: {}", kInfo.id, kInfo.title)};
-  app.add_option("--out", g_out_dir, "Directory for memory-trace.json and memory-timeline.svg")
-      ->capture_default_str();
-  return run_behaviour(argc, argv, kInfo, body, &app);
+  ExtraFlags extra;
+  extra.path("--out", g_out_dir, "Directory for memory-trace.json and memory-timeline.svg");
+  return run_behaviour(argc, argv, kInfo, body, extra);
 }
 
 }  // namespace memgrad::examples

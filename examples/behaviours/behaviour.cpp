@@ -2,6 +2,7 @@
 #include "examples/behaviours/behaviour.h"
 
 #include <cstdio>
+#include <utility>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -10,6 +11,25 @@
 
 namespace memgrad::examples {
 
+ExtraFlags& ExtraFlags::integer(const char* name, int64_t& value, const char* help, int64_t min,
+                                int64_t max) {
+  flags_.push_back({.name = name, .help = help, .integer = &value, .range = {min, max}});
+  return *this;
+}
+
+ExtraFlags& ExtraFlags::one_of(const char* name, int64_t& value, const char* help,
+                               std::vector<int64_t> choices) {
+  flags_.push_back({.name = name, .help = help, .integer = &value, .choices = std::move(choices)});
+  return *this;
+}
+
+ExtraFlags& ExtraFlags::path(const char* name, std::string& value, const char* help) {
+  flags_.push_back({.name = name, .help = help, .path = &value});
+  return *this;
+}
+
+namespace {
+
 void add_behaviour_flags(CLI::App& app, BehaviourFlags& flags) {
   app.add_option("--size", flags.size, "Scale factor for the tensors (1: the small default)")
       ->capture_default_str()
@@ -17,6 +37,21 @@ void add_behaviour_flags(CLI::App& app, BehaviourFlags& flags) {
   app.add_option("--device", flags.device, "cpu, sim:N or cuda[:N]")->capture_default_str();
   app.add_flag("--describe", flags.describe, "Print a one-line description and exit");
 }
+
+void add_extra_flags(CLI::App& app, const ExtraFlags& extra) {
+  for (const ExtraFlags::Flag& flag : extra.flags()) {
+    if (flag.path != nullptr) {
+      app.add_option(flag.name, *flag.path, flag.help)->capture_default_str();
+      continue;
+    }
+    CLI::Option* option =
+        app.add_option(flag.name, *flag.integer, flag.help)->capture_default_str();
+    if (!flag.range.empty()) option->check(CLI::Range(flag.range[0], flag.range[1]));
+    if (!flag.choices.empty()) option->check(CLI::IsMember(flag.choices));
+  }
+}
+
+}  // namespace
 
 bool start_behaviour(const BehaviourInfo& info, const BehaviourFlags& flags) {
   if (flags.describe) {
@@ -30,11 +65,11 @@ bool start_behaviour(const BehaviourInfo& info, const BehaviourFlags& flags) {
 void print_conclusion(const std::string& text) { fmt::print("\nconclusion: {}\n", text); }
 
 int run_behaviour(int argc, char** argv, const BehaviourInfo& info,
-                  int (*body)(const BehaviourFlags& flags), CLI::App* extra) {
-  CLI::App local{fmt::format("{}: {}", info.id, info.title)};
-  CLI::App& app = extra != nullptr ? *extra : local;
+                  int (*body)(const BehaviourFlags& flags), const ExtraFlags& extra) {
+  CLI::App app{fmt::format("{}: {}", info.id, info.title)};
   BehaviourFlags flags;
   add_behaviour_flags(app, flags);
+  add_extra_flags(app, extra);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,13 +18,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/device.h"
-
-// CLI11's App, for the behaviours with flags of their own (they include <CLI/CLI.hpp>).
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace memgrad::examples {
 
@@ -43,8 +39,31 @@ struct BehaviourFlags {
   bool describe = false;
 };
 
-// Registers the standard flags on `app`.
-void add_behaviour_flags(CLI::App& app, BehaviourFlags& flags);
+// A behaviour's flags beyond the standard ones, declared without CLI11: its header costs 5 s of
+// compile time in every file that includes it, so only behaviour.cpp does.
+class ExtraFlags {
+ public:
+  // --name N, an integer in [min, max].
+  ExtraFlags& integer(const char* name, int64_t& value, const char* help, int64_t min, int64_t max);
+  // --name N, an integer among `choices`.
+  ExtraFlags& one_of(const char* name, int64_t& value, const char* help,
+                     std::vector<int64_t> choices);
+  // --name PATH.
+  ExtraFlags& path(const char* name, std::string& value, const char* help);
+
+  struct Flag {
+    const char* name;
+    const char* help;
+    int64_t* integer = nullptr;       // an integer flag, checked against...
+    std::vector<int64_t> range = {};  // ...{min, max}, or
+    std::vector<int64_t> choices = {};
+    std::string* path = nullptr;  // a path flag
+  };
+  const std::vector<Flag>& flags() const { return flags_; }
+
+ private:
+  std::vector<Flag> flags_;
+};
 
 // Handles --describe (returns true when the program should exit) and prints the header.
 bool start_behaviour(const BehaviourInfo& info, const BehaviourFlags& flags);
@@ -52,8 +71,9 @@ bool start_behaviour(const BehaviourInfo& info, const BehaviourFlags& flags);
 // Prints "conclusion: <text>".
 void print_conclusion(const std::string& text);
 
-// Runs `body` and turns memgrad errors into a message and exit status 1 (for main()).
+// Parses the standard flags and `extra`, then runs `body`, turning memgrad errors into a message
+// and exit status 1 (for main()).
 int run_behaviour(int argc, char** argv, const BehaviourInfo& info,
-                  int (*body)(const BehaviourFlags& flags), CLI::App* extra = nullptr);
+                  int (*body)(const BehaviourFlags& flags), const ExtraFlags& extra = {});
 
 }  // namespace memgrad::examples
