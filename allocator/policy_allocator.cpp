@@ -29,6 +29,33 @@ void check_fraction(double fraction) {
 
 // The figures of an OOM on `source` for a request of `requested` bytes, of which the policy
 // tried to obtain `alloc_size` from the source.
+// The counts PyTorch's DeviceCachingAllocator keeps per block (the header above), as file-local
+// functions the hot paths inline.
+void count_alloc(MemoryStats& s, StatPool pool, size_t nbytes, size_t requested) {
+  const auto n = static_cast<int64_t>(nbytes);
+  s.allocation.increase(pool, 1);
+  s.allocated_bytes.increase(pool, n);
+  s.active.increase(pool, 1);
+  s.active_bytes.increase(pool, n);
+  s.requested_bytes.increase(pool, static_cast<int64_t>(requested));
+}
+
+void count_free_requested(MemoryStats& s, StatPool pool, size_t nbytes) {
+  s.allocation.decrease(pool, 1);
+  s.allocated_bytes.decrease(pool, static_cast<int64_t>(nbytes));
+}
+
+void count_free_completed(MemoryStats& s, StatPool pool, size_t nbytes, size_t requested) {
+  s.active.decrease(pool, 1);
+  s.active_bytes.decrease(pool, static_cast<int64_t>(nbytes));
+  s.requested_bytes.decrease(pool, static_cast<int64_t>(requested));
+}
+
+void count_split(MemoryStats& s, StatPool pool, SplitTally split) {
+  s.inactive_split.change(pool, split.blocks);
+  s.inactive_split_bytes.change(pool, split.bytes);
+}
+
 OutOfMemoryInfo oom_info(const MemorySource& source, size_t requested, size_t alloc_size,
                          const MemoryStats& stats) {
   OutOfMemoryInfo info;
@@ -57,57 +84,70 @@ PolicyAllocator::~PolicyAllocator() {
 
 // ---- the frame ----
 
+// The hot path (a cache hit) stays small: the OOM figures (over a kilobyte) are built in
+// throw_too_large and throw_oom, out of line, and a Placement is built once, in place, and never
+// copied (a copy read back right after the policy wrote it stalls the store buffer).
 Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
   if (nbytes == 0) return Block{nullptr, 0, 0, stream};
-  if (nbytes > kMaxAllocationBytes) [[unlikely]] {
-    OutOfMemoryInfo info = oom_info(source_, nbytes, nbytes, stats());
-    info.too_large = true;
-    throw OutOfMemoryError(std::move(info));
-  }
+  if (nbytes > kMaxAllocationBytes) [[unlikely]]
+    throw_too_large(nbytes);
   std::unique_lock<std::mutex> guard(mutex_);
   const Placement placed = place_with_retry(*this, Request{nbytes, stream, false});
-  if (placed.ptr == nullptr) [[unlikely]] {
-    OutOfMemoryInfo info = count_oom(nbytes, placed.nbytes, stream);
-    guard.unlock();
-    // Where the reserved but unallocated bytes are, after the policy released what it could.
-    info.has_fragmentation = true;
-    info.fragmentation = fragmentation(stream);
-    throw OutOfMemoryError(std::move(info));
-  }
-  return hand_out(placed, nbytes, stream);
+  if (placed.ptr == nullptr) [[unlikely]]
+    throw_oom(guard, nbytes, placed.nbytes, stream);
+  MemoryStats& s = books_->stats_;
+  count_alloc(s, placed.pool, placed.nbytes, nbytes);
+  count_split(s, placed.pool, placed.split);
+  if (is_oversize(placed.nbytes)) s.oversize_allocations.increase(1);
+  trace_event(TraceAction::Alloc, placed.ptr, placed.nbytes, nbytes, stream);
+  return Block{placed.ptr, placed.nbytes, nbytes, stream, placed.pool, placed.record};
 }
 
-Placement PolicyAllocator::place_with_retry(PolicyAllocator& policy, Request request) {
+void PolicyAllocator::throw_too_large(size_t nbytes) const {
+  OutOfMemoryInfo info = oom_info(source_, nbytes, nbytes, stats());
+  info.too_large = true;
+  throw OutOfMemoryError(std::move(info));
+}
+
+void PolicyAllocator::throw_oom(std::unique_lock<std::mutex>& guard, size_t requested,
+                                size_t alloc_size, StreamId stream) {
+  OutOfMemoryInfo info = count_oom(requested, alloc_size, stream);
+  guard.unlock();
+  // Where the reserved but unallocated bytes are, after the policy released what it could.
+  info.has_fragmentation = true;
+  info.fragmentation = fragmentation(stream);
+  throw OutOfMemoryError(std::move(info));
+}
+
+inline Placement PolicyAllocator::place_with_retry(PolicyAllocator& policy, Request request) {
   Placement placed = policy.place(request);
-  if (placed.ptr != nullptr || !policy.release_cached()) return placed;
-  policy.count_retry();
-  request.retry = true;
-  return policy.place(request);
-}
-
-Block PolicyAllocator::hand_out(const Placement& placed, size_t requested, StreamId stream) {
-  count_alloc(placed.pool, placed.nbytes, requested);
-  count_split(placed.pool, placed.split);
-  if (is_oversize(placed.nbytes)) books_->stats_.oversize_allocations.increase(1);
-  trace_event(TraceAction::Alloc, placed.ptr, placed.nbytes, requested, stream);
-  return Block{placed.ptr, placed.nbytes, requested, stream, placed.pool, placed.record};
+  if (placed.ptr == nullptr && policy.release_cached()) [[unlikely]] {
+    policy.count_retry();
+    request.retry = true;
+    placed = policy.place(request);
+  }
+  return placed;
 }
 
 void PolicyAllocator::free(const Block& block) {
   if (block.ptr == nullptr) return;
   std::lock_guard<std::mutex> guard(mutex_);
-  count_free_requested(block.pool, block.nbytes);
-  if (is_oversize(block.nbytes)) books_->stats_.oversize_allocations.decrease(1);
+  MemoryStats& s = books_->stats_;
+  count_free_requested(s, block.pool, block.nbytes);
+  if (is_oversize(block.nbytes)) s.oversize_allocations.decrease(1);
   trace_event(TraceAction::FreeRequested, block.ptr, block.nbytes, block.requested, block.stream);
   // Other streams may still read it: it is reused only after their work recorded so far.
   if (defer_free(block)) return;
-  finish_free(block);
+  complete_free(block);
 }
 
-void PolicyAllocator::finish_free(const Block& block) {
+void PolicyAllocator::finish_free(const Block& block) { complete_free(block); }
+
+inline void PolicyAllocator::complete_free(const Block& block) {
   trace_event(TraceAction::FreeCompleted, block.ptr, block.nbytes, block.requested, block.stream);
-  count_split(block.pool, take_back(block));
-  count_free_completed(block.pool, block.nbytes, block.requested);
+  const SplitTally split = take_back(block);
+  count_split(books_->stats_, block.pool, split);
+  count_free_completed(books_->stats_, block.pool, block.nbytes, block.requested);
 }
 
 void PolicyAllocator::record_stream(const Block& block, StreamId stream) {
@@ -275,35 +315,6 @@ void PolicyAllocator::count_retry() { ++books_->stats_.num_alloc_retries; }
 void PolicyAllocator::set_max_split_size(size_t nbytes) {
   max_split_size_ = nbytes;
   stats_.max_split_size = nbytes == SIZE_MAX ? -1 : static_cast<int64_t>(nbytes);
-}
-
-void PolicyAllocator::count_alloc(StatPool pool, size_t nbytes, size_t requested) {
-  MemoryStats& s = books_->stats_;
-  const auto n = static_cast<int64_t>(nbytes);
-  s.allocation.increase(pool, 1);
-  s.allocated_bytes.increase(pool, n);
-  s.active.increase(pool, 1);
-  s.active_bytes.increase(pool, n);
-  s.requested_bytes.increase(pool, static_cast<int64_t>(requested));
-}
-
-void PolicyAllocator::count_free_requested(StatPool pool, size_t nbytes) {
-  MemoryStats& s = books_->stats_;
-  s.allocation.decrease(pool, 1);
-  s.allocated_bytes.decrease(pool, static_cast<int64_t>(nbytes));
-}
-
-void PolicyAllocator::count_free_completed(StatPool pool, size_t nbytes, size_t requested) {
-  MemoryStats& s = books_->stats_;
-  s.active.decrease(pool, 1);
-  s.active_bytes.decrease(pool, static_cast<int64_t>(nbytes));
-  s.requested_bytes.decrease(pool, static_cast<int64_t>(requested));
-}
-
-void PolicyAllocator::count_split(StatPool pool, SplitTally split) {
-  MemoryStats& s = books_->stats_;
-  s.inactive_split.change(pool, split.blocks);
-  s.inactive_split_bytes.change(pool, split.bytes);
 }
 
 void PolicyAllocator::record_event(TraceAction action, const void* ptr, size_t nbytes,

@@ -244,16 +244,21 @@ class PolicyAllocator {
   MemorySource& source_;
 
  private:
-  // place, then release_cached and one retry when refused.
+  // place, then release_cached and one retry when refused. (It and complete_free are inline, in
+  // policy_allocator.cpp, so allocate() and free() run without calls of their own: the library is
+  // position-independent, and GCC calls rather than inlines an exported function there.)
   static Placement place_with_retry(PolicyAllocator& policy, Request request);
-  Block hand_out(const Placement& placement, size_t requested, StreamId stream);
+  // finish_free's body: records FreeCompleted, calls take_back and counts.
+  void complete_free(const Block& block);
+  // The OutOfMemoryError of a request above kMaxAllocationBytes, and of one the policy refused
+  // after its retry (counted, recorded, with the fragmentation of the moment).
+  [[noreturn, gnu::noinline, gnu::cold]] void throw_too_large(size_t nbytes) const;
+  [[noreturn, gnu::noinline, gnu::cold]] void throw_oom(std::unique_lock<std::mutex>& guard,
+                                                        size_t requested, size_t alloc_size,
+                                                        StreamId stream);
   // Counts the OOM, records it and returns its figures.
   OutOfMemoryInfo count_oom(size_t requested, size_t alloc_size, StreamId stream);
   bool is_oversize(size_t nbytes) const { return nbytes >= books_->max_split_size_; }
-  void count_alloc(StatPool pool, size_t nbytes, size_t requested);
-  void count_free_requested(StatPool pool, size_t nbytes);
-  void count_free_completed(StatPool pool, size_t nbytes, size_t requested);
-  void count_split(StatPool pool, SplitTally split);
   // One segment of `nbytes` obtained (`sign` 1) or returned (-1): segment, reserved_bytes,
   // num_device_alloc or num_device_free, oversize_segments.
   void count_segment(StatPool pool, size_t nbytes, int sign);
