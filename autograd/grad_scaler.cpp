@@ -50,7 +50,9 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     if (!g.defined()) continue;
     g.mul_(inv);
     // The sum is inf or NaN exactly when some element is (up to overflow of the sum itself).
-    if (!std::isfinite(g.sum().item<double>())) found_inf_ = true;
+    // On a meta device there are no values: no overflow (docs/estimate.md, "What is assumed").
+    const Tensor sum = g.sum();
+    if (!sum.device().is_meta() && !std::isfinite(sum.item<double>())) found_inf_ = true;
   }
   stage_ = Stage::Unscaled;
 }

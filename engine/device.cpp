@@ -33,13 +33,30 @@ Device::Device(std::string_view text) {
     type_ = DeviceType::Sim;
   } else if (kind == "cuda") {
     type_ = DeviceType::CUDA;
+  } else if (kind == "meta") {
+    type_ = DeviceType::Meta;
   } else {
     throw DeviceError(
-        fmt::format("[device] unknown device '{}' (expected cpu, sim[:N] or cuda[:N])", text),
+        fmt::format("[device] unknown device '{}' (expected cpu, sim[:N], cuda[:N] or meta[:N])",
+                    text),
         "device", {std::string(text)});
   }
   index_ = static_cast<int8_t>(index);
 }
+
+namespace {
+
+const char* kind_name(DeviceType type) {
+  switch (type) {
+    case DeviceType::CPU: return "cpu";
+    case DeviceType::Sim: return "sim";
+    case DeviceType::CUDA: return "cuda";
+    case DeviceType::Meta: return "meta";
+  }
+  return "unknown";
+}
+
+}  // namespace
 
 void Device::throw_bad_index(DeviceType type, int index) {
   if (type == DeviceType::CPU) {
@@ -47,18 +64,13 @@ void Device::throw_bad_index(DeviceType type, int index) {
                       "device", {fmt::format("cpu:{}", index)});
   }
   throw DeviceError(fmt::format("[device] {} index {} is out of range (expected 0..{})",
-                                type == DeviceType::Sim ? "sim" : "cuda", index, kMaxIndex),
-                    "device",
-                    {fmt::format("{}:{}", type == DeviceType::Sim ? "sim" : "cuda", index)});
+                                kind_name(type), index, kMaxIndex),
+                    "device", {fmt::format("{}:{}", kind_name(type), index)});
 }
 
 std::string Device::str() const {
-  switch (type_) {
-    case DeviceType::CPU: return "cpu";
-    case DeviceType::Sim: return fmt::format("sim:{}", index_);
-    case DeviceType::CUDA: return fmt::format("cuda:{}", index_);
-  }
-  return "unknown";
+  if (type_ == DeviceType::CPU) return "cpu";
+  return fmt::format("{}:{}", kind_name(type_), index_);
 }
 
 }  // namespace memgrad

@@ -6,6 +6,10 @@
 //            with the CPU kernels: out-of-memory, fragmentation and multi-device programs
 //            reproduce on any machine
 //   cuda:N   an NVIDIA GPU (builds with the CUDA backend)
+//   meta:N   shapes without values: tensors, views, autograd and the allocator behave as on a
+//            device of that capacity (default 80 GiB, see memory.h), no kernel runs and no page
+//            is touched, so a program's memory can be known without running it. Reading a
+//            value (item, printing, a copy to another device) is a DeviceError naming the op.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +18,7 @@
 
 namespace memgrad {
 
-enum class DeviceType : uint8_t { CPU, Sim, CUDA };
+enum class DeviceType : uint8_t { CPU, Sim, CUDA, Meta };
 
 class Device {
  public:
@@ -30,7 +34,7 @@ class Device {
       throw_bad_index(type, index);
     }
   }
-  // Parses "cpu", "sim", "sim:1", "cuda", "cuda:1" ("cuda" and "sim" mean index 0). Throws
+  // Parses "cpu", "sim", "sim:1", "cuda", "cuda:1", "meta", "meta:1" (no index means 0). Throws
   // DeviceError for anything else.
   Device(std::string_view text);  // NOLINT: implicit, like torch.device("cuda:0")
   Device(const char* text) : Device(std::string_view(text)) {}  // NOLINT
@@ -40,10 +44,11 @@ class Device {
   bool is_cpu() const { return type_ == DeviceType::CPU; }
   bool is_sim() const { return type_ == DeviceType::Sim; }
   bool is_cuda() const { return type_ == DeviceType::CUDA; }
+  bool is_meta() const { return type_ == DeviceType::Meta; }
   // Whether CPU kernels can compute on its memory (cpu and sim).
-  bool is_host() const { return type_ != DeviceType::CUDA; }
+  bool is_host() const { return type_ == DeviceType::CPU || type_ == DeviceType::Sim; }
 
-  // "cpu", "sim:0", "cuda:1".
+  // "cpu", "sim:0", "cuda:1", "meta:0".
   std::string str() const;
 
   bool operator==(const Device&) const = default;

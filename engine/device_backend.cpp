@@ -23,6 +23,25 @@
 
 namespace memgrad {
 
+namespace {
+
+// A copy into or out of a meta tensor (meta:N): into one there is nothing to copy but its shape;
+// out of one there are no values, a DeviceError. Returns whether it handled the copy.
+bool copy_meta(const Tensor& dst, const Tensor& src) {
+  const Device to = dst.device(), from = src.device();
+  if (!to.is_meta() && !from.is_meta()) return false;
+  if (from.is_meta() && !to.is_meta()) {
+    throw DeviceError(fmt::format("[to] a tensor on {} has a shape but no values, so it cannot "
+                                  "be copied to {}: run the program on a real device to see "
+                                  "values",
+                                  from.str(), to.str()),
+                      "to", {from.str(), to.str()});
+  }
+  return true;
+}
+
+}  // namespace
+
 #if MEMGRAD_WITH_CUDA
 
 namespace {
@@ -59,6 +78,7 @@ std::unique_ptr<MemorySource> make_cuda_source(int index) {
 kernels::KernelBackend& detail::kernels_for(Device device) {
   if (device.is_host()) [[likely]]
     return kernels::cpu_backend();
+  if (device.is_meta()) return kernels::meta_backend();
   return kernels::cuda::backend(device.index());
 }
 
@@ -71,13 +91,14 @@ void attach_device_hooks(Device device, PolicyAllocator& allocator) {
 }
 
 StreamId allocation_stream(Device device) {
-  if (device.is_host()) [[likely]]
+  if (!device.is_cuda()) [[likely]]
     return kDefaultStream;
   return kernels::cuda::current_stream(device.index());
 }
 
 void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
   const Device to = dst.device(), from = src.device();
+  if (copy_meta(dst, src)) return;
   if (to.is_host() && from.is_host()) {
     // Host to host (cpu, sim:N, pinned): all host memory.
     kernels::cpu_backend().copy(detail::operand(dst), detail::operand(src));
@@ -194,6 +215,7 @@ namespace {
 int cuda_device_count() { return 0; }
 
 void copy_across_devices(const Tensor& dst, const Tensor& src, bool) {
+  if (copy_meta(dst, src)) return;
   if (!dst.device().is_host() || !src.device().is_host()) {
     check_cuda_device(dst.device().is_cuda() ? dst.device().index() : src.device().index());
   }
@@ -224,6 +246,7 @@ std::unique_ptr<MemorySource> make_cuda_source(int index) {
 }
 
 kernels::KernelBackend& detail::kernels_for(Device device) {
+  if (device.is_meta()) return kernels::meta_backend();
   if (!device.is_host()) check_cuda_device(device.index());
   return kernels::cpu_backend();
 }

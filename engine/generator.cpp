@@ -15,6 +15,7 @@ struct Generators {
   Generator cpu;
   std::array<std::unique_ptr<Generator>, kMaxIndex> sim;
   std::array<std::unique_ptr<Generator>, kMaxIndex> cuda;
+  std::array<std::unique_ptr<Generator>, kMaxIndex> meta;  // advances as a real device's would
 };
 
 Generators& generators() {
@@ -54,7 +55,7 @@ uint64_t Generator::seed() const {
 Generator& default_generator(Device device) {
   Generators& g = generators();
   if (device.is_cpu()) return g.cpu;
-  auto& table = device.is_sim() ? g.sim : g.cuda;
+  auto& table = device.is_sim() ? g.sim : device.is_meta() ? g.meta : g.cuda;
   const auto index = static_cast<size_t>(device.index()) % kMaxIndex;
   std::lock_guard<std::mutex> lock(g.mutex);
   if (!table[index]) table[index] = std::make_unique<Generator>(g.seed);
@@ -66,7 +67,7 @@ void manual_seed(uint64_t seed) {
   g.cpu.manual_seed(seed);
   std::lock_guard<std::mutex> lock(g.mutex);
   g.seed = seed;
-  for (auto* table : {&g.sim, &g.cuda}) {
+  for (auto* table : {&g.sim, &g.cuda, &g.meta}) {
     for (auto& gen : *table) {
       if (gen) gen->manual_seed(seed);
     }

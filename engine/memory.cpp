@@ -36,8 +36,9 @@ namespace memgrad {
 namespace {
 
 constexpr int kMaxDeviceIndex = Device::kMaxIndex + 1;
-constexpr int kNumSlots = 1 + 2 * kMaxDeviceIndex;  // cpu, sim:0..63, cuda:0..63
+constexpr int kNumSlots = 1 + 3 * kMaxDeviceIndex;  // cpu, sim:0..63, cuda:0..63, meta:0..63
 constexpr size_t kDefaultSimCapacity = 1 * kGiB;
+constexpr size_t kDefaultMetaCapacity = 80 * kGiB;  // an 80 GiB GPU
 
 struct Registry {
   std::mutex mutex;
@@ -49,6 +50,7 @@ struct Registry {
   size_t cpu_limit = 0;  // 0: host memory
   bool cpu_limit_read = false;
   std::array<size_t, kMaxDeviceIndex> sim_capacity{};
+  std::array<size_t, kMaxDeviceIndex> meta_capacity{};
   std::optional<std::string> trace_path;     // MEMGRAD_TRACE, read once
   std::optional<std::string> snapshot_path;  // MEMGRAD_SNAPSHOT, read with it
   bool trace_path_read = false;
@@ -65,6 +67,7 @@ int slot_of(Device d) {
     case DeviceType::CPU: return 0;
     case DeviceType::Sim: return 1 + d.index();
     case DeviceType::CUDA: return 1 + kMaxDeviceIndex + d.index();
+    case DeviceType::Meta: return 1 + 2 * kMaxDeviceIndex + d.index();
   }
   return 0;
 }
@@ -91,6 +94,14 @@ std::unique_ptr<MemorySource> make_source(Registry& r, Device d) {
       return std::make_unique<BoundedMemory>(capacity, d.str());
     }
     case DeviceType::CUDA: return make_cuda_source(d.index());
+    case DeviceType::Meta: {
+      // The simulated device's source: a reserved address range, first fit by address, pages
+      // never touched since no kernel writes a meta tensor. Same capacity, same addresses as
+      // sim:N, so a meta run and a sim run of a program agree byte for byte.
+      size_t capacity = r.meta_capacity[static_cast<size_t>(d.index())];
+      if (capacity == 0) capacity = env_size("MEMGRAD_META_MEMORY", kDefaultMetaCapacity);
+      return std::make_unique<BoundedMemory>(capacity, d.str());
+    }
   }
   return nullptr;
 }
@@ -117,7 +128,7 @@ constexpr int kTraceWriteFailed = 3;
 // The snapshot device index of a registry slot: cpu 0, sim:N and cuda:N N.
 int snapshot_index(int slot) {
   if (slot == 0) return 0;
-  return slot <= kMaxDeviceIndex ? slot - 1 : slot - 1 - kMaxDeviceIndex;
+  return (slot - 1) % kMaxDeviceIndex;
 }
 
 // At exit (MEMGRAD_SNAPSHOT): each recording device's snapshot, pickle or JSON by extension.
@@ -305,12 +316,16 @@ void set_cpu_memory_limit(size_t nbytes) {
   }
 }
 
-void set_sim_capacity(int index, size_t nbytes) {
-  const Device device(DeviceType::Sim, index);  // throws DeviceError outside 0..63
-  if (nbytes == 0) throw ConfigError(fmt::format("sim:{}: capacity must be > 0 bytes", index));
+namespace {
+
+// Sets the capacity of sim:index or meta:index and installs a fresh allocator over it.
+void set_capacity(DeviceType type, int index, size_t nbytes) {
+  const Device device(type, index);  // throws DeviceError outside 0..63
+  if (nbytes == 0) throw ConfigError(fmt::format("{}: capacity must be > 0 bytes", device.str()));
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  size_t& capacity = r.sim_capacity[static_cast<size_t>(index)];
+  auto& table = type == DeviceType::Meta ? r.meta_capacity : r.sim_capacity;
+  size_t& capacity = table[static_cast<size_t>(index)];
   const size_t previous = capacity;
   capacity = nbytes;
   try {
@@ -320,6 +335,12 @@ void set_sim_capacity(int index, size_t nbytes) {
     throw;
   }
 }
+
+}  // namespace
+
+void set_sim_capacity(int index, size_t nbytes) { set_capacity(DeviceType::Sim, index, nbytes); }
+
+void set_meta_capacity(int index, size_t nbytes) { set_capacity(DeviceType::Meta, index, nbytes); }
 
 void record_memory_history(Device device, size_t max_entries, bool enabled) {
   PolicyAllocator& a = allocator_for(device);

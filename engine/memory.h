@@ -12,6 +12,7 @@
 //   MEMGRAD_ALLOC_CONF        allocator options for every device ("policy:caching,...")
 //   MEMGRAD_CPU_MEMORY_LIMIT  e.g. "256MiB": the CPU becomes a bounded device of that capacity
 //   MEMGRAD_SIM_MEMORY        capacity of each simulated device sim:N (default "1GiB")
+//   MEMGRAD_META_MEMORY       capacity of each meta device meta:N (default "80GiB")
 //   MEMGRAD_TRACE             a file path: every allocator records its trace (allocator/trace.h)
 //                             from its creation, and at exit each device's current allocator
 //                             writes it there as JSON; with several devices traced, each file is
@@ -75,6 +76,9 @@ void set_cpu_memory_limit(size_t nbytes);
 
 // Sets the capacity of the simulated device sim:index, with a fresh allocator. Throws ConfigError.
 void set_sim_capacity(int index, size_t nbytes);
+// Sets the capacity of the meta device meta:index (up to BoundedMemory::kMaxCapacity, 4 TiB),
+// with a fresh allocator. Throws ConfigError.
+void set_meta_capacity(int index, size_t nbytes);
 
 // Where the reserved but unallocated bytes of `device` are now: hard fragmentation (free bytes
 // fenced by live blocks), soft (free bytes in segments with no live block), other streams; the

@@ -219,7 +219,12 @@ std::string to_string(const Tensor& t) {
   std::vector<std::string> suffixes;
   if (!t.device().is_cpu()) suffixes.push_back(fmt::format("device='{}'", t.device().str()));
   std::string body = "tensor(";
-  if (t.numel() == 0) {
+  if (t.device().is_meta()) {
+    // No values to show: PyTorch's tensor(..., device='meta', size=(2, 3)).
+    suffixes.push_back("size=" + size_tuple(t.sizes()));
+    if (t.dtype() != kFloat32) suffixes.push_back(fmt::format("dtype={}", dtype_name(t.dtype())));
+    body += "...";
+  } else if (t.numel() == 0) {
     // No element to tell int64 from float32, so only float32 goes without a dtype.
     if (t.dim() != 1) suffixes.push_back("size=" + size_tuple(t.sizes()));
     if (t.dtype() != kFloat32) suffixes.push_back(fmt::format("dtype={}", dtype_name(t.dtype())));

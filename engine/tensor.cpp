@@ -39,6 +39,13 @@ void Tensor::throw_undefined(const char* method) {
                    method, "self");
 }
 
+void Tensor::throw_no_values(const char* method) const {
+  throw DeviceError(fmt::format("[{}] a tensor on {} has a shape ({}) but no values: an op whose "
+                                "result depends on values cannot run there",
+                                method, device().str(), to_string(sizes())),
+                    method, {device().str()});
+}
+
 int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim(dim, this->dim(), "size")]; }
 
 int64_t Tensor::stride(int64_t dim) const {
@@ -67,6 +74,7 @@ T Tensor::item() const {
                                  numel(), to_string(sizes())),
                      "item", ShapeRoles::given(sizes()));
   }
+  if (device().is_meta()) throw_no_values("item");
   return to_vector<T>()[0];
 }
 
@@ -80,6 +88,7 @@ std::vector<T> Tensor::to_vector() const {
       return dtype_of<T>();
     }
   }();
+  if (device().is_meta()) throw_no_values("to_vector");
   Tensor host = to(kCPU).to(target).contiguous();
   std::vector<T> out(static_cast<size_t>(numel()));
   if constexpr (std::is_same_v<T, int>) {

@@ -277,6 +277,8 @@ class Tensor {
 
  private:
   [[noreturn]] static void throw_undefined(const char* method);
+  // The DeviceError of `method` reading the values of a meta tensor.
+  [[noreturn]] void throw_no_values(const char* method) const;
 
   std::shared_ptr<TensorImpl> impl_;
 };

@@ -172,5 +172,7 @@ class KernelBackend {
 
 // The CPU backend (always present).
 KernelBackend& cpu_backend();
+// The meta backend: every kernel a no-op, for tensors with shapes and no values (meta:N).
+KernelBackend& meta_backend();
 
 }  // namespace memgrad::kernels

@@ -1,0 +1,172 @@
+// meta:N: tensors with shapes and no values. What a program allocates on meta:N must equal, byte
+// for byte, what it allocates on sim:N of the same capacity (the same allocator policy over the
+// same kind of source), with no kernel run and no page touched; reading a value is an error
+// naming the op.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+#include "autograd/checkpoint.h"
+#include "engine/memgrad.h"
+#include "engine/nn/functional.h"
+#include "engine/nn/layers.h"
+#include "engine/nn/linear.h"
+#include "engine/optim/optimizer.h"
+#include "tests/support/error_check.h"
+
+using namespace memgrad;
+
+namespace {
+
+constexpr int kIndex = 5;  // devices of their own: other cases use sim:0 and sim:1
+constexpr size_t kCapacity = size_t{256} << 20;
+
+// meta:kIndex or sim:kIndex with a fresh allocator of `config` over `capacity` bytes.
+Device fresh(DeviceType type, const AllocatorConfig& config, size_t capacity = kCapacity) {
+  const Device device(type, kIndex);
+  set_allocator_config(device, config);
+  if (type == DeviceType::Meta) {
+    set_meta_capacity(kIndex, capacity);
+  } else {
+    set_sim_capacity(kIndex, capacity);
+  }
+  return device;
+}
+
+// Every statistic and every segment with its blocks, as one comparable text per line.
+std::vector<std::string> memory_state(Device device) {
+  std::vector<std::string> lines;
+  for (const auto& [name, value] : memory_stats(device).to_flat_map()) {
+    lines.push_back(fmt::format("{} = {}", name, value));
+  }
+  for (const SegmentSnapshot& s : allocator_for(device).snapshot()) {
+    lines.push_back(fmt::format("segment {:#x} {} small={} expandable={}", s.address, s.nbytes,
+                                s.small_pool, s.expandable));
+    for (const BlockSnapshot& b : s.blocks) {
+      lines.push_back(fmt::format("  block {:#x} {} requested {} allocated={}", b.address, b.nbytes,
+                                  b.requested, b.allocated));
+    }
+  }
+  return lines;
+}
+
+// Three AdamW steps of a 64-128-128-10 MLP on a batch of 32 on `device`, the middle layers
+// under checkpoint() when asked. Returns the memory state after each phase of each step.
+std::vector<std::vector<std::string>> train(Device device, bool checkpointed) {
+  auto model =
+      std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+          std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Linear>(128, 128), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Linear>(128, 10)});
+  model->to(device);
+  optim::AdamW optimizer(model->parameters(), optim::AdamOptions{});
+  const Tensor x = randn({32, 64}, device);
+  const Tensor target = randint(0, 10, {32}, TensorOptions(kInt64).with_device(device));
+  std::vector<std::vector<std::string>> phases;
+  for (int step = 0; step < 3; ++step) {
+    Tensor logits;
+    if (checkpointed) {
+      logits = autograd::checkpoint([&](const Tensor& h) { return (*model)(h); }, x);
+    } else {
+      logits = (*model)(x);
+    }
+    Tensor loss = nn::cross_entropy(logits, target);
+    phases.push_back(memory_state(device));
+    loss.backward();
+    phases.push_back(memory_state(device));
+    optimizer.step();
+    optimizer.zero_grad();
+    phases.push_back(memory_state(device));
+  }
+  return phases;
+}
+
+AllocatorConfig policy(const char* name) {
+  AllocatorConfig config;
+  config.policy = name;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("meta devices parse, print and name their range") {
+  CHECK_EQ(Device("meta"), Device(DeviceType::Meta, 0));
+  CHECK_EQ(Device("meta:7").str(), "meta:7");
+  CHECK(Device("meta:1").is_meta());
+  CHECK_FALSE(Device("meta:1").is_host());
+  const auto caught = memgrad::testing::caught<DeviceError>([] { (void)Device("meta:64"); });
+  REQUIRE(caught);
+  CHECK_EQ(caught->devices(), std::vector<std::string>{"meta:64"});
+}
+
+TEST_CASE("a meta tensor takes the bytes a sim tensor takes, and has no values") {
+  for (const char* name : {"caching", "expandable", "passthrough"}) {
+    CAPTURE(name);
+    const Device meta = fresh(DeviceType::Meta, policy(name));
+    const Device sim = fresh(DeviceType::Sim, policy(name));
+    for (Device d : {meta, sim}) {
+      const Tensor a = randn({1000, 300}, d);
+      const Tensor b = a.t().contiguous();
+      const Tensor c = ones({7}, TensorOptions(kFloat64).with_device(d));
+      (void)(b.sum() + c.sum());
+    }
+    CHECK_EQ(memory_state(meta), memory_state(sim));
+  }
+  const Device meta(DeviceType::Meta, kIndex);
+  const Tensor t = zeros({2, 3}, meta);
+  CHECK_EQ(t.str(), "tensor(..., device='meta:5', size=(2, 3))");
+  const auto item = memgrad::testing::caught<DeviceError>([&] { (void)t.sum().item<float>(); });
+  REQUIRE(item);
+  CHECK_EQ(item->op(), "item");
+  CHECK(std::string(item->what()).find("meta:5") != std::string::npos);
+  const auto to_cpu = memgrad::testing::caught<DeviceError>([&] { (void)t.cpu(); });
+  REQUIRE(to_cpu);
+  CHECK_EQ(to_cpu->op(), "to");
+  CHECK_EQ(to_cpu->devices(), (std::vector<std::string>{"meta:5", "cpu"}));
+}
+
+TEST_CASE("a training step on meta:N allocates exactly what it allocates on sim:N") {
+  // Forward, backward and the optimizer step, phase by phase, under three policies, plain and
+  // checkpointed: every statistic, every segment and every block at the same address.
+  for (const char* name : {"caching", "expandable", "passthrough"}) {
+    for (bool checkpointed : {false, true}) {
+      CAPTURE(name);
+      CAPTURE(checkpointed);
+      const auto on_meta = train(fresh(DeviceType::Meta, policy(name)), checkpointed);
+      const auto on_sim = train(fresh(DeviceType::Sim, policy(name)), checkpointed);
+      REQUIRE_EQ(on_meta.size(), on_sim.size());
+      // Something to compare: the forward's blocks are there, in segments.
+      const std::vector<std::string>& forward = on_meta.front();
+      CHECK(std::count_if(forward.begin(), forward.end(), [](const std::string& line) {
+              return line.starts_with("  block") && line.ends_with("allocated=true");
+            }) > 5);
+      for (size_t i = 0; i < on_meta.size(); ++i) {
+        CAPTURE(i);
+        CHECK_EQ(on_meta[i], on_sim[i]);
+      }
+    }
+  }
+}
+
+TEST_CASE("a meta device holds more than this machine has, and runs out where its capacity ends") {
+  // 48 GiB allocated on an 80 GiB meta device: addresses only, no page touched.
+  const Device meta = fresh(DeviceType::Meta, policy("caching"), size_t{80} << 30);
+  {
+    const Tensor big = empty({int64_t{12} << 30}, meta);  // 12 Gi floats
+    CHECK_EQ(memory_allocated(meta), size_t{48} << 30);
+    const auto oom = memgrad::testing::caught<OutOfMemoryError>(
+        [&] { (void)empty({int64_t{9} << 30}, meta); });  // 36 GiB more: 84 > 80
+    REQUIRE(oom);
+    CHECK_EQ(oom->info().requested, size_t{36} << 30);
+    CHECK_EQ(memory_stats(meta).num_ooms, 1);
+  }
+  CHECK_EQ(memory_allocated(meta), 0u);
+}
