@@ -51,8 +51,11 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     g.mul_(inv);
     // The sum is inf or NaN exactly when some element is (up to overflow of the sum itself).
     // On a meta device there are no values: no overflow (docs/estimate.md, "What is assumed").
-    const Tensor sum = g.sum();
-    if (!sum.device().is_meta() && !std::isfinite(sum.item<double>())) found_inf_ = true;
+    if (g.device().is_meta()) {
+      (void)g.sum();
+    } else if (!std::isfinite(g.sum().item<double>())) {
+      found_inf_ = true;
+    }
   }
   stage_ = Stage::Unscaled;
 }

@@ -79,11 +79,24 @@ int64_t parameter_bytes(const nn::Module& m) {
   return n;
 }
 
+// The rows whose largest logit is the target's class. On a meta device the count's tensors are
+// allocated and freed as in a real run (one expression each, so in the same order), but it has
+// no value: 0.
+int64_t correct_rows(const Tensor& logits, const Tensor& target) {
+  if (logits.device().is_meta()) {
+    (void)logits.argmax(1).eq(target).sum();
+    return 0;
+  }
+  return logits.argmax(1).eq(target).sum().item<int64_t>();
+}
+
 double accuracy_of(const Tensor& logits, const Tensor& target) {
   NoGradGuard no_grad;
-  return static_cast<double>(logits.argmax(1).eq(target).sum().item<int64_t>()) /
-         static_cast<double>(target.numel());
+  return static_cast<double>(correct_rows(logits, target)) / static_cast<double>(target.numel());
 }
+
+// The loss as a number (0 on a meta device, which has no values).
+double value_of(const Tensor& loss) { return loss.device().is_meta() ? 0.0 : loss.item<double>(); }
 
 double evaluate(nn::UnaryModule& model, const data::Dataset& test, Device device) {
   TracePhaseScope phase("eval");
@@ -93,7 +106,7 @@ double evaluate(nn::UnaryModule& model, const data::Dataset& test, Device device
   int64_t correct = 0, total = 0;
   while (auto batch = loader.next()) {
     const Tensor logits = model(batch->input);
-    correct += logits.argmax(1).eq(batch->target).sum().item<int64_t>();
+    correct += correct_rows(logits, batch->target);
     total += batch->target.numel();
   }
   model.train();
@@ -249,7 +262,7 @@ int main(int argc, char** argv) {
                                 measured);
             }
           }
-          step_loss += loss.item<double>() / static_cast<double>(opt.accumulate);
+          step_loss += value_of(loss) / static_cast<double>(opt.accumulate);
           step_acc += accuracy_of(logits, y) / static_cast<double>(opt.accumulate);
         }
         const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
@@ -312,8 +325,14 @@ int main(int argc, char** argv) {
       first.report.print();
       return 2;
     }
-    fmt::print("\nfinal test accuracy: {:.2f}% ({} epochs, {:.1f} s)\n\n", 100.0 * test_acc,
-               opt.epochs, seconds);
+    if (device.is_meta()) {
+      fmt::print(
+          "\nno accuracy on {}: its tensors have shapes, not values ({} epochs, {:.1f} s)\n\n",
+          device.str(), opt.epochs, seconds);
+    } else {
+      fmt::print("\nfinal test accuracy: {:.2f}% ({} epochs, {:.1f} s)\n\n", 100.0 * test_acc,
+                 opt.epochs, seconds);
+    }
     if (first.params > 0 && state.step > 0 && opt.resume.empty()) first.report.print();
     fmt::print("\n");
     steady.print();

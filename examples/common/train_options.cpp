@@ -42,10 +42,12 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
                  "Micro-batches per step (gradient accumulation; must divide --batch-size)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--device", o.device, "cpu, sim:N (a simulated bounded device) or cuda[:N]")
+  app.add_option("--device", o.device,
+                 "cpu, sim:N (a simulated bounded device), cuda[:N] or meta:N (shapes only: the "
+                 "memory of a run without computing it)")
       ->capture_default_str();
   app.add_option("--memory-limit", o.memory_limit,
-                 "Capacity of the device, e.g. 256MiB (cpu and sim)");
+                 "Capacity of the device, e.g. 256MiB (cpu, sim and meta)");
   app.add_option("--alloc-conf", o.alloc_conf,
                  "Allocator options, MEMGRAD_ALLOC_CONF syntax (e.g. policy:passthrough)");
   app.add_option(
@@ -100,9 +102,11 @@ Device configure_device(const TrainOptions& o) {
       set_cpu_memory_limit(limit);
     } else if (device.is_sim()) {
       set_sim_capacity(device.index(), limit);
+    } else if (device.is_meta()) {
+      set_meta_capacity(device.index(), limit);
     } else {
       throw ValueError(
-          "--memory-limit applies to cpu and sim devices; for cuda use "
+          "--memory-limit applies to cpu, sim and meta devices; for cuda use "
           "--alloc-conf per_process_memory_fraction:F",
           "", "--memory-limit");
     }
