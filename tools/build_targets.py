@@ -14,6 +14,7 @@ usage: build_targets.py BUILD_DIR COMMAND [ARGS...]
   lab [ARGS]        the lab's replay tool, and for `record -- PROGRAM` that program
   launch [ARGS]     the program of `launch -n N [--] PROGRAM` when it is an example (by name) or
                     an executable of the build directory (by path); nothing for other programs
+  estimate [ARGS]   the example PROGRAM of `estimate [--device-memory SIZE] [--policy P] PROGRAM`
 
 Prints one target per line (paths relative to BUILD_DIR, as ninja names them). The targets
 come from Meson's introspection file (meson-info/intro-targets.json), so a target that this
@@ -116,6 +117,25 @@ def launch_targets(build_dir, args):
     return [rel] if rel in defined else []
 
 
+def estimate_program(args):
+    """The PROGRAM of `estimate [--device-memory SIZE] [--policy NAME] PROGRAM ARGS`."""
+    i = 0
+    while i < len(args):
+        if args[i] in ("--device-memory", "--policy", "--build-dir"):
+            i += 2
+        elif args[i].startswith("-"):
+            i += 1
+        else:
+            return args[i]
+    return None
+
+
+def estimate_targets(build_dir, args):
+    program = estimate_program(args)
+    target = resolve_example(examples(build_dir), program) if program else None
+    return [target] if target else []
+
+
 def bench_targets(build_dir, args):
     if any(a in ("-h", "--help", "--list") for a in args):
         return []
@@ -172,6 +192,8 @@ def main(argv):
         targets = lab_targets(build_dir, args)
     elif command == "launch":
         targets = launch_targets(build_dir, args)
+    elif command == "estimate":
+        targets = estimate_targets(build_dir, args)
     else:
         print(f"build_targets: unknown command '{command}'", file=sys.stderr)
         return 2

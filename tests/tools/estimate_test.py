@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""`./memgrad estimate` (tools/estimate.py): its peaks are those of the same run on a device that
+computes (train_mlp on sim:0 of the same capacity, its own allocator trace), byte for byte; a run
+that does not fit says so with the out-of-memory message; bad input is one line and exit 2.
+
+usage: estimate_test.py BUILD_DIR
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
+ESTIMATE = os.path.join(ROOT, "tools", "estimate.py")
+TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
+ARGS = ["--epochs", "1", "--max-steps", "2", "--batch-size", "512"]
+
+
+def estimate(*args):
+    return subprocess.run([sys.executable, ESTIMATE, "--build-dir", BUILD] + list(args),
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def sim_peaks(capacity, extra):
+    """(peak allocated, peak reserved) of train_mlp on sim:0, from its own trace."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "t.json")
+        subprocess.run([TRAIN_MLP, "--device", "sim:0", "--memory-limit", capacity] + ARGS + extra,
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, check=True,
+                       env=dict(os.environ, MEMGRAD_TRACE=path))
+        with open(os.path.join(folder, "t.sim0.json"), encoding="utf-8") as f:
+            events = json.load(f)["memgrad_events"]
+    return max(e["allocated"] for e in events), max(e["reserved"] for e in events)
+
+
+def printed_bytes(out, label):
+    return int(re.search(rf"^{label}: ([\d,]+) B", out, re.M).group(1).replace(",", ""))
+
+
+class EstimateTest(unittest.TestCase):
+    def check_against_sim(self, extra, policy=None):
+        args = ["--device-memory", "512MiB"] + (["--policy", policy] if policy else [])
+        proc = estimate(*args, "train_mlp", *ARGS, *extra)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("fits: yes", proc.stdout)
+        sim_extra = extra + (["--alloc-policy", policy] if policy else [])
+        allocated, reserved = sim_peaks("512MiB", sim_extra)
+        self.assertEqual(printed_bytes(proc.stdout, "peak allocated"), allocated)
+        self.assertEqual(printed_bytes(proc.stdout, "peak reserved"), reserved)
+
+    def test_peaks_equal_a_real_run(self):
+        self.check_against_sim([])
+
+    def test_peaks_equal_a_real_run_checkpointed_with_sgd(self):
+        self.check_against_sim(["--checkpoint-segments", "2", "--optimizer", "sgd"])
+
+    def test_peaks_equal_a_real_run_on_expandable_segments(self):
+        self.check_against_sim([], policy="expandable")
+
+    def test_a_run_that_does_not_fit(self):
+        proc = estimate("--device-memory", "8MiB", "train_mlp", *ARGS)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("fits: no", proc.stdout)
+        self.assertIn("meta:0 out of memory. Tried to allocate 20.00 MiB", proc.stdout)
+
+    def test_bad_input(self):
+        for args, text in (
+                (["--device-memory", "1GiB", "no_such_program"], "unknown program 'no_such_program'"),
+                (["--device-memory", "80XB", "train_mlp"] + ARGS, "cannot read '80XB' as a size"),
+                (["--device-memory", "1GiB", "train_mlp", "--device", "cpu"], "--device is"),
+        ):
+            proc = estimate(*args)
+            self.assertEqual(proc.returncode, 2, proc.stdout)
+            self.assertIn(text, proc.stderr)
+            self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+            self.assertNotIn("Traceback", proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
