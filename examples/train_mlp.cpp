@@ -36,6 +36,7 @@
 #include "examples/common/report.h"
 #include "examples/common/steady_state.h"
 #include "examples/common/train_options.h"
+#include "examples/common/values.h"
 
 using namespace memgrad;
 using examples::rounded;
@@ -79,24 +80,15 @@ int64_t parameter_bytes(const nn::Module& m) {
   return n;
 }
 
-// The rows whose largest logit is the target's class. On a meta device the count's tensors are
-// allocated and freed as in a real run (one expression each, so in the same order), but it has
-// no value: 0.
+// The rows whose largest logit is the target's class (0 on a meta device).
 int64_t correct_rows(const Tensor& logits, const Tensor& target) {
-  if (logits.device().is_meta()) {
-    (void)logits.argmax(1).eq(target).sum();
-    return 0;
-  }
-  return logits.argmax(1).eq(target).sum().item<int64_t>();
+  return examples::value_or_zero<int64_t>(logits.argmax(1).eq(target).sum());
 }
 
 double accuracy_of(const Tensor& logits, const Tensor& target) {
   NoGradGuard no_grad;
   return static_cast<double>(correct_rows(logits, target)) / static_cast<double>(target.numel());
 }
-
-// The loss as a number (0 on a meta device, which has no values).
-double value_of(const Tensor& loss) { return loss.device().is_meta() ? 0.0 : loss.item<double>(); }
 
 double evaluate(nn::UnaryModule& model, const data::Dataset& test, Device device) {
   TracePhaseScope phase("eval");
@@ -262,7 +254,7 @@ int main(int argc, char** argv) {
                                 measured);
             }
           }
-          step_loss += value_of(loss) / static_cast<double>(opt.accumulate);
+          step_loss += examples::value_or_zero<double>(loss) / static_cast<double>(opt.accumulate);
           step_acc += accuracy_of(logits, y) / static_cast<double>(opt.accumulate);
         }
         const int64_t before_step = static_cast<int64_t>(memory_allocated(device));

@@ -11,6 +11,7 @@
 #include "engine/factories.h"
 #include "engine/nn/functional.h"
 #include "engine/reduce.h"
+#include "examples/common/values.h"
 
 namespace memgrad::examples {
 namespace {
@@ -84,7 +85,7 @@ LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& ta
   }
   NoGradGuard no_grad;
   out.accuracy =
-      flat.argmax(1).eq(labels).sum().item<double>() / static_cast<double>(labels.numel());
+      value_or_zero<double>(flat.argmax(1).eq(labels).sum()) / static_cast<double>(labels.numel());
   return out;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`./memgrad estimate` (tools/estimate.py): its peaks are those of the same run on a device that
 computes (train_mlp on sim:0 of the same capacity, its own allocator trace), byte for byte; a run
-that does not fit says so with the out-of-memory message; bad input is one line and exit 2.
+that does not fit says so with the out-of-memory message; --max-batch finds the batch a real run
+fits and one more does not; bad input is one line and exit 2.
 
 usage: estimate_test.py BUILD_DIR
 """
@@ -67,11 +68,26 @@ class EstimateTest(unittest.TestCase):
         self.assertIn("fits: no", proc.stdout)
         self.assertIn("meta:0 out of memory. Tried to allocate 20.00 MiB", proc.stdout)
 
+    def test_the_largest_batch_is_the_largest_a_real_run_fits(self):
+        proc = estimate("--device-memory", "32MiB", "train_mlp", "--epochs", "1", "--max-steps",
+                        "2", "--max-batch")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        batch = int(re.search(r"^largest batch that fits: (\d+) ", proc.stdout, re.M).group(1))
+        self.assertIn(f"--batch-size {batch} on meta:0", proc.stdout)
+        for size, status in ((batch, 0), (batch + 1, 1)):  # 1: out of memory
+            run = subprocess.run([TRAIN_MLP, "--device", "sim:0", "--memory-limit", "32MiB",
+                                  "--epochs", "1", "--max-steps", "2", "--batch-size", str(size)],
+                                 capture_output=True, text=True, timeout=300, cwd=ROOT)
+            self.assertEqual(run.returncode, status, (size, run.stderr))
+
     def test_bad_input(self):
         for args, text in (
                 (["--device-memory", "1GiB", "no_such_program"], "unknown program 'no_such_program'"),
                 (["--device-memory", "80XB", "train_mlp"] + ARGS, "cannot read '80XB' as a size"),
                 (["--device-memory", "1GiB", "train_mlp", "--device", "cpu"], "--device is"),
+                (["--device-memory", "16MiB", "train_mlp", "--max-batch"] + ARGS,
+                 "no batch fits on meta:0 of 16MiB"),
+                (["train_mlp"], "--device-memory SIZE is required"),
         ):
             proc = estimate(*args)
             self.assertEqual(proc.returncode, 2, proc.stdout)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""train_mlp on meta:0 against the same run on sim:0: every byte the program reports (the first
-step phase by phase, the steady state, the memory summary) is identical; only the lines that
-carry values (losses, accuracies, times) and the device's name differ. Configurations: plain,
-checkpointed, under autocast with a GradScaler, accumulating, on the expandable policy, and one
-that runs out of memory.
+"""train_mlp and train_charlm on meta:0 against the same runs on sim:0: every byte the programs
+report (the first step phase by phase, the steady state, the memory summary) is identical; only
+the lines that carry values (losses, accuracies, times, the sample) and the device's name differ.
+Configurations: plain, checkpointed, under autocast with a GradScaler, accumulating, on the
+expandable policy, and one that runs out of memory.
 
 usage: meta_run_test.py BUILD_DIR
 """
@@ -15,15 +15,18 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
-TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
-COMMON = ["--epochs", "1", "--max-steps", "3"]
+TRAIN_MLP = [os.path.join(BUILD, "examples", "train_mlp"), "--epochs", "1", "--max-steps", "3"]
+TRAIN_CHARLM = [os.path.join(BUILD, "examples", "train_charlm"), "--steps", "3",
+                "--sample-length", "0"]
 
-# Lines with values, which a meta run does not have: the progress bar and the accuracy.
-VALUE_LINES = re.compile(r"^(epoch \d+/\d+ \[|final test accuracy|no accuracy on meta)")
+# Lines with values, which a meta run does not have: progress bars, accuracies, losses and the
+# sample (its prompt, or why there is none).
+VALUE_LINES = re.compile(r"^(epoch \d+/\d+ \[|final test accuracy|no accuracy on meta|"
+                         r"training \[|validation loss|The $|\(none: meta)")
 
 
-def run(device, args, limit):
-    proc = subprocess.run([TRAIN_MLP, "--device", device, "--memory-limit", limit] + COMMON + args,
+def run(device, args, limit, program):
+    proc = subprocess.run(program + ["--device", device, "--memory-limit", limit] + args,
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     # The summary's title is centred, so its spacing follows the device's name.
     lines = [re.sub(" +", " ", line.replace(device, "DEVICE"))
@@ -33,9 +36,9 @@ def run(device, args, limit):
 
 
 class MetaAgainstSimTest(unittest.TestCase):
-    def check_same(self, args, limit="256MiB"):
-        sim_rc, sim_out, sim_err = run("sim:0", args, limit)
-        meta_rc, meta_out, meta_err = run("meta:0", args, limit)
+    def check_same(self, args, limit="256MiB", program=TRAIN_MLP):
+        sim_rc, sim_out, sim_err = run("sim:0", args, limit, program)
+        meta_rc, meta_out, meta_err = run("meta:0", args, limit, program)
         self.assertEqual(meta_rc, sim_rc, meta_err)
         self.assertEqual(meta_err, sim_err)
         self.assertEqual(meta_out, sim_out)
@@ -58,6 +61,18 @@ class MetaAgainstSimTest(unittest.TestCase):
 
     def test_expandable_segments(self):
         self.assertEqual(self.check_same(["--alloc-policy", "expandable"])[0], 0)
+
+    def test_transformer(self):
+        rc, out, _ = self.check_same([], program=TRAIN_CHARLM)
+        self.assertEqual(rc, 0)
+        self.assertIn("saved", out)
+
+    def test_transformer_under_autocast(self):
+        self.assertEqual(self.check_same(["--amp"], program=TRAIN_CHARLM)[0], 0)
+
+    def test_transformer_checkpointed_with_expandable_segments(self):
+        args = ["--checkpoint-segments", "2", "--alloc-policy", "expandable"]
+        self.assertEqual(self.check_same(args, program=TRAIN_CHARLM)[0], 0)
 
     def test_out_of_memory_at_the_same_request(self):
         rc, _, err = self.check_same([], limit="4MiB")
