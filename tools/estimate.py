@@ -2,14 +2,15 @@
 """`./memgrad estimate PROGRAM [ARGS] --device-memory SIZE [--policy NAME] [--max-batch]`: whether
 a training run fits on a device of SIZE, and its peaks, without computing it.
 
-Runs the example PROGRAM (train_mlp, or any example that takes --device and --memory-limit)
-with ARGS on meta:0, a device of SIZE whose tensors have shapes and no values
-(docs/estimate.md), recording the device's allocator trace, and prints:
+Runs the example PROGRAM (train_mlp, train_charlm, or any example that takes --device and
+--memory-limit) with ARGS on meta:0, a device of SIZE whose tensors have shapes and no values
+(docs/estimate.md), recording the device's allocator trace, and prints the peaks over the whole
+run (its training steps and its evaluation), e.g.
 
-  estimate: train_mlp --batch-size 4096 on meta:0, 80.00 GiB, caching
+  estimate: train_mlp --epochs 1 --max-steps 3 --batch-size 4096 on meta:0, 85,899,345,920 B (80.00 GiB), caching
   fits: yes
-  peak allocated: 33,739,776 B (32.18 MiB), first at event 412 of 826 (forward, linear)
-  peak reserved: 69,206,016 B (66.00 MiB), first at event 20 of 826 (forward, linear)
+  peak allocated: 54,655,488 B (52.12 MiB), first at event 145 of 912 (backward)
+  peak reserved: 69,206,016 B (66.00 MiB), first at event 85 of 912 (optimizer, zeros)
 
 With --max-batch, first the largest --batch-size that fits (doubling from 1, then bisecting,
 each probe a run on the meta device), then the estimate of the run at that batch.
@@ -32,7 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_example import find_examples, resolve_name  # noqa: E402
 
 DEVICE = "meta:0"
-OWNED_FLAGS = ("--device", "--memory-limit", "--alloc-policy")
+OWN_OPTIONS = ("--device-memory", "--policy", "--build-dir")  # estimate's, with a value
+OWNED_FLAGS = ("--device", "--memory-limit", "--alloc-policy")  # the program's, set by estimate
 
 
 def human(nbytes):
@@ -69,9 +71,6 @@ def last_message(stderr):
 def fail(message):
     print(f"estimate: error: {message}", file=sys.stderr)
     return 2
-
-
-OWN_OPTIONS = ("--device-memory", "--policy", "--build-dir")
 
 
 def parse(argv):

@@ -99,6 +99,10 @@ BENCHMARKS = [
               "(GB/s), and the MLP training step in one process against DDP on 2 ranks, "
               "in the same run",
               ("--quick",)),
+    Benchmark("estimate", "bench/estimate_bench",
+              "a GPT-2 XL-shaped AdamW step (width 1600, 25 heads, context 1024) on an 80 GiB "
+              "meta device at 12, 24 and 48 blocks: time (s), exact peaks, host memory; no peer",
+              ("--quick",)),
     Benchmark("train", "bench/train_bench",
               "MLP 784-512-512-10 training step (SGD, batch 128): step time, peak memory; "
               "vs libtorch",

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/autograd.h"
 #include "autograd/checkpoint.h"
 #include "engine/memgrad.h"
@@ -58,9 +59,13 @@ std::vector<std::string> memory_state(Device device) {
   return lines;
 }
 
-// Three AdamW steps of a 64-128-128-10 MLP on a batch of 32 on `device`, the middle layers
-// under checkpoint() when asked. Returns the memory state after each phase of each step.
-std::vector<std::vector<std::string>> train(Device device, bool checkpointed) {
+// How a training step runs its forward.
+enum class Forward { Plain, Checkpointed, Autocast };
+
+// Three AdamW steps of a 64-128-128-10 MLP on a batch of 32 on `device`, the forward plain,
+// under checkpoint() or under float16 autocast. Returns the memory state after each phase of
+// each step.
+std::vector<std::vector<std::string>> train(Device device, Forward forward) {
   auto model =
       std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
           std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(),
@@ -73,9 +78,10 @@ std::vector<std::vector<std::string>> train(Device device, bool checkpointed) {
   std::vector<std::vector<std::string>> phases;
   for (int step = 0; step < 3; ++step) {
     Tensor logits;
-    if (checkpointed) {
+    if (forward == Forward::Checkpointed) {
       logits = autograd::checkpoint([&](const Tensor& h) { return (*model)(h); }, x);
     } else {
+      autograd::AutocastGuard autocast(forward == Forward::Autocast);
       logits = (*model)(x);
     }
     Tensor loss = nn::cross_entropy(logits, target);
@@ -134,18 +140,19 @@ TEST_CASE("a meta tensor takes the bytes a sim tensor takes, and has no values")
 }
 
 TEST_CASE("a training step on meta:N allocates exactly what it allocates on sim:N") {
-  // Forward, backward and the optimizer step, phase by phase, under three policies, plain and
-  // checkpointed: every statistic, every segment and every block at the same address.
+  // Forward, backward and the optimizer step, phase by phase, under three policies, plain,
+  // checkpointed and under autocast: every statistic, every segment and every block at the same
+  // address.
   for (const char* name : {"caching", "expandable", "passthrough"}) {
-    for (bool checkpointed : {false, true}) {
+    for (Forward forward : {Forward::Plain, Forward::Checkpointed, Forward::Autocast}) {
       CAPTURE(name);
-      CAPTURE(checkpointed);
-      const auto on_meta = train(fresh(DeviceType::Meta, policy(name)), checkpointed);
-      const auto on_sim = train(fresh(DeviceType::Sim, policy(name)), checkpointed);
+      CAPTURE(static_cast<int>(forward));
+      const auto on_meta = train(fresh(DeviceType::Meta, policy(name)), forward);
+      const auto on_sim = train(fresh(DeviceType::Sim, policy(name)), forward);
       REQUIRE_EQ(on_meta.size(), on_sim.size());
       // Something to compare: the forward's blocks are there, in segments.
-      const std::vector<std::string>& forward = on_meta.front();
-      CHECK(std::count_if(forward.begin(), forward.end(), [](const std::string& line) {
+      const std::vector<std::string>& after_forward = on_meta.front();
+      CHECK(std::count_if(after_forward.begin(), after_forward.end(), [](const std::string& line) {
               return line.starts_with("  block") && line.ends_with("allocated=true");
             }) > 5);
       for (size_t i = 0; i < on_meta.size(); ++i) {
