@@ -27,8 +27,6 @@ void check_fraction(double fraction) {
   }
 }
 
-// The figures of an OOM on `source` for a request of `requested` bytes, of which the policy
-// tried to obtain `alloc_size` from the source.
 // The counts PyTorch's DeviceCachingAllocator keeps per block (the header above), as file-local
 // functions the hot paths inline.
 void count_alloc(MemoryStats& s, StatPool pool, size_t nbytes, size_t requested) {
@@ -56,6 +54,8 @@ void count_split(MemoryStats& s, StatPool pool, SplitTally split) {
   s.inactive_split_bytes.change(pool, split.bytes);
 }
 
+// The figures of an OOM on `source` for a request of `requested` bytes, of which the policy
+// tried to obtain `alloc_size` from the source.
 OutOfMemoryInfo oom_info(const MemorySource& source, size_t requested, size_t alloc_size,
                          const MemoryStats& stats) {
   OutOfMemoryInfo info;

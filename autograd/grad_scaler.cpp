@@ -51,11 +51,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     g.mul_(inv);
     // The sum is inf or NaN exactly when some element is (up to overflow of the sum itself).
     // On a meta device there are no values: no overflow (docs/estimate.md, "What is assumed").
-    if (g.device().is_meta()) {
-      (void)g.sum();
-    } else if (!std::isfinite(g.sum().item<double>())) {
-      found_inf_ = true;
-    }
+    if (!std::isfinite(g.sum().item_or(0.0))) found_inf_ = true;
   }
   stage_ = Stage::Unscaled;
 }

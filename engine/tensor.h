@@ -74,9 +74,16 @@ class Tensor {
   // The storage's version counter (PyTorch's tensor._version).
   uint32_t version() const { return checked("version").storage().version(); }
 
-  // The value of a one-element tensor, converted to T. Throws ShapeError otherwise.
+  // The value of a one-element tensor, converted to T. Throws ShapeError otherwise, and
+  // DeviceError on a meta device (shapes, no values).
   template <typename T = double>
   T item() const;
+  // item<T>(), or `assumed` on a meta device: where a program or an op reads a number it can do
+  // without when estimating (a loss to print, a count assumed full), docs/estimate.md.
+  template <typename T>
+  T item_or(T assumed) const {
+    return device().is_meta() ? assumed : item<T>();
+  }
   // All values in row-major order, converted to T (copies to the host if needed).
   template <typename T>
   std::vector<T> to_vector() const;

@@ -41,7 +41,6 @@
 #include "examples/common/report.h"
 #include "examples/common/steady_state.h"
 #include "examples/common/train_options.h"
-#include "examples/common/values.h"
 
 using namespace memgrad;
 using examples::CharLM;
@@ -139,8 +138,7 @@ double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t 
   double sum = 0.0;
   int64_t n = 0;
   while (auto b = loader.next()) {
-    sum += examples::value_or_zero<double>(
-        examples::charlm_loss(model, b->input, b->target, false).loss);
+    sum += examples::charlm_loss(model, b->input, b->target, false).loss.item_or(0.0);
     ++n;
   }
   model.train();
@@ -406,7 +404,7 @@ int main(int argc, char** argv) {
           report.add("zero_grad (- gradients)", -params, measured);
         }
       }
-      const double l = dp.mean(examples::value_or_zero<double>(loss));
+      const double l = dp.mean(loss.item_or(0.0));
       loss_avg = step == 0 ? l : 0.95 * loss_avg + 0.05 * l;
       const double a = dp.mean(result.accuracy);
       accuracy_avg = step == 0 ? a : 0.95 * accuracy_avg + 0.05 * a;

@@ -36,7 +36,6 @@
 #include "examples/common/report.h"
 #include "examples/common/steady_state.h"
 #include "examples/common/train_options.h"
-#include "examples/common/values.h"
 
 using namespace memgrad;
 using examples::rounded;
@@ -82,7 +81,7 @@ int64_t parameter_bytes(const nn::Module& m) {
 
 // The rows whose largest logit is the target's class (0 on a meta device).
 int64_t correct_rows(const Tensor& logits, const Tensor& target) {
-  return examples::value_or_zero<int64_t>(logits.argmax(1).eq(target).sum());
+  return logits.argmax(1).eq(target).sum().item_or<int64_t>(0);
 }
 
 double accuracy_of(const Tensor& logits, const Tensor& target) {
@@ -254,7 +253,7 @@ int main(int argc, char** argv) {
                                 measured);
             }
           }
-          step_loss += examples::value_or_zero<double>(loss) / static_cast<double>(opt.accumulate);
+          step_loss += loss.item_or(0.0) / static_cast<double>(opt.accumulate);
           step_acc += accuracy_of(logits, y) / static_cast<double>(opt.accumulate);
         }
         const int64_t before_step = static_cast<int64_t>(memory_allocated(device));

@@ -153,13 +153,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, double la
       out = losses.sum();
       if (reduction == Reduction::Mean) {
         // The mean is over the rows that are not ignored (PyTorch's weighted mean).
-        if (target.device().is_meta()) {
-          // No values: every row counts (docs/estimate.md, "What is assumed"). The count's
-          // tensors are allocated and freed as in a real run, in one expression.
-          (void)target.ne(ignore_index).sum();
-        } else {
-          count = target.ne(ignore_index).sum().item<int64_t>();
-        }
+        // On a meta device every row counts (docs/estimate.md, "What is assumed").
+        count = target.ne(ignore_index).sum().item_or<int64_t>(rows);
         out = out / static_cast<double>(count);
       }
     }

@@ -11,7 +11,6 @@
 #include "engine/factories.h"
 #include "engine/nn/functional.h"
 #include "engine/reduce.h"
-#include "examples/common/values.h"
 
 namespace memgrad::examples {
 namespace {
@@ -84,8 +83,7 @@ LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& ta
     out.loss = nn::cross_entropy(flat, labels);
   }
   NoGradGuard no_grad;
-  out.accuracy =
-      value_or_zero<double>(flat.argmax(1).eq(labels).sum()) / static_cast<double>(labels.numel());
+  out.accuracy = flat.argmax(1).eq(labels).sum().item_or(0.0) / static_cast<double>(labels.numel());
   return out;
 }
 

@@ -133,6 +133,9 @@ TEST_CASE("a meta tensor takes the bytes a sim tensor takes, and has no values")
   REQUIRE(item);
   CHECK_EQ(item->op(), "item");
   CHECK(std::string(item->what()).find("meta:5") != std::string::npos);
+  // item_or: the assumed number on meta, the value elsewhere.
+  CHECK_EQ(t.sum().item_or(-1.0), -1.0);
+  CHECK_EQ(ones({2, 3}).sum().item_or(-1.0), 6.0);
   const auto to_cpu = memgrad::testing::caught<DeviceError>([&] { (void)t.cpu(); });
   REQUIRE(to_cpu);
   CHECK_EQ(to_cpu->op(), "to");
