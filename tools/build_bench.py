@@ -22,13 +22,15 @@ Exits 1 when a target fails or a build fails. With --keep DIR the clones stay in
 """
 import argparse
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slowest_units  # noqa: E402  (reads .ninja_log: the seconds of each command)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_TU_SECONDS = 40.0
@@ -51,18 +53,6 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def ninja_steps(build):
-    """(seconds, output) of each command of the last build, from .ninja_log."""
-    steps = {}
-    with open(os.path.join(build, ".ninja_log"), encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("#"):
-                continue
-            start, end, _, output = line.rstrip("\n").split("\t")[:4]
-            steps[output] = (int(end) - int(start)) / 1000.0
-    return sorted(((s, o) for o, s in steps.items()), reverse=True)
-
-
 def cold_build(rev, workdir):
     """Clones `rev`, configures and builds `./memgrad test`'s targets; returns the figures."""
     commit = run(["git", "-C", ROOT, "rev-parse", "--verify", f"{rev}^{{commit}}"]).strip()
@@ -80,7 +70,7 @@ def cold_build(rev, workdir):
     run(["ninja", "-C", build, f"-j{os.cpu_count()}"] + targets, env=env)
     wall = time.monotonic() - start
     cpu = children_cpu() - cpu_before
-    steps = ninja_steps(build)
+    steps = sorted(((s, o) for o, s in slowest_units.steps(build).items()), reverse=True)
     units = [(s, o) for s, o in steps if o.endswith(".o")]
     return {"wall": wall, "cpu": cpu, "steps": len(steps), "units": units}
 

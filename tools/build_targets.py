@@ -14,7 +14,7 @@ usage: build_targets.py BUILD_DIR COMMAND [ARGS...]
   lab [ARGS]        the lab's replay tool, and for `record -- PROGRAM` that program
   launch [ARGS]     the program of `launch -n N [--] PROGRAM` when it is an example (by name) or
                     an executable of the build directory (by path); nothing for other programs
-  estimate [ARGS]   the example PROGRAM of `estimate [--device-memory SIZE] [--policy P] PROGRAM`
+  estimate [ARGS]   the example PROGRAM of `estimate PROGRAM [ARGS] --device-memory SIZE ...`
 
 Prints one target per line (paths relative to BUILD_DIR, as ninja names them). The targets
 come from Meson's introspection file (meson-info/intro-targets.json), so a target that this
@@ -25,6 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import estimate  # noqa: E402
 import run_bench  # noqa: E402
 from run_example import resolve_name  # noqa: E402
 
@@ -117,22 +118,12 @@ def launch_targets(build_dir, args):
     return [rel] if rel in defined else []
 
 
-def estimate_program(args):
-    """The PROGRAM of `estimate [--device-memory SIZE] [--policy NAME] PROGRAM ARGS`."""
-    i = 0
-    while i < len(args):
-        if args[i] in ("--device-memory", "--policy", "--build-dir"):
-            i += 2
-        elif args[i].startswith("-"):
-            i += 1
-        else:
-            return args[i]
-    return None
-
-
 def estimate_targets(build_dir, args):
-    program = estimate_program(args)
-    target = resolve_example(examples(build_dir), program) if program else None
+    try:
+        _, program, _ = estimate.parse(args)
+    except (ValueError, estimate.HelpRequested):  # estimate says what is wrong when it runs
+        return []
+    target = resolve_example(examples(build_dir), program)
     return [target] if target else []
 
 

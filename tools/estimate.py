@@ -73,6 +73,10 @@ def fail(message):
     return 2
 
 
+class HelpRequested(Exception):
+    """-h or --help before the program: print the usage."""
+
+
 def parse(argv):
     """estimate's own options, anywhere on the line, and PROGRAM with the rest of its ARGS."""
     opts = {"--build-dir": "build"}
@@ -92,8 +96,7 @@ def parse(argv):
         elif a == "--max-batch":
             opts[a] = True
         elif a in ("-h", "--help") and not rest:
-            print(__doc__)
-            sys.exit(0)
+            raise HelpRequested()
         else:
             rest.append(a)
         i += 1
@@ -185,6 +188,9 @@ def max_batch(path, name, args, opts):
 def main(argv):
     try:
         opts, program, args = parse(argv)
+    except HelpRequested:
+        print(__doc__)
+        return 0
     except ValueError as e:
         return fail(str(e))
     for flag in OWNED_FLAGS:
