@@ -28,6 +28,7 @@
 #include "distributed/error.h"
 #include "distributed/failure_note.h"
 #include "distributed/gloo_transport.h"
+#include "distributed/meta_transport.h"
 #include "distributed/nccl_transport.h"
 #include "distributed/rendezvous_env.h"
 #include "engine/cuda.h"
@@ -489,7 +490,8 @@ void ProcessGroup::barrier() {
 
 std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int world_size,
                                                  std::optional<Store> store,
-                                                 ProcessGroupOptions options, int local_rank) {
+                                                 ProcessGroupOptions options, int local_rank,
+                                                 std::optional<Device> device) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw DistributedError(
         fmt::format("[init_process_group] rank {} is not in a world of size {}", rank, world_size),
@@ -499,14 +501,27 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
     throw DistributedError("[init_process_group] the timeout must be positive",
                            "init_process_group", rank);
   }
-  if (local_rank < 0) local_rank = rank;
+  if (device && device->is_meta()) {
+    return std::make_shared<ProcessGroup>(backend, rank, world_size, *device,
+                                          detail::make_meta_transport(world_size, backend, *device),
+                                          options);
+  }
+  if (device && !(backend == Backend::Gloo ? device->is_host() : device->is_cuda())) {
+    throw DistributedError(
+        fmt::format(
+            "[init_process_group] the {} backend works on {}, not on {}", backend_name(backend),
+            backend == Backend::Gloo ? "cpu or sim:N (host memory)" : "cuda:N", device->str()),
+        "init_process_group", rank);
+  }
+  if (local_rank < 0) local_rank = device && device->is_cuda() ? device->index() : rank;
   // Groups are numbered in the order a process makes them; every rank makes them in the same
   // order (as in PyTorch), so group k meets its peers under the same keys.
   static int groups_made = 0;
   const int group = groups_made++;
   const std::string prefix =
       fmt::format("memgrad/{}/group{}", env_string("MEMGRAD_RUN_ID").value_or("run"), group);
-  const Device device = backend == Backend::Gloo ? kCPU : Device(DeviceType::CUDA, local_rank);
+  const Device on =
+      backend == Backend::Gloo ? device.value_or(kCPU) : Device(DeviceType::CUDA, local_rank);
   if (backend == Backend::Nccl && MEMGRAD_WITH_NCCL && local_rank >= cuda::device_count()) {
     const int usable = cuda::device_count();
     throw DistributedError(
@@ -516,7 +531,7 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
         "init_process_group", rank);
   }
   if (backend == Backend::Gloo && world_size == 1) {
-    return std::make_shared<ProcessGroup>(backend, rank, world_size, device,
+    return std::make_shared<ProcessGroup>(backend, rank, world_size, on,
                                           detail::make_local_transport(), options);
   }
   std::vector<detail::PeerInfo> peers;
@@ -551,17 +566,18 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
     if (!d.gone.empty()) write_failure_note({d.gone, error.what()});
     throw error;
   }
-  return std::make_shared<ProcessGroup>(backend, rank, world_size, device, std::move(transport),
+  return std::make_shared<ProcessGroup>(backend, rank, world_size, on, std::move(transport),
                                         options);
 }
 
-std::shared_ptr<ProcessGroup> init_process_group(Backend backend) {
+std::shared_ptr<ProcessGroup> init_process_group(Backend backend, std::optional<Device> device) {
   const RendezvousEnv env = rendezvous_env();
   ProcessGroupOptions options;
   options.timeout = timeout_from_env();
   std::optional<Store> store;
-  if (env.world_size > 1) store = Store::from_env();
-  return init_process_group(backend, env.rank, env.world_size, store, options, env.local_rank);
+  if (env.world_size > 1 && !(device && device->is_meta())) store = Store::from_env();
+  return init_process_group(backend, env.rank, env.world_size, store, options, env.local_rank,
+                            device);
 }
 
 }  // namespace memgrad::distributed

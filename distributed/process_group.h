@@ -149,17 +149,25 @@ class ProcessGroup {
 };
 
 // Joins `world_size` ranks through `store` (needed when world_size > 1) and returns the group.
-// Gloo: this process's CPU tensors; NCCL: cuda:`local_rank` (compiled in the CUDA build only).
-// Blocks until every rank has joined; throws RankFailureError naming the ranks that did not join
-// within options.timeout, DistributedError for a bad argument or a backend this build lacks.
-// Allocates: nothing on the device (Gloo's connections are host memory).
+// Where its tensors live, `device`: for Gloo cpu (the default) or sim:N, host memory either way;
+// for NCCL cuda:`local_rank` (compiled in the CUDA build only). Blocks until every rank has
+// joined; throws RankFailureError naming the ranks that did not join within options.timeout,
+// DistributedError for a bad argument or a backend this build lacks.
+// On a meta device (meta:N) the rank runs alone: no store, no peers, no waiting. Every collective
+// allocates on the device what `backend` allocates for it (NCCL's call-check tensors, Gloo's
+// reduce-scatter staging) and moves nothing, so a data-parallel run's per-rank memory can be
+// estimated one rank at a time (docs/estimate.md); PyTorch's counterpart is its fake process
+// group. Allocates: nothing on the device (Gloo's connections are host memory).
 std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int world_size,
                                                  std::optional<Store> store,
                                                  ProcessGroupOptions options = {},
-                                                 int local_rank = -1);
+                                                 int local_rank = -1,
+                                                 std::optional<Device> device = std::nullopt);
 
 // The same from the environment, as torchrun sets it: RANK, WORLD_SIZE, LOCAL_RANK, and the store
-// of Store::from_env() (not needed for one rank); MEMGRAD_DIST_TIMEOUT sets the timeout.
-std::shared_ptr<ProcessGroup> init_process_group(Backend backend);
+// of Store::from_env() (not needed for one rank, nor on a meta device); MEMGRAD_DIST_TIMEOUT sets
+// the timeout.
+std::shared_ptr<ProcessGroup> init_process_group(Backend backend,
+                                                 std::optional<Device> device = std::nullopt);
 
 }  // namespace memgrad::distributed

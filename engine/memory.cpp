@@ -192,13 +192,23 @@ void write_traces() {
   if (failed || !snapshots_ok) std::_Exit(kTraceWriteFailed);
 }
 
+// The path in the variable `name`, "{rank}" replaced by RANK (0 when unset); empty when unset.
+std::optional<std::string> output_path(const char* name) {
+  const char* path = std::getenv(name);
+  if (path == nullptr || *path == '\0') return std::nullopt;
+  const char* rank = std::getenv("RANK");
+  std::string out = path;
+  for (size_t at = out.find("{rank}"); at != std::string::npos; at = out.find("{rank}", at)) {
+    out.replace(at, 6, rank != nullptr && *rank != '\0' ? rank : "0");
+  }
+  return out;
+}
+
 // Requires r.mutex. Switches tracing on for a new allocator when MEMGRAD_TRACE asks for it.
 void maybe_trace(Registry& r, PolicyAllocator& allocator) {
   if (!r.trace_path_read) {
-    const char* path = std::getenv("MEMGRAD_TRACE");
-    if (path != nullptr && *path != '\0') r.trace_path = path;
-    const char* snapshot = std::getenv("MEMGRAD_SNAPSHOT");
-    if (snapshot != nullptr && *snapshot != '\0') r.snapshot_path = snapshot;
+    r.trace_path = output_path("MEMGRAD_TRACE");
+    r.snapshot_path = output_path("MEMGRAD_SNAPSHOT");
     r.trace_path_read = true;
   }
   if (!r.trace_path && !r.snapshot_path) return;

@@ -17,12 +17,14 @@
 //                             from its creation, and at exit each device's current allocator
 //                             writes it there as JSON; with several devices traced, each file is
 //                             the path with the device before the extension ("t.json" ->
-//                             "t.cpu.json", "t.sim0.json"). Recording costs host memory per
-//                             event; a replaced allocator's trace is not written.
+//                             "t.cpu.json", "t.sim0.json"). "{rank}" in the path becomes the
+//                             process's RANK (0 when unset), so each rank of ./memgrad launch
+//                             writes its own file. Recording costs host memory per event; a
+//                             replaced allocator's trace is not written.
 //   MEMGRAD_SNAPSHOT          a file path: every allocator records from its creation, and at
 //                             exit each device's memory snapshot (PyTorch's format, see
 //                             engine/memory_snapshot.h) is written there: pickle, or JSON for a
-//                             ".json" path; several devices as for MEMGRAD_TRACE.
+//                             ".json" path; several devices and "{rank}" as for MEMGRAD_TRACE.
 #pragma once
 
 #include <cstddef>

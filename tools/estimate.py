@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""`./memgrad estimate PROGRAM [ARGS] --device-memory SIZE [--policy NAME] [--max-batch]`: whether
-a training run fits on a device of SIZE, and its peaks, without computing it.
+"""`./memgrad estimate PROGRAM [ARGS] --device-memory SIZE [--policy NAME] [--ranks N]
+[--backend gloo|nccl] [--steps K] [--max-batch]`: whether a training run fits on a device of SIZE,
+and its peaks, without computing it.
 
 Runs the example PROGRAM (train_mlp, train_charlm, or any example that takes --device and
 --memory-limit) with ARGS on meta:0, a device of SIZE whose tensors have shapes and no values
@@ -12,8 +13,15 @@ run (its training steps and its evaluation), e.g.
   peak allocated: 54,655,488 B (52.12 MiB), first at event 145 of 912 (backward)
   peak reserved: 69,206,016 B (66.00 MiB), first at event 85 of 912 (optimizer, zeros)
 
-With --max-batch, first the largest --batch-size that fits (doubling from 1, then bisecting,
-each probe a run on the meta device), then the estimate of the run at that batch.
+With --ranks N (ARGS with --ddp or --zero S), each of the N ranks runs alone on its own meta device
+(RANK and WORLD_SIZE set, no peers): its collectives allocate what --backend's collectives
+allocate (default nccl, what a GPU run uses; gloo for cpu and sim runs) and move nothing. The
+peaks are printed per rank, ranks with the same peaks on one line.
+
+--steps K: the program's own step count (train_mlp: --epochs 1 --max-steps K; train_charlm:
+--steps K). With --max-batch, first the largest --batch-size that fits (doubling, then bisecting,
+in multiples of N x --accumulate, each probe a run of every rank), then the estimate of the run
+at that batch.
 
 The peaks are those the same run reaches on a real device of SIZE under the same policy: the
 allocator's decisions never depend on values. When the run does not fit, `fits: no` and the
@@ -28,13 +36,18 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_example import find_examples, resolve_name  # noqa: E402
 
 DEVICE = "meta:0"
-OWN_OPTIONS = ("--device-memory", "--policy", "--build-dir")  # estimate's, with a value
+# estimate's own options with a value, and their defaults.
+OWN_OPTIONS = {"--device-memory": None, "--policy": None, "--build-dir": "build", "--ranks": "1",
+               "--backend": None, "--steps": None}
 OWNED_FLAGS = ("--device", "--memory-limit", "--alloc-policy")  # the program's, set by estimate
+# How --steps K reaches each program.
+STEP_FLAGS = {"train_mlp": ["--epochs", "1", "--max-steps"], "train_charlm": ["--steps"]}
 
 
 def human(nbytes):
@@ -79,7 +92,7 @@ class HelpRequested(Exception):
 
 def parse(argv):
     """estimate's own options, anywhere on the line, and PROGRAM with the rest of its ARGS."""
-    opts = {"--build-dir": "build"}
+    opts = {k: v for k, v in OWN_OPTIONS.items() if v is not None}
     rest = []
     i = 0
     while i < len(argv):
@@ -105,20 +118,35 @@ def parse(argv):
     if not rest or rest[0].startswith("-"):
         raise ValueError("name the program to estimate first: estimate PROGRAM [ARGS] "
                          "--device-memory SIZE")
+    for name in ("--ranks", "--steps"):
+        if name in opts and not (opts[name].isdigit() and 1 <= int(opts[name]) <= 4096):
+            raise ValueError(f"{name} {opts[name]}: a whole number in [1, 4096]")
+    if opts.get("--backend", "nccl") not in ("gloo", "nccl"):
+        raise ValueError(f"--backend {opts['--backend']}: gloo or nccl")
     return opts, rest[0], rest[1:]
 
 
-class Probe:
-    """One run of the program on the meta device: its exit status, stderr and device trace."""
+def data_parallel(args):
+    """Whether ARGS ask the program for --ddp or --zero."""
+    return any(a in ("--ddp", "--zero") or a.startswith("--zero=") for a in args)
 
-    def __init__(self, path, args, opts):
+
+class Probe:
+    """One run of the program on the meta device, as rank `rank` of `world`: its exit status,
+    stderr and device trace."""
+
+    def __init__(self, path, args, opts, rank=0, world=1):
         command = [path] + args + ["--device", DEVICE, "--memory-limit", opts["--device-memory"]]
         if "--policy" in opts:
             command += ["--alloc-policy", opts["--policy"]]
+        if world > 1 and "--backend" in opts:
+            command += ["--backend", opts["--backend"]]
         with tempfile.TemporaryDirectory() as folder:
             trace_path = os.path.join(folder, "trace.json")
-            proc = subprocess.run(command, capture_output=True, text=True,
-                                  env=dict(os.environ, MEMGRAD_TRACE=trace_path))
+            env = dict(os.environ, MEMGRAD_TRACE=trace_path)
+            if world > 1:
+                env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+            proc = subprocess.run(command, capture_output=True, text=True, env=env)
             self.returncode, self.stderr = proc.returncode, proc.stderr
             self.trace = None
             device_trace = os.path.join(folder, "trace." + DEVICE.replace(":", "") + ".json")
@@ -143,6 +171,13 @@ class Probe:
         return None
 
 
+def run_ranks(path, args, opts):
+    """One Probe per rank, run as many at a time as there are cores."""
+    world = int(opts["--ranks"])
+    with ThreadPoolExecutor(max_workers=min(world, os.cpu_count() or 1)) as pool:
+        return list(pool.map(lambda r: Probe(path, args, opts, r, world), range(world)))
+
+
 def with_batch(args, batch):
     """`args` with --batch-size set to `batch`."""
     out, i = [], 0
@@ -156,33 +191,75 @@ def with_batch(args, batch):
     return out + ["--batch-size", str(batch)]
 
 
+def flag_value(args, flag, default):
+    """The integer value of `flag` in args (the last one), or default."""
+    value = default
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args) and args[i + 1].isdigit():
+            value = int(args[i + 1])
+        elif a.startswith(flag + "=") and a.split("=", 1)[1].isdigit():
+            value = int(a.split("=", 1)[1])
+    return value
+
+
 def max_batch(path, name, args, opts):
-    """The largest --batch-size that fits: doubling from 1, then bisecting. Each probe a run."""
+    """The largest --batch-size that fits, in multiples of ranks x --accumulate (every batch must
+    split into them): doubling from one multiple, then bisecting. Each probe a run of every rank."""
+    unit = int(opts["--ranks"]) * flag_value(args, "--accumulate", 1)
     fits = {}
 
-    def probe(batch):
-        result = Probe(path, with_batch(args, batch), opts)
-        message = result.error(name)
-        if message:
-            raise RuntimeError(f"at --batch-size {batch}: {message}")
-        fits[batch] = not result.out_of_memory
-        return fits[batch]
+    def probe(multiple):
+        batch = multiple * unit
+        for result in run_ranks(path, with_batch(args, batch), opts):
+            message = result.error(name)
+            if message:
+                raise RuntimeError(f"at --batch-size {batch}: {message}")
+            if result.out_of_memory:
+                fits[batch] = False
+                return False
+        fits[batch] = True
+        return True
 
     if not probe(1):
         raise LookupError(f"no batch fits on {DEVICE} of {opts['--device-memory']}: "
-                          f"--batch-size 1 runs out of memory")
+                          f"--batch-size {unit} runs out of memory")
     low, high = 1, 2
     while probe(high):
         low, high = high, high * 2
         if high > 1 << 20:
-            return low, fits
+            return low * unit, fits
     while high - low > 1:
         middle = (low + high) // 2
         if probe(middle):
             low = middle
         else:
             high = middle
-    return low, fits
+    return low * unit, fits
+
+
+def rank_names(ranks):
+    """'rank 3', 'ranks 0-63', 'ranks 0, 2'."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))
+
+
+def print_peaks(runs):
+    """Peak allocated and reserved with where each is first reached; with several ranks, one line
+    per group of ranks whose line is the same."""
+    for label, field in (("peak allocated", "allocated"), ("peak reserved", "reserved")):
+        lines = {}
+        for rank, run in enumerate(runs):
+            value, at = peak(run.trace, field)
+            events = len(run.trace["memgrad_events"])
+            position = (f", first at event {at + 1} of {events}{where(run.trace, at)}"
+                        if at >= 0 else "")
+            lines.setdefault(f"{human(value)}{position}", []).append(rank)
+        for text, ranks in lines.items():
+            who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
+            print(f"{label}{who}: {text}")
 
 
 def main(argv):
@@ -197,10 +274,19 @@ def main(argv):
         if any(a == flag or a.startswith(flag + "=") for a in args):
             return fail(f"{flag} is estimate's to set (the device is {DEVICE}, its capacity "
                         f"--device-memory, its policy --policy)")
+    ranks = int(opts["--ranks"])
+    if ranks > 1 and not data_parallel(args):
+        return fail(f"--ranks {ranks} needs the program's --ddp or --zero STAGE: without them "
+                    f"every rank would be the same one-process run")
     found = find_examples(opts["--build-dir"])
     name = resolve_name(found, program)
     if name is None:
         return fail(f"unknown program '{program}' (./memgrad example list names them)")
+    if "--steps" in opts:
+        if name not in STEP_FLAGS:
+            return fail(f"--steps: {name} has no step count that estimate knows "
+                        f"({', '.join(STEP_FLAGS)} have); pass its own flag in ARGS")
+        args = args + STEP_FLAGS[name] + [opts["--steps"]]
     if "--max-batch" in opts:
         try:
             batch, fits = max_batch(found[name], name, args, opts)
@@ -209,24 +295,28 @@ def main(argv):
         tried = ", ".join(f"{b} {'fits' if ok else 'does not'}" for b, ok in sorted(fits.items()))
         print(f"largest batch that fits: {batch} ({len(fits)} runs: {tried})")
         args = with_batch(args, batch)
-    run = Probe(found[name], args, opts)
-    message = run.error(name)
-    if message:
-        return fail(message)
-    trace = run.trace
+    runs = run_ranks(found[name], args, opts)
+    for run in runs:
+        message = run.error(name)
+        if message:
+            return fail(message)
+    trace = runs[0].trace
     shown = " ".join([name] + args)
-    print(f"estimate: {shown} on {DEVICE}, {human(trace['capacity'])}, {trace['policy']}")
-    print(f"fits: {'no' if run.out_of_memory else 'yes'}")
-    events = len(trace["memgrad_events"])
-    for label, field in (("peak allocated", "allocated"), ("peak reserved", "reserved")):
-        value, at = peak(trace, field)
-        position = f", first at event {at + 1} of {events}{where(trace, at)}" if at >= 0 else ""
-        print(f"{label}: {human(value)}{position}")
-    if run.report_mismatch:
+    collectives = (f", {ranks} ranks each alone on its meta device, collectives as "
+                   f"{opts.get('--backend', 'nccl')}'s" if ranks > 1 else "")
+    print(f"estimate: {shown} on {DEVICE}, {human(trace['capacity'])}, {trace['policy']}"
+          f"{collectives}")
+    short = [rank for rank, run in enumerate(runs) if run.out_of_memory]
+    if ranks > 1:
+        print(f"fits: {'no (' + rank_names(short) + ' run out of memory)' if short else 'yes'}")
+    else:
+        print(f"fits: {'no' if short else 'yes'}")
+    print_peaks(runs)
+    if any(run.report_mismatch for run in runs):
         print(f"note: {name}'s own expected-vs-measured report has rows that do not match "
               f"(exit 2); the peaks above are measured")
-    if run.out_of_memory:
-        print(last_message(run.stderr))
+    if short:
+        print(last_message(runs[short[0]].stderr))
         return 1
     return 0
 

@@ -31,9 +31,12 @@ DataParallel::DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOp
         "--checkpoint-segments the recomputation would gather again: not supported",
         "", "--zero", "3");
   }
-  const distributed::Backend backend =
-      device.is_cuda() ? distributed::Backend::Nccl : distributed::Backend::Gloo;
-  pg_ = distributed::init_process_group(backend);
+  // A meta device stands for a GPU: its ranks allocate as NCCL's do unless --backend says gloo.
+  const distributed::Backend backend = !o.backend.empty() ? distributed::parse_backend(o.backend)
+                                       : device.is_cuda() || device.is_meta()
+                                           ? distributed::Backend::Nccl
+                                           : distributed::Backend::Gloo;
+  pg_ = distributed::init_process_group(backend, device);
   if (o.batch_size % (o.accumulate * pg_->size()) != 0) {
     throw ValueError(fmt::format("--batch-size {} must split into {} ranks x --accumulate {} "
                                  "equal parts",
@@ -78,7 +81,7 @@ double DataParallel::mean(double local) const {
   if (!pg_) return local;
   Tensor t = full({1}, local, TensorOptions(kFloat64).with_device(pg_->device()));
   pg_->all_reduce(t, distributed::ReduceOp::Avg);
-  return t.item<double>();
+  return t.item_or(local);
 }
 
 std::unique_ptr<distributed::DistributedDataParallel::NoSyncGuard> DataParallel::no_sync() {

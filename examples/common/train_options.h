@@ -35,12 +35,13 @@ struct TrainOptions {
   bool amp = false;                 // float16 autocast + GradScaler
   bool ddp = false;                 // DistributedDataParallel (under ./memgrad launch)
   int zero = 0;                     // ZeRO stage 1, 2 or 3 (0: off; under ./memgrad launch)
+  std::string backend;              // gloo or nccl; empty: by device (cuda and meta: nccl)
   bool describe = false;            // print a one-line description and exit
 };
 
 // Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,
 // --accumulate, --device, --memory-limit, --alloc-conf, --alloc-policy, --save, --resume, --seed,
-// --checkpoint-segments, --amp, --ddp, --zero.
+// --checkpoint-segments, --amp, --ddp, --zero, --backend.
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 

@@ -80,6 +80,15 @@ class EstimateTest(unittest.TestCase):
                                  capture_output=True, text=True, timeout=300, cwd=ROOT)
             self.assertEqual(run.returncode, status, (size, run.stderr))
 
+    def test_steps_reach_the_program(self):
+        proc = estimate("--device-memory", "512MiB", "--steps", "2", "train_mlp",
+                        "--batch-size", "512")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("train_mlp --batch-size 512 --epochs 1 --max-steps 2 on meta:0", proc.stdout)
+        allocated, reserved = sim_peaks("512MiB", [])
+        self.assertEqual(printed_bytes(proc.stdout, "peak allocated"), allocated)
+        self.assertEqual(printed_bytes(proc.stdout, "peak reserved"), reserved)
+
     def test_bad_input(self):
         for args, text in (
                 (["--device-memory", "1GiB", "no_such_program"], "unknown program 'no_such_program'"),
@@ -88,6 +97,12 @@ class EstimateTest(unittest.TestCase):
                 (["--device-memory", "16MiB", "train_mlp", "--max-batch"] + ARGS,
                  "no batch fits on meta:0 of 16MiB"),
                 (["train_mlp"], "--device-memory SIZE is required"),
+                (["--device-memory", "1GiB", "--ranks", "4", "train_mlp"] + ARGS,
+                 "--ranks 4 needs the program's --ddp or --zero STAGE"),
+                (["--device-memory", "1GiB", "--ranks", "0", "train_mlp", "--ddp"],
+                 "--ranks 0: a whole number in [1, 4096]"),
+                (["--device-memory", "1GiB", "--backend", "mpi", "train_mlp"], "--backend mpi"),
+                (["--device-memory", "1GiB", "--steps", "2", "b04"], "--steps: b04_"),
         ):
             proc = estimate(*args)
             self.assertEqual(proc.returncode, 2, proc.stdout)
