@@ -126,6 +126,11 @@ class PolicyAllocator {
   // (PyTorch's snapshot entry). The marker's address is 0.
   void mark_in_trace(TraceAction action, uint64_t nbytes = 0);
 
+  // Says what the block at `ptr` is (TraceName), when the trace is on; nothing otherwise.
+  void name_in_trace(const void* ptr, std::string_view module, std::string_view role) {
+    if (trace_.enabled()) trace_.name(trace_address(ptr), module, role);
+  }
+
   // The policy's trace recorder (off until enabled).
   TraceRecorder& trace() { return trace_; }
   const TraceRecorder& trace() const { return trace_; }

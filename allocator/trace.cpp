@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <map>
+#include <unordered_set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -46,6 +47,19 @@ TracePhaseScope::~TracePhaseScope() { t_context.phase = previous_; }
 TraceOpScope::TraceOpScope(const char* op) : previous_(t_context.op) { t_context.op = op; }
 TraceOpScope::~TraceOpScope() { t_context.op = previous_; }
 
+TraceModuleScope::TraceModuleScope(const char* module) : previous_(t_context.module) {
+  t_context.module = module;
+}
+
+TraceModuleScope::~TraceModuleScope() { t_context.module = previous_; }
+
+const char* intern_trace_string(std::string_view text) {
+  static std::mutex* mutex = new std::mutex();  // immortal, as the strings
+  static auto* strings = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  return strings->emplace(text).first->c_str();
+}
+
 TraceLabelScope::TraceLabelScope(std::string label) : previous_(std::move(t_context.label)) {
   t_context.label = std::move(label);
 }
@@ -57,6 +71,10 @@ void TraceRecorder::enable(size_t max_entries) {
   std::lock_guard<std::mutex> lock(mutex_);
   events_.clear();
   contexts_.clear();
+  context_index_.clear();
+  names_.clear();
+  recorded_ = 0;
+  last_context_ = 0;
   next_ = 0;
   overflowed_ = false;
   max_entries_ = max_entries == 0 ? 1 : max_entries;
@@ -70,6 +88,10 @@ void TraceRecorder::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   events_.clear();
   contexts_.clear();
+  context_index_.clear();
+  names_.clear();
+  recorded_ = 0;
+  last_context_ = 0;
   next_ = 0;
   overflowed_ = false;
 }
@@ -91,14 +113,39 @@ size_t TraceRecorder::size() const {
 
 uint32_t TraceRecorder::intern_context() {
   const TraceContext& c = t_context;
-  // Linear search from the back: a run has a handful of distinct contexts and the latest one is
-  // by far the most likely match.
-  for (size_t i = contexts_.size(); i-- > 0;) {
-    const TraceContextRecord& r = contexts_[i];
-    if (r.phase == c.phase && r.op == c.op && r.label == c.label) return static_cast<uint32_t>(i);
+  // The latest context is by far the most likely match; the others are looked up by their text
+  // (a transformer's contexts run into the thousands: its modules times its ops).
+  if (!contexts_.empty()) {
+    const TraceContextRecord& last = contexts_[last_context_];
+    if (last.phase == c.phase && last.op == c.op && last.module == c.module &&
+        last.label == c.label) {
+      return last_context_;
+    }
   }
-  contexts_.push_back({c.phase, c.op, c.label});
-  return static_cast<uint32_t>(contexts_.size() - 1);
+  std::string key =
+      fmt::format("{}{}{}{}{}{}{}", c.phase, '\0', c.op, '\0', c.module, '\0', c.label);
+  const auto [it, added] =
+      context_index_.emplace(std::move(key), static_cast<uint32_t>(contexts_.size()));
+  if (added) contexts_.push_back({c.phase, c.op, c.label, c.module});
+  last_context_ = it->second;
+  return it->second;
+}
+
+void TraceRecorder::name(uint64_t address, std::string_view module, std::string_view role) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  names_.push_back({recorded_, address, std::string(module), std::string(role)});
+}
+
+std::vector<TraceName> TraceRecorder::names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t dropped = recorded_ - events_.size();
+  std::vector<TraceName> out;
+  for (const TraceName& n : names_) {
+    if (n.event < dropped) continue;
+    out.push_back(n);
+    out.back().event -= dropped;
+  }
+  return out;
 }
 
 void TraceRecorder::record(TraceAction action, uint64_t address, uint64_t nbytes,
@@ -115,6 +162,7 @@ void TraceRecorder::record(TraceAction action, uint64_t address, uint64_t nbytes
   e.allocated = allocated;
   e.reserved = reserved;
   e.context = intern_context();
+  ++recorded_;
   if (events_.size() < max_entries_) {
     events_.push_back(e);
   } else {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "allocator/stream.h"
@@ -38,12 +39,19 @@ enum class TraceAction : uint8_t {
 std::string_view trace_action_name(TraceAction action);
 
 // The calling thread's context, copied into each event. `phase` and `op` point at string
-// literals (set by the engine and autograd); `label` is the user's.
+// literals (set by the engine and autograd); `module` at an interned module path ("blocks.3.attn",
+// set while a module runs its forward and while autograd runs the nodes it recorded); `label` is
+// the user's.
 struct TraceContext {
   const char* phase = "";
   const char* op = "";
+  const char* module = "";
   std::string label;
 };
+
+// A pointer to a copy of `text` that lives as long as the process (the same pointer for the same
+// text), for the module paths the trace contexts point at. Allocates: host memory, once per text.
+const char* intern_trace_string(std::string_view text);
 
 // The calling thread's current context.
 const TraceContext& current_trace_context();
@@ -68,6 +76,19 @@ class TraceOpScope {
   ~TraceOpScope();
   TraceOpScope(const TraceOpScope&) = delete;
   TraceOpScope& operator=(const TraceOpScope&) = delete;
+
+ private:
+  const char* previous_;
+};
+
+// Sets the module path for the current scope. `module` must live as long as the process
+// (intern_trace_string).
+class TraceModuleScope {
+ public:
+  explicit TraceModuleScope(const char* module);
+  ~TraceModuleScope();
+  TraceModuleScope(const TraceModuleScope&) = delete;
+  TraceModuleScope& operator=(const TraceModuleScope&) = delete;
 
  private:
   const char* previous_;
@@ -102,6 +123,17 @@ struct TraceContextRecord {
   std::string phase;
   std::string op;
   std::string label;
+  std::string module;
+};
+
+// What a block is, said by the code that knows (a module naming its parameters once it knows
+// its path, a DDP gradient bucket): it applies to the block live at `address` after the first
+// `event` events of the trace (those it holds, ring or not).
+struct TraceName {
+  uint64_t event = 0;
+  uint64_t address = 0;
+  std::string module;  // "blocks.3.attn.qkv"; "" for none
+  std::string role;    // "parameter", "buffer", "gradient", "optimizer state"
 };
 
 class TraceRecorder {
@@ -125,9 +157,15 @@ class TraceRecorder {
   void record(TraceAction action, uint64_t address, uint64_t nbytes, uint64_t requested,
               StreamId stream, int64_t allocated, int64_t reserved);
 
+  // Names the block live at `address` now (see TraceName). Call only when enabled().
+  void name(uint64_t address, std::string_view module, std::string_view role);
+
   // The events in time order, and the contexts they index.
   std::vector<TraceEvent> events() const;
   std::vector<TraceContextRecord> contexts() const;
+  // The names given, each counted against the events held (names of blocks whose events the
+  // ring has overwritten are left out).
+  std::vector<TraceName> names() const;
 
  private:
   uint32_t intern_context();  // requires mutex_
@@ -138,8 +176,13 @@ class TraceRecorder {
   size_t max_entries_ = SIZE_MAX;
   size_t next_ = 0;  // ring position once the buffer is full
   bool overflowed_ = false;
+  uint32_t last_context_ = 0;  // the context of the latest event
+  uint64_t recorded_ = 0;      // events recorded since enable() or clear(), the overwritten too
   std::vector<TraceEvent> events_;
   std::vector<TraceContextRecord> contexts_;
+  // Where each context is in contexts_: phase, op, module and label joined by '\0'.
+  std::unordered_map<std::string, uint32_t> context_index_;
+  std::vector<TraceName> names_;  // event: counted in recorded_
 };
 
 }  // namespace memgrad

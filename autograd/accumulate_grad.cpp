@@ -2,11 +2,14 @@
 #include "autograd/accumulate_grad.h"
 
 #include "autograd/grad_mode.h"
+#include "engine/storage.h"
 
 namespace memgrad::autograd {
 
 AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
   output_meta().push_back(TensorMeta::of(leaf_));
+  // A parameter's gradient belongs to the parameter's module, wherever it is first used.
+  if (*leaf_.storage().trace_module() != '\0') set_module(leaf_.storage().trace_module());
 }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {

@@ -97,6 +97,7 @@ void execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, boo
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
+    const TraceModuleScope module(n->module());
     std::vector<Tensor> grads = std::move(buffers[n]);
     buffers.erase(n);
     grads.resize(std::max(grads.size(), n->output_meta().size()));

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include "allocator/trace.h"
 #include "autograd/hooks.h"
 
 namespace memgrad::autograd {
@@ -13,7 +14,9 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 }  // namespace
 
-Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node()
+    : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)),
+      module_(current_trace_context().module) {}
 
 OpNode::OpNode(OpKind kind, Formula formula, OpAttrs attrs)
     : kind_(kind), formula_(formula), attrs_(std::move(attrs)) {}

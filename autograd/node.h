@@ -68,9 +68,16 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<TensorMeta>& output_meta() { return output_meta_; }
   // Hooks on the gradient of output `output_nr` (tensor hooks and retain_grad of non-leaves).
   std::vector<std::pair<uint32_t, GradHook>>& output_hooks() { return output_hooks_; }
+  // The module whose forward recorded the node (the trace context's at creation; for a leaf's
+  // AccumulateGrad, its parameter's module): backward runs the node under it.
+  const char* module() const { return module_; }
+
+ protected:
+  void set_module(const char* module) { module_ = module; }
 
  private:
   uint64_t sequence_nr_;
+  const char* module_;
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> output_meta_;
   std::vector<std::pair<uint32_t, GradHook>> output_hooks_;

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "allocator/trace.h"
 #include "autograd/grad_mode.h"
 #include "distributed/error.h"
 #include "engine/factories.h"
+#include "engine/memory.h"
 
 namespace memgrad::distributed {
 
@@ -139,6 +141,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
     for (size_t k : group) numel += s.params[k].tensor.numel();
     const DType dtype = s.params[group.front()].tensor.dtype();
     b.flat = zeros({numel}, TensorOptions(dtype).with_device(pg_->device()));
+    name_in_trace(b.flat, intern_trace_string("(gradient buckets)"), "gradient");
     int64_t offset = 0;
     for (size_t k : group) {
       State::Param& p = s.params[k];

@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "distributed/error.h"
 #include "engine/factories.h"
+#include "engine/memory.h"
 
 namespace memgrad::distributed {
 namespace {
@@ -50,6 +51,11 @@ struct ZeroDataParallel::State {
   Tensor placeholder;  // what stage 3's parameters hold between uses: 0 elements, 0 bytes
   int64_t gathered_now = 0, gathered_peak = 0, reduction_peak = 0;
 
+  // The unit's module path in the trace (that of its module, "" for the root).
+  static const char* unit_path(const Unit& u) {
+    return u.module != nullptr ? u.module->trace_path() : "";
+  }
+
   Tensor view_of(const Unit& u, size_t i, const Tensor& flat) const {
     return alias(flat, u.offsets[i], u.shapes[i]);
   }
@@ -60,6 +66,7 @@ struct ZeroDataParallel::State {
     NoGradGuard no_grad;
     u.flat_param =
         empty({u.padded}, TensorOptions(u.shard_param.dtype()).with_device(pg->device()));
+    name_in_trace(u.flat_param, unit_path(u), "parameter");
     pg->all_gather(u.flat_param, u.shard_param);
     for (size_t i = 0; i < u.params.size(); ++i) {
       u.params[i].impl()->set_data(*view_of(u, i, u.flat_param).impl());
@@ -97,6 +104,7 @@ struct ZeroDataParallel::State {
     Tensor& param = u.params[index];
     if (!u.flat_grad.defined()) {
       u.flat_grad = zeros({u.padded}, TensorOptions(param.dtype()).with_device(pg->device()));
+      name_in_trace(u.flat_grad, unit_path(u), "gradient");
     }
     Tensor view = view_of(u, index, u.flat_grad);
     const Tensor grad = param.grad();
@@ -208,6 +216,7 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
       for (Tensor& p : u.params) p.impl()->set_data(*s.placeholder.impl());
     }
     u.shard_param.requires_grad_(true);
+    name_in_trace(u.shard_param, s.unit_path(u), "parameter");
     s.shards.push_back(u.shard_param);
   }
   // Ready for the first backward, also when the forward bypasses this wrapper (the units' own

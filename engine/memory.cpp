@@ -28,6 +28,8 @@
 #include "base/atomic_file.h"
 #include "engine/device_backend.h"
 #include "engine/error.h"
+#include "engine/storage.h"
+#include "engine/tensor.h"
 #include "interop/memory_snapshot.h"
 #include "interop/trace_writer.h"
 #include "lab/policy_registry.h"
@@ -268,6 +270,13 @@ void empty_cache(Device device) {
   PolicyAllocator& a = allocator_for(device);
   a.mark_in_trace(TraceAction::EmptyCache);  // a replay of the trace calls it at the same point
   a.empty_cache();
+}
+
+void name_in_trace(const Tensor& t, const char* module, std::string_view role) {
+  if (!t.defined()) return;
+  Storage& storage = t.storage();
+  storage.set_trace_module(module);
+  storage.allocator().name_in_trace(storage.data(), module, role);
 }
 
 std::string memory_summary(Device device, bool abbreviated) {

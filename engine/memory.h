@@ -40,6 +40,8 @@
 
 namespace memgrad {
 
+class Tensor;
+
 // The allocator serving `device`, created on first use. Throws DeviceError for a device this
 // build or machine does not have, ConfigError for a bad MEMGRAD_ALLOC_CONF.
 PolicyAllocator& allocator_for(Device device);
@@ -56,6 +58,12 @@ void reset_peak_memory_stats(Device device = kCPU);
 void reset_accumulated_memory_stats(Device device = kCPU);
 // Returns cached blocks that hold no tensor to the device; allocated memory is unchanged.
 void empty_cache(Device device = kCPU);
+// Says what `t`'s block is for the allocator trace (a TraceName: "parameter", "buffer",
+// "gradient", ...), under `module` (an interned path: intern_trace_string, nn::Module's
+// trace_path()), and keeps the module in the storage, so the optimizer's state and autograd's
+// gradient for it are allocated under that module. Only the storage changes when the trace is off.
+void name_in_trace(const Tensor& t, const char* module, std::string_view role);
+
 // The table torch.cuda.memory_summary() prints.
 std::string memory_summary(Device device = kCPU, bool abbreviated = false);
 // (free, total) bytes of the device as its source reports them (cudaMemGetInfo on a GPU).

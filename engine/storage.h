@@ -36,6 +36,12 @@ class Storage {
   PolicyAllocator& allocator() const { return *allocator_; }
   const Block& block() const { return block_; }
 
+  // The module whose parameter, buffer or state this is (an interned path, "" when none): the
+  // optimizer and autograd's gradient accumulation run under it, so the trace puts their
+  // allocations under the parameter's module.
+  const char* trace_module() const { return trace_module_; }
+  void set_trace_module(const char* module) { trace_module_ = module; }
+
   // The version counter: bumped once by every in-place op through any alias.
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
@@ -45,6 +51,7 @@ class Storage {
   Block block_;
   Device device_;
   size_t nbytes_;
+  const char* trace_module_ = "";
   std::atomic<uint32_t> version_{0};
 };
 

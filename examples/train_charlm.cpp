@@ -293,7 +293,10 @@ int main(int argc, char** argv) {
     }
     const Device device = examples::configure_device(opt);
     examples::SteadyStateReport steady(device);  // the requests up to the validation
-    const Tensor tokens = corpus.tokens.to(device);
+    const Tensor tokens = [&] {
+      TraceLabelScope label("data loading");  // the whole text on the device: every step's input
+      return corpus.tokens.to(device);
+    }();
     const int64_t before_model = static_cast<int64_t>(memory_allocated(device));
     if (opt.checkpoint_segments > layers) {
       throw ValueError(fmt::format("--checkpoint-segments {} exceeds --layers {}",

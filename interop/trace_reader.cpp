@@ -227,10 +227,11 @@ class TraceHandler {
 
   void context_field(const Json& v) {
     TraceContextRecord& c = trace.contexts.back();
-    std::string* into = key_ == "phase"   ? &c.phase
-                        : key_ == "op"    ? &c.op
-                        : key_ == "label" ? &c.label
-                                          : nullptr;
+    std::string* into = key_ == "phase"    ? &c.phase
+                        : key_ == "op"     ? &c.op
+                        : key_ == "label"  ? &c.label
+                        : key_ == "module" ? &c.module
+                                           : nullptr;
     if (into == nullptr) return;
     if (!v.is_string()) {
       throw TraceError(fmt::format("trace: context {}: \"{}\" is {}, expected a string",
@@ -317,8 +318,8 @@ class CanonicalReader {
     for (bool first = true; !literal("]"); first = false) {
       TraceContextRecord& c = t.contexts.emplace_back();
       if ((!first && !literal(",")) || !literal("{\"label\":") || !text(c.label) ||
-          !literal(",\"op\":") || !text(c.op) || !literal(",\"phase\":") || !text(c.phase) ||
-          !literal("}")) {
+          !literal(",\"module\":") || !text(c.module) || !literal(",\"op\":") || !text(c.op) ||
+          !literal(",\"phase\":") || !text(c.phase) || !literal("}")) {
         return std::nullopt;
       }
     }
@@ -328,6 +329,11 @@ class CanonicalReader {
     }
     for (bool first = true; !literal("]"); first = false) {
       if ((!first && !literal(",")) || !event(t)) return std::nullopt;
+    }
+    // The names (TraceName) are for tools/memory_categories.py: checked as read, not kept.
+    if (!literal(",\"memgrad_names\":[")) return std::nullopt;
+    for (bool first = true; !literal("]"); first = false) {
+      if ((!first && !literal(",")) || !name()) return std::nullopt;
     }
     if (!literal(",\"memgrad_trace_version\":1,\"policy\":") || !text(t.policy) ||
         !literal(",\"traceEvents\":")) {
@@ -374,6 +380,13 @@ class CanonicalReader {
     return true;
   }
 
+  bool name() {
+    uint64_t addr = 0, event = 0;
+    return literal("{\"addr\":") && number(addr, UINT64_MAX) && literal(",\"event\":") &&
+           number(event, kMaxValue) && literal(",\"module\":") && text(name_) &&
+           literal(",\"role\":") && text(name_) && literal("}");
+  }
+
   bool event(RecordedTrace& t) {
     uint64_t addr = 0, allocated = 0, ctx = 0, requested = 0, reserved = 0, size = 0;
     uint64_t stream = 0, time = 0;
@@ -407,6 +420,7 @@ class CanonicalReader {
   const char* p_;
   const char* end_;
   std::string action_;  // reused: no allocation per event
+  std::string name_;    // the same, for the names' strings
 };
 
 }  // namespace

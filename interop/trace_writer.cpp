@@ -39,12 +39,13 @@ void add_phase_slices(std::string& out, const std::vector<TraceEvent>& events,
 
 std::string trace_to_json(const TraceRecorder& trace, std::string_view device,
                           std::string_view policy, size_t capacity) {
-  return trace_to_json(trace.events(), trace.contexts(), device, policy, capacity);
+  return trace_to_json(trace.events(), trace.contexts(), device, policy, capacity, trace.names());
 }
 
 std::string trace_to_json(const std::vector<TraceEvent>& evs,
                           const std::vector<TraceContextRecord>& ctxs, std::string_view device,
-                          std::string_view policy, size_t capacity) {
+                          std::string_view policy, size_t capacity,
+                          const std::vector<TraceName>& names) {
   // Written directly rather than through a JSON document: a trace of a million events would
   // otherwise build and copy millions of small objects. Keys are in sorted order, as before.
   std::vector<std::string> phases, ops;  // the contexts' strings, quoted once
@@ -60,8 +61,9 @@ std::string trace_to_json(const std::vector<TraceEvent>& evs,
   auto to = [&out] { return std::back_inserter(out); };
   fmt::format_to(to(), "{{\"capacity\":{},\"contexts\":[", capacity);
   for (size_t i = 0; i < ctxs.size(); ++i) {
-    fmt::format_to(to(), "{}{{\"label\":{},\"op\":{},\"phase\":{}}}", i == 0 ? "" : ",",
-                   json_string(ctxs[i].label), ops[i], phases[i]);
+    fmt::format_to(to(), "{}{{\"label\":{},\"module\":{},\"op\":{},\"phase\":{}}}",
+                   i == 0 ? "" : ",", json_string(ctxs[i].label), json_string(ctxs[i].module),
+                   ops[i], phases[i]);
   }
   fmt::format_to(to(), "],\"device\":{},\"displayTimeUnit\":\"ns\",\"memgrad_events\":[",
                  json_string(device));
@@ -72,6 +74,12 @@ std::string trace_to_json(const std::vector<TraceEvent>& evs,
                    "\"requested\":{},\"reserved\":{},\"size\":{},\"stream\":{},\"t_ns\":{}}}",
                    i == 0 ? "" : ",", trace_action_name(e.action), e.address, e.allocated,
                    e.context, e.requested, e.reserved, e.nbytes, e.stream, e.time_ns);
+  }
+  fmt::format_to(to(), "],\"memgrad_names\":[");
+  for (size_t i = 0; i < names.size(); ++i) {
+    fmt::format_to(to(), "{}{{\"addr\":{},\"event\":{},\"module\":{},\"role\":{}}}",
+                   i == 0 ? "" : ",", names[i].address, names[i].event,
+                   json_string(names[i].module), json_string(names[i].role));
   }
   fmt::format_to(to(),
                  "],\"memgrad_trace_version\":1,\"policy\":{},\"traceEvents\":[{{\"args\":"

@@ -12,11 +12,13 @@
 namespace memgrad {
 
 // The JSON of `events` and the `contexts` they index (recorded, replayed or re-read):
-// "memgrad_events" and "contexts" as given, and Chrome trace "traceEvents" (allocated and
-// reserved counters, OOM and segment markers, phase slices) that Perfetto opens.
+// "memgrad_events" and "contexts" as given, "memgrad_names" (what the recording program said
+// blocks are: TraceName), and Chrome trace "traceEvents" (allocated and reserved counters, OOM
+// and segment markers, phase slices) that Perfetto opens.
 std::string trace_to_json(const std::vector<TraceEvent>& events,
                           const std::vector<TraceContextRecord>& contexts, std::string_view device,
-                          std::string_view policy, size_t capacity);
+                          std::string_view policy, size_t capacity,
+                          const std::vector<TraceName>& names = {});
 
 // trace_to_json of what `trace` holds now, with `device`, `policy` and `capacity` (bytes) in the
 // header. Allocates: host memory for the copy of the events and the text.

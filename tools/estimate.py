@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`./memgrad estimate PROGRAM [ARGS] --device-memory SIZE [--policy NAME] [--ranks N]
-[--backend gloo|nccl] [--steps K] [--max-batch]`: whether a training run fits on a device of SIZE,
-and its peaks, without computing it.
+[--backend gloo|nccl] [--steps K] [--max-batch] [--depth D] [--timeline FILE.svg]`: whether a
+training run fits on a device of SIZE, its peaks and where their bytes are, without computing it.
 
 Runs the example PROGRAM (train_mlp, train_charlm, or any example that takes --device and
 --memory-limit) with ARGS on meta:0, a device of SIZE whose tensors have shapes and no values
@@ -17,6 +17,12 @@ With --ranks N (ARGS with --ddp or --zero S), each of the N ranks runs alone on 
 (RANK and WORLD_SIZE set, no peers): its collectives allocate what --backend's collectives
 allocate (default nccl, what a GPU run uses; gloo for cpu and sim runs) and move nothing. The
 peaks are printed per rank, ranks with the same peaks on one line.
+
+Then, at the peak allocated bytes, a table of modules (cut to --depth dotted parts, default 2) x
+categories (parameters, gradients, optimizer state, saved activations, inputs, temporaries,
+other, the allocator's rounding) whose total is the peak, and the bytes reserved in no block
+(tools/memory_categories.py says how each block is put in its category). --timeline writes the
+run's memory over time, stacked by category, as SVG.
 
 --steps K: the program's own step count (train_mlp: --epochs 1 --max-steps K; train_charlm:
 --steps K). With --max-batch, first the largest --batch-size that fits (doubling, then bisecting,
@@ -39,12 +45,13 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memory_categories  # noqa: E402
 from run_example import find_examples, resolve_name  # noqa: E402
 
 DEVICE = "meta:0"
 # estimate's own options with a value, and their defaults.
 OWN_OPTIONS = {"--device-memory": None, "--policy": None, "--build-dir": "build", "--ranks": "1",
-               "--backend": None, "--steps": None}
+               "--backend": None, "--steps": None, "--timeline": None, "--depth": "2"}
 OWNED_FLAGS = ("--device", "--memory-limit", "--alloc-policy")  # the program's, set by estimate
 # How --steps K reaches each program.
 STEP_FLAGS = {"train_mlp": ["--epochs", "1", "--max-steps"], "train_charlm": ["--steps"]}
@@ -118,7 +125,7 @@ def parse(argv):
     if not rest or rest[0].startswith("-"):
         raise ValueError("name the program to estimate first: estimate PROGRAM [ARGS] "
                          "--device-memory SIZE")
-    for name in ("--ranks", "--steps"):
+    for name in ("--ranks", "--steps", "--depth"):
         if name in opts and not (opts[name].isdigit() and 1 <= int(opts[name]) <= 4096):
             raise ValueError(f"{name} {opts[name]}: a whole number in [1, 4096]")
     if opts.get("--backend", "nccl") not in ("gloo", "nccl"):
@@ -262,6 +269,33 @@ def print_peaks(runs):
             print(f"{label}{who}: {text}")
 
 
+def print_categories(runs, opts):
+    """At the peak allocated bytes, the table of modules x categories (tools/memory_categories.py)
+    of each rank whose table differs from those before it; with --timeline, its memory over time
+    stacked by category as SVG (one file per such rank, "FILE.rankR.svg", when there are
+    several)."""
+    tables = {}
+    for rank, run in enumerate(runs):
+        blocks = memory_categories.blocks_of(run.trace)
+        text = memory_categories.table_text(run.trace, blocks, int(opts["--depth"]))
+        tables.setdefault(text, []).append((rank, blocks))
+    for text, members in tables.items():
+        ranks = [rank for rank, _ in members]
+        who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
+        print(f"\nwhere the peak allocated bytes are{who}:")
+        sys.stdout.write(text)
+        if "--timeline" in opts:
+            rank, blocks = members[0]
+            path = opts["--timeline"]
+            if len(tables) > 1:
+                stem, ext = os.path.splitext(path)
+                path = f"{stem}.rank{rank}{ext or '.svg'}"
+            title = f"estimate on {DEVICE}{who}: memory by category"
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(memory_categories.svg(runs[rank].trace, blocks, title))
+            print(f"timeline: {path}")
+
+
 def main(argv):
     try:
         opts, program, args = parse(argv)
@@ -312,6 +346,7 @@ def main(argv):
     else:
         print(f"fits: {'no' if short else 'yes'}")
     print_peaks(runs)
+    print_categories(runs, opts)
     if any(run.report_mismatch for run in runs):
         print(f"note: {name}'s own expected-vs-measured report has rows that do not match "
               f"(exit 2); the peaks above are measured")

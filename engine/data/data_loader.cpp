@@ -162,6 +162,7 @@ void DataLoader::schedule_next() {
 Example DataLoader::deliver(Example batch) {
   const Device target = options_.device;
   if (batch.input.device() == target) return batch;
+  TraceLabelScope label("data loading");  // the device's copy of the batch: the step's input
   if (target.is_cuda() && options_.pin_memory) {
     // Reuse two pinned staging buffers (input, target); reallocate only when a batch is larger.
     if (staging_.size() != 2) staging_.resize(2);

@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "allocator/trace.h"
 #include "engine/autograd_seam.h"
 #include "engine/copy.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 
 namespace memgrad::nn {
 namespace {
@@ -25,12 +27,30 @@ void assign_data(const Tensor& t, const Tensor& value) {
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {
   if (value.defined() && !value.requires_grad()) value.requires_grad_(true);
   params_.emplace_back(name, std::move(value));
+  name_in_trace(params_.back().second, trace_path_, "parameter");
   return params_.back().second;
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor value) {
   buffers_.emplace_back(name, std::move(value));
+  name_in_trace(buffers_.back().second, trace_path_, "buffer");
   return buffers_.back().second;
+}
+
+void Module::adopt(const std::string& name, Module& child) const {
+  const std::string_view own(trace_path_);
+  child.set_trace_path(own.empty() ? name : fmt::format("{}.{}", own, name));
+}
+
+void Module::set_trace_path(std::string_view path) {
+  trace_path_ = intern_trace_string(path);
+  name_tensors();
+  for (const auto& [name, child] : children_) adopt(name, *child);
+}
+
+void Module::name_tensors() const {
+  for (const auto& [name, t] : params_) name_in_trace(t, trace_path_, "parameter");
+  for (const auto& [name, t] : buffers_) name_in_trace(t, trace_path_, "buffer");
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse,
@@ -99,6 +119,7 @@ Module& Module::to(Device device) {
   for (auto& [name, t] : named_buffers()) {
     if (t.device() != device) assign_data(t, to_device(t, device));
   }
+  set_trace_path(trace_path_);  // the moved tensors are new blocks
   return *this;
 }
 
@@ -112,6 +133,7 @@ Module& Module::to(DType dtype) {
   for (auto& [name, t] : named_buffers()) {
     if (t.dtype() != dtype && is_floating(t.dtype())) assign_data(t, to_dtype(t, dtype));
   }
+  set_trace_path(trace_path_);
   return *this;
 }
 
@@ -198,6 +220,7 @@ std::string Module::str(int indent) const {
 // ---- UnaryModule: forward hooks ----
 
 Tensor UnaryModule::operator()(const Tensor& x) {
+  const TraceModuleScope module(trace_path());
   // Copies of the lists: a hook may remove hooks while they run.
   if (pre_hooks_.empty() && hooks_.empty()) return forward(x);
   const auto pre_hooks = pre_hooks_;

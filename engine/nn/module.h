@@ -68,6 +68,12 @@ class Module {
   // One line per module, indented: "Sequential(\n  (0): Linear(in=784, out=512)\n ...)".
   std::string str() const;
 
+  // The module's dotted path from the outermost module it is registered in ("blocks.3.attn";
+  // "" for that one), kept as its children are registered and as it is registered itself. Its
+  // forward, and autograd's nodes recorded there, run under it in the allocator trace
+  // (TraceContext::module), and its parameters and buffers are named with it (TraceName).
+  const char* trace_path() const { return trace_path_; }
+
  protected:
   // Registers a parameter (made a leaf that requires grad). Returns the stored handle.
   Tensor& register_parameter(const std::string& name, Tensor value);
@@ -75,8 +81,11 @@ class Module {
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
+    adopt(name, *module);
     return module;
   }
+  // Renames this module's subtree under `path` and names its tensors in their traces again.
+  void set_trace_path(std::string_view path);
   // The text inside the parentheses of str(): "in=784, out=512".
   virtual std::string extra_repr() const { return ""; }
 
@@ -84,10 +93,14 @@ class Module {
   void collect(const std::string& prefix, bool params, bool recurse,
                std::vector<std::pair<std::string, Tensor>>& out) const;
   std::string str(int indent) const;
+  void adopt(const std::string& name, Module& child) const;
+  // Tells each parameter's and buffer's storage its module, and the trace what the block is.
+  void name_tensors() const;
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  const char* trace_path_ = "";
   bool training_ = true;
 };
 

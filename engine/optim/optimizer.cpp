@@ -159,6 +159,7 @@ void SGD::step() {
   TraceOpScope op("sgd_step");
   GradModeGuard no_grad(false);
   for (size_t i = 0; i < params_.size(); ++i) {
+    const TraceModuleScope module(params_[i].storage().trace_module());
     const Tensor g = prepared_grad(i);
     if (!g.defined()) continue;
     const Tensor& p = params_[i];
@@ -216,6 +217,7 @@ void Adam::step() {
   TraceOpScope op(decoupled_ ? "adamw_step" : "adam_step");
   GradModeGuard no_grad(false);
   for (size_t i = 0; i < params_.size(); ++i) {
+    const TraceModuleScope module(params_[i].storage().trace_module());
     const Tensor g = prepared_grad(i);
     if (!g.defined()) continue;
     const Tensor& p = params_[i];

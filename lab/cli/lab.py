@@ -19,6 +19,11 @@
   plot TRACE [--out-dir DIR] [--policy P] [--capacity SIZE]
                                           write an SVG timeline and a Perfetto JSON of the trace
                                           (or of its replay under P); prints the file names
+  categories TRACE [--svg FILE] [--depth N]
+                                          where the bytes at the trace's peak are: a table of
+                                          modules x categories (parameters, gradients, optimizer
+                                          state, saved activations, ...) summing to the peak;
+                                          --svg draws the memory over time stacked by category
   plan TRACE [--out FILE]                 the planned policy's plan of a trace's first step
                                           (arena against the ideal); --out writes the plan file
                                           for MEMGRAD_ALLOC_CONF=policy:planned,planned_plan:FILE
@@ -26,7 +31,8 @@
                                           (docs/images/allocator-lab-<policy>.svg)
   policies                                list the policies (MEMGRAD_ALLOC_CONF=policy:NAME)
 
-replay, plot, plan and layout run <build>/lab/cli/lab_replay.
+replay, plot, plan and layout run <build>/lab/cli/lab_replay; categories is
+tools/memory_categories.py.
 """
 import argparse
 import glob
@@ -136,6 +142,11 @@ def main():
     plot.add_argument("--out-dir")
     plot.add_argument("--policy")
     plot.add_argument("--capacity")
+    cat = sub.add_parser("categories", help="modules x categories at the peak, and --svg the "
+                         "memory over time stacked by category")
+    cat.add_argument("trace")
+    cat.add_argument("--svg", help="write the stacked timeline here")
+    cat.add_argument("--depth", help="dotted parts of a module path a row keeps (default 2)")
     plan = sub.add_parser("plan", help="the planned policy's plan of a trace's first step")
     plan.add_argument("trace")
     plan.add_argument("--out", help="write the plan file here")
@@ -148,6 +159,11 @@ def main():
         return cmd_record(opts)
     if opts.cmd == "snapshot":
         return cmd_record(opts, "MEMGRAD_SNAPSHOT", "memgrad-snapshots", ".pickle", "snapshot")
+    if opts.cmd == "categories":
+        import memory_categories  # noqa: E402 (tools/, on the path above)
+        args = [opts.trace] + (["--svg", opts.svg] if opts.svg else []) + (
+            ["--depth", opts.depth] if opts.depth else [])
+        return memory_categories.main(args)
     if opts.cmd in ("replay", "plot", "plan", "layout"):
         args = [lab_tool(opts.build_dir), opts.cmd]
         if opts.cmd != "layout":

@@ -111,6 +111,40 @@ TEST_CASE("trace contexts come from the phase, op and label scopes, and nesting 
   CHECK_EQ(std::string(current_trace_context().op), "");
 }
 
+TEST_CASE("the module scope and the names of blocks, counted against the events the ring keeps") {
+  BoundedMemory memory(64 * kMiB, "sim:0");
+  CachingAllocator alloc(memory);
+  alloc.trace().enable(4);
+  const char* fc1 = intern_trace_string("fc1");
+  CHECK_EQ(fc1, intern_trace_string(std::string("fc") + "1"));  // one pointer per text
+  Block weight;
+  {
+    TraceModuleScope module(fc1);
+    CHECK_EQ(std::string(current_trace_context().module), "fc1");
+    weight = alloc.allocate(4000);  // segment_alloc, alloc
+  }
+  CHECK_EQ(std::string(current_trace_context().module), "");
+  alloc.name_in_trace(weight.ptr, "fc1", "parameter");  // after 2 events
+  alloc.name_in_trace(weight.ptr, "model.fc1", "parameter");
+  const std::vector<TraceContextRecord> contexts = alloc.trace().contexts();
+  REQUIRE_EQ(contexts.size(), 1);
+  CHECK_EQ(contexts[0].module, "fc1");
+  std::vector<TraceName> names = alloc.trace().names();
+  REQUIRE_EQ(names.size(), 2);
+  CHECK_EQ(names[0].event, 2);
+  CHECK_EQ(names[0].address, 0);
+  CHECK_EQ(names[1].module, "model.fc1");
+  CHECK_EQ(names[1].role, "parameter");
+  Block other = alloc.allocate(1000);  // event 3 (cache: no segment)
+  alloc.free(other);                   // events 4 and 5: the ring drops the segment_alloc
+  names = alloc.trace().names();
+  REQUIRE_EQ(names.size(), 2);
+  CHECK_EQ(names[0].event, 1);  // still right after the alloc, now the first event held
+  alloc.free(weight);
+  alloc.free(alloc.allocate(1000));  // 3 more: the named block's alloc is gone, and its names
+  CHECK(alloc.trace().names().empty());
+}
+
 TEST_CASE("the trace records the stream a block was allocated on") {
   BoundedMemory memory(64 * kMiB, "sim:0");
   CachingAllocator alloc(memory);

@@ -145,7 +145,9 @@ TEST_CASE("the recorder's own layout is read directly, with what the JSON reader
     }
     for (size_t i = 0; i < a.contexts.size(); ++i) {
       const TraceContextRecord &x = a.contexts[i], &y = b.contexts[i];
-      if (x.phase != y.phase || x.op != y.op || x.label != y.label) return false;
+      if (x.phase != y.phase || x.op != y.op || x.label != y.label || x.module != y.module) {
+        return false;
+      }
     }
     return true;
   };
@@ -163,6 +165,22 @@ TEST_CASE("the recorder's own layout is read directly, with what the JSON reader
   BoundedMemory memory(64 * kMiB, "sim:0");
   CachingAllocator alloc(memory);
   alloc.trace().enable();
+  {
+    // Modules and names: read directly too (the names are checked, not kept).
+    TraceModuleScope module(intern_trace_string("blocks.0.attn"));
+    const Block b = alloc.allocate(4000);
+    alloc.name_in_trace(b.ptr, "blocks.0.attn", "parameter");
+    const std::string json = trace_to_json(alloc.trace(), "sim:0", "caching", 64 * kMiB);
+    CHECK_NE(json.find("\"memgrad_names\":[{\"addr\":0,\"event\":2,\"module\":"
+                       "\"blocks.0.attn\",\"role\":\"parameter\"}]"),
+             std::string::npos);
+    const std::optional<RecordedTrace> direct = detail::parse_canonical_trace(json);
+    REQUIRE(direct.has_value());
+    CHECK(same(*direct, detail::parse_trace_general(json)));
+    CHECK_EQ(direct->contexts.at(0).module, "blocks.0.attn");
+    alloc.free(b);
+    alloc.trace().clear();
+  }
   {
     TraceOpScope op("say \"hi\"\tthen caf\u00e9");
     alloc.free(alloc.allocate(4000));
