@@ -130,7 +130,11 @@ class RandomWindows final : public data::Dataset {
   uint64_t seed_;
 };
 
-double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t batch) {
+// The validation loss: each rank evaluates its rows of every batch, as it trains (so it holds
+// no more than in training, ZeRO-3's gathered units included), and the ranks' means are
+// averaged: the loss of one process evaluating whole batches.
+double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t batch,
+                const examples::DataParallel& dp) {
   TracePhaseScope phase("eval");
   NoGradGuard no_grad;
   model.eval();
@@ -138,11 +142,12 @@ double evaluate(CharLM& model, const data::Dataset& val, Device device, int64_t 
   double sum = 0.0;
   int64_t n = 0;
   while (auto b = loader.next()) {
-    sum += examples::charlm_loss(model, b->input, b->target, false).loss.item_or(0.0);
+    sum += examples::charlm_loss(model, dp.rows(b->input), dp.rows(b->target), false)
+               .loss.item_or(0.0);
     ++n;
   }
   model.train();
-  return sum / static_cast<double>(std::max<int64_t>(n, 1));
+  return dp.mean(sum / static_cast<double>(std::max<int64_t>(n, 1)));
 }
 
 // Samples `length` characters after `prompt` at temperature `temperature`.
@@ -416,7 +421,7 @@ int main(int argc, char** argv) {
     }
     bar.finish();
     steady.finish(steps);
-    const double val_loss = evaluate(model, val, device, opt.batch_size);
+    const double val_loss = evaluate(model, val, device, opt.batch_size, dp);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Every rank samples (ZeRO-3's forward gathers collectively); rank 0 prints.

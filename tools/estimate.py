@@ -140,9 +140,10 @@ def data_parallel(args):
 
 class Probe:
     """One run of the program on the meta device, as rank `rank` of `world`: its exit status,
-    stderr and device trace."""
+    stderr and what estimate prints of its device trace (the trace itself is not kept: 64 ranks'
+    traces of a long run would not fit in this process)."""
 
-    def __init__(self, path, args, opts, rank=0, world=1):
+    def __init__(self, path, args, opts, rank=0, world=1, report=False):
         command = [path] + args + ["--device", DEVICE, "--memory-limit", opts["--device-memory"]]
         if "--policy" in opts:
             command += ["--alloc-policy", opts["--policy"]]
@@ -165,24 +166,47 @@ class Probe:
                         self.trace = candidate
         self.out_of_memory = self.trace is not None and any(
             e["action"] == "oom" for e in self.trace["memgrad_events"])
+        self.found = self.trace is not None
+        if self.found:
+            self.summarise(opts if report else None)
+        self.trace = None
         # Exit 2: the run finished, but a row of the program's own expected-vs-measured report
         # did not match (its expectations, not the bytes measured, are off).
         self.report_mismatch = self.returncode == 2 and not self.out_of_memory
+
+    def summarise(self, opts):
+        """The header, the peak lines and (with `opts`: the run to print) the table and the
+        timeline of the trace."""
+        trace = self.trace
+        self.capacity, self.policy = trace["capacity"], trace["policy"]
+        self.peaks = {}
+        for field in ("allocated", "reserved"):
+            value, at = peak(trace, field)
+            events = len(trace["memgrad_events"])
+            self.peaks[field] = human(value) + (
+                f", first at event {at + 1} of {events}{where(trace, at)}" if at >= 0 else "")
+        if opts is None:
+            return
+        blocks = memory_categories.blocks_of(trace)
+        self.table = memory_categories.table_text(trace, blocks, int(opts["--depth"]))
+        self.svg = (memory_categories.svg(trace, blocks, f"estimate on {DEVICE} of "
+                                          f"{human(self.capacity)}: memory by category")
+                    if "--timeline" in opts else None)
 
     def error(self, name):
         """Why the run says nothing about memory, or None."""
         if self.returncode != 0 and not self.out_of_memory and not self.report_mismatch:
             return f"{name} failed (exit {self.returncode}): {last_message(self.stderr)}"
-        if self.trace is None:
+        if not self.found:
             return f"{name} left no trace of {DEVICE}: does it take --device?"
         return None
 
 
-def run_ranks(path, args, opts):
+def run_ranks(path, args, opts, report=False):
     """One Probe per rank, run as many at a time as there are cores."""
     world = int(opts["--ranks"])
     with ThreadPoolExecutor(max_workers=min(world, os.cpu_count() or 1)) as pool:
-        return list(pool.map(lambda r: Probe(path, args, opts, r, world), range(world)))
+        return list(pool.map(lambda r: Probe(path, args, opts, r, world, report), range(world)))
 
 
 def with_batch(args, batch):
@@ -259,11 +283,7 @@ def print_peaks(runs):
     for label, field in (("peak allocated", "allocated"), ("peak reserved", "reserved")):
         lines = {}
         for rank, run in enumerate(runs):
-            value, at = peak(run.trace, field)
-            events = len(run.trace["memgrad_events"])
-            position = (f", first at event {at + 1} of {events}{where(run.trace, at)}"
-                        if at >= 0 else "")
-            lines.setdefault(f"{human(value)}{position}", []).append(rank)
+            lines.setdefault(run.peaks[field], []).append(rank)
         for text, ranks in lines.items():
             who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
             print(f"{label}{who}: {text}")
@@ -276,23 +296,18 @@ def print_categories(runs, opts):
     several)."""
     tables = {}
     for rank, run in enumerate(runs):
-        blocks = memory_categories.blocks_of(run.trace)
-        text = memory_categories.table_text(run.trace, blocks, int(opts["--depth"]))
-        tables.setdefault(text, []).append((rank, blocks))
-    for text, members in tables.items():
-        ranks = [rank for rank, _ in members]
+        tables.setdefault(run.table, []).append(rank)
+    for text, ranks in tables.items():
         who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
         print(f"\nwhere the peak allocated bytes are{who}:")
         sys.stdout.write(text)
         if "--timeline" in opts:
-            rank, blocks = members[0]
             path = opts["--timeline"]
             if len(tables) > 1:
                 stem, ext = os.path.splitext(path)
-                path = f"{stem}.rank{rank}{ext or '.svg'}"
-            title = f"estimate on {DEVICE}{who}: memory by category"
+                path = f"{stem}.rank{ranks[0]}{ext or '.svg'}"
             with open(path, "w", encoding="utf-8") as f:
-                f.write(memory_categories.svg(runs[rank].trace, blocks, title))
+                f.write(runs[ranks[0]].svg)
             print(f"timeline: {path}")
 
 
@@ -329,16 +344,15 @@ def main(argv):
         tried = ", ".join(f"{b} {'fits' if ok else 'does not'}" for b, ok in sorted(fits.items()))
         print(f"largest batch that fits: {batch} ({len(fits)} runs: {tried})")
         args = with_batch(args, batch)
-    runs = run_ranks(found[name], args, opts)
+    runs = run_ranks(found[name], args, opts, report=True)
     for run in runs:
         message = run.error(name)
         if message:
             return fail(message)
-    trace = runs[0].trace
     shown = " ".join([name] + args)
     collectives = (f", {ranks} ranks each alone on its meta device, collectives as "
                    f"{opts.get('--backend', 'nccl')}'s" if ranks > 1 else "")
-    print(f"estimate: {shown} on {DEVICE}, {human(trace['capacity'])}, {trace['policy']}"
+    print(f"estimate: {shown} on {DEVICE}, {human(runs[0].capacity)}, {runs[0].policy}"
           f"{collectives}")
     short = [rank for rank, run in enumerate(runs) if run.out_of_memory]
     if ranks > 1:

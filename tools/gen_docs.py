@@ -10,7 +10,8 @@ Markdown files under docs/ (and README.md) quote program output between markers:
     <!-- end output -->
 
 The first word after "output:" names an executable in <build>/examples,
-<build>/examples/behaviours or <build>/lab/cli; the rest are its arguments. `gen_docs.py` runs each program and
+<build>/examples/behaviours or <build>/lab/cli, or is "estimate" (./memgrad estimate); the rest
+are its arguments. `gen_docs.py` runs each program and
 rewrites the block; `gen_docs.py --check` runs them again and fails (exit 1, with a diff and the
 numbers that disagree) when a quoted block differs from the fresh run.
 
@@ -154,8 +155,10 @@ def run(build_dir, command, cache):
         return cache[command]
     words = command.split()
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
-    proc = subprocess.run([find_program(build_dir, words[0])] + words[1:], capture_output=True,
-                          text=True, timeout=600, env=env, cwd=ROOT)
+    program = ([sys.executable, os.path.join(ROOT, "tools", "estimate.py"), "--build-dir",
+                build_dir] if words[0] == "estimate" else [find_program(build_dir, words[0])])
+    proc = subprocess.run(program + words[1:], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=ROOT)
     out = proc.stdout.rstrip("\n")
     if proc.returncode not in (0,):
         out += f"\n[exit status {proc.returncode}]"

@@ -215,7 +215,7 @@ cmd_run() {
   step build "ninja -C build-gpu -j $(nproc)" build_gpu
   step cuda_suite "meson test -C build-gpu --suite cuda (the CUDA kernels, memory and nn cases)" cuda_suite
   step behaviours "tools/run_example.py --build-dir build-gpu all --device cuda:0" behaviours_on_gpu
-  step comparison "examples/gpu/run_comparison.sh build-gpu (memgrad and PyTorch, same programs)" comparison
+  step comparison "examples/gpu/run_comparison.sh build-gpu (memgrad and PyTorch, same programs; a transformer step's estimate on meta:0 next to PyTorch's max_memory_allocated/reserved)" comparison
   if [[ $DRY -eq 1 ]]; then
     echo "would write: $OUT/report.md, $OUT/report.json and each step's log; PyTorch snapshots: not part of the kit; record them with tools/pytorch_snapshot.py (traces/pytorch/README.md)"
     return 0

@@ -9,6 +9,9 @@
 //   B13  checkpoint_sequential keeps only segment inputs
 //   B14  float16 autocast: half-size activations
 //   MLP  one training step of 784-512-512-10, batch 128, SGD with momentum
+//   STEP one AdamW step of a GPT-style transformer (examples/charlm: 12 blocks of width 768,
+//        12 heads, context 1024, 86 characters, batch 8; --step-* flags), and "STEP estimate":
+//        the same step on meta:0, the estimate of the STEP rows (docs/estimate.md)
 // and timings: float16 GEMM TFLOP/s at 4096^3 and 8192^3, and the MLP step time.
 //
 //   ./build-cuda/examples/gpu/compare_memgrad --device cuda:0 > memgrad.json
@@ -30,6 +33,7 @@
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/optimizer.h"
+#include "examples/charlm/charlm_model.h"
 
 #if __has_include("autograd/checkpoint.h")
 #include "autograd/checkpoint.h"
@@ -48,6 +52,10 @@ using namespace memgrad;
 
 namespace {
 
+// The transformer step: CharLM's shape and batch (--step-width, --step-layers, --step-batch).
+examples::CharLMShape g_step_shape{86, 768, 12, 12, 1024};
+int64_t g_step_batch = 8;
+
 // The deep MLP of B8/B9/B13/B14: layers of width x width, a batch of `batch` rows.
 constexpr int64_t kDeepLayers = 8;
 int64_t g_deep_width = 2048, g_deep_batch = 512;
@@ -56,6 +64,8 @@ int64_t g_deep_width = 2048, g_deep_batch = 512;
 class Recorder {
  public:
   explicit Recorder(Device device) : device_(device) {}
+  // The device the next phases read.
+  void use_device(Device device) { device_ = device; }
 
   // Frees what the caller dropped, returns the cache and resets the peak: a clean start.
   void begin(const std::string& behaviour) {
@@ -245,6 +255,30 @@ void mlp_step(Recorder& r, Device device, int steps, bool timings) {
   r.timing("mlp_step_ms_median", ms[ms.size() / 2]);
 }
 
+// One AdamW step of a CharLM, phase by phase, as `behaviour` on `device`. On a meta device the
+// same step is the estimate: no kernel runs, the allocator serves the same requests.
+void transformer_step(Recorder& r, Device device, const std::string& behaviour) {
+  r.begin(behaviour);
+  {
+    examples::CharLM model(g_step_shape, 0.0, 0, device);
+    optim::AdamW adamw(model.parameters(), optim::AdamOptions{.weight_decay = 0.01});
+    const TensorOptions tokens = TensorOptions(kInt64).with_device(device);
+    const Tensor x = randint(0, g_step_shape.vocab, {g_step_batch, g_step_shape.context}, tokens);
+    const Tensor y = randint(0, g_step_shape.vocab, {g_step_batch, g_step_shape.context}, tokens);
+    r.phase("parameters and batch");
+    Tensor loss = examples::charlm_loss(model, x, y, false).loss;
+    r.phase("after forward");
+    loss.backward();
+    loss = Tensor();
+    r.phase("after backward");
+    adamw.step();
+    r.phase("after optimizer step");
+    adamw.zero_grad();
+    r.phase("after zero_grad");
+  }
+  r.phase("after the model is dropped (reserved: the cache)");
+}
+
 // Float16 GEMM throughput: the best of `reps` products after two warm-ups.
 void gemm_tflops(Recorder& r, Device device, int64_t n) {
   const Tensor a = randn({n, n}, device).to(kFloat16), b = randn({n, n}, device).to(kFloat16);
@@ -273,6 +307,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Timed MLP steps");
   app.add_option("--deep-width", g_deep_width, "Width of the deep MLP's layers (B8-B14)");
   app.add_option("--deep-batch", g_deep_batch, "Batch of the deep MLP (B8-B14)");
+  app.add_option("--step-width", g_step_shape.width, "Width of the STEP transformer");
+  app.add_option("--step-layers", g_step_shape.layers, "Blocks of the STEP transformer");
+  app.add_option("--step-heads", g_step_shape.heads, "Heads of the STEP transformer");
+  app.add_option("--step-context", g_step_shape.context, "Context of the STEP transformer");
+  app.add_option("--step-batch", g_step_batch, "Batch of the STEP transformer");
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device(device_name);
@@ -283,6 +322,11 @@ int main(int argc, char** argv) {
     b13(r, device);
     b14(r, device);
     mlp_step(r, device, std::max(steps, 1), !skip_timings);
+    transformer_step(r, device, "STEP");
+    const Device meta("meta:0");  // 80 GiB unless MEMGRAD_META_MEMORY says otherwise
+    r.use_device(meta);
+    transformer_step(r, meta, "STEP estimate");
+    r.use_device(device);
     if (!skip_timings) {
       gemm_tflops(r, device, 4096);
       gemm_tflops(r, device, 8192);

@@ -10,6 +10,10 @@ memory_reserved / max_memory_allocated after each phase as JSON on stdout:
   B13  checkpoint_sequential keeps only segment inputs
   B14  float16 autocast: half-size activations
   MLP  one training step of 784-512-512-10, batch 128, SGD with momentum
+  STEP one AdamW step of the GPT-style transformer of memgrad's examples/charlm (12 blocks of
+       width 768, 12 heads, context 1024, 86 characters, batch 8; --step-* flags), written
+       here layer for layer (pre-norm blocks, attention by matmul and softmax, a GELU MLP),
+       next to memgrad's real run and its estimate on a meta device
 and timings: float16 GEMM TFLOP/s at 4096^3 and 8192^3, and the MLP step time.
 
     python3 examples/gpu/compare_pytorch.py --device cuda:0 > pytorch.json
@@ -122,6 +126,77 @@ def b14(torch, r, device):
     r.phase("after backward")
 
 
+STEP = {"vocab": 86, "width": 768, "layers": 12, "heads": 12, "context": 1024, "batch": 8}
+
+
+def charlm(torch, device):
+    """memgrad's CharLM (examples/charlm/charlm_model.cpp, engine/nn/attention.cpp) in PyTorch."""
+    nn, F = torch.nn, torch.nn.functional
+    C, H, T = STEP["width"], STEP["heads"], STEP["context"]
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.register_buffer("future", torch.ones(T, T, dtype=torch.bool).triu(1))
+
+        def forward(self, x):
+            B, t, _ = x.shape
+            q, k, v = (z.view(B, t, H, C // H).transpose(1, 2) for z in self.qkv(x).split(C, 2))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / (C // H) ** 0.5)
+            att = att.masked_fill(self.future[:t, :t], float("-inf")).softmax(-1)
+            return self.proj((att @ v).transpose(1, 2).contiguous().view(B, t, C))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.attn, self.ln2 = nn.LayerNorm(C), Attention(), nn.LayerNorm(C)
+            self.mlp = nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(approximate="tanh"),
+                                     nn.Linear(4 * C, C))
+
+        def forward(self, x):
+            h = x + self.attn(self.ln1(x))
+            return h + self.mlp(self.ln2(h))
+
+    class CharLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_emb, self.pos_emb = nn.Embedding(STEP["vocab"], C), nn.Embedding(T, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(STEP["layers"]))
+            self.ln_f, self.head = nn.LayerNorm(C), nn.Linear(C, STEP["vocab"])
+
+        def forward(self, idx):
+            h = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                h = block(h)
+            return self.head(self.ln_f(h))
+
+    return CharLM().to(device)
+
+
+def transformer_step(torch, r, device):
+    r.begin("STEP")
+    model = charlm(torch, device)
+    adamw = torch.optim.AdamW(model.parameters(), weight_decay=0.01, foreach=False)
+    shape = (STEP["batch"], STEP["context"])
+    x = torch.randint(0, STEP["vocab"], shape, device=device)
+    y = torch.randint(0, STEP["vocab"], shape, device=device)
+    r.phase("parameters and batch")
+    logits = model(x)
+    loss = torch.nn.functional.cross_entropy(logits.view(-1, STEP["vocab"]), y.view(-1))
+    del logits
+    r.phase("after forward")
+    loss.backward()
+    del loss
+    r.phase("after backward")
+    adamw.step()
+    r.phase("after optimizer step")
+    adamw.zero_grad(set_to_none=True)
+    r.phase("after zero_grad")
+    del model, adamw, x, y
+    r.phase("after the model is dropped (reserved: the cache)")
+
+
 def mlp_step(torch, r, device, steps, timings):
     r.begin("MLP")
     model = torch.nn.Sequential(
@@ -183,8 +258,12 @@ def main():
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--deep-width", type=int, default=2048)
     parser.add_argument("--deep-batch", type=int, default=512)
+    for key in ("width", "layers", "heads", "context", "batch"):
+        parser.add_argument(f"--step-{key}", type=int, default=STEP[key])
     args = parser.parse_args()
     DEEP["width"], DEEP["batch"] = args.deep_width, args.deep_batch
+    for key in ("width", "layers", "heads", "context", "batch"):
+        STEP[key] = getattr(args, f"step_{key}")
     import torch  # imported here so that --help and py_compile work without torch
 
     if not torch.cuda.is_available():
@@ -200,6 +279,7 @@ def main():
     b13(torch, r, device)
     b14(torch, r, device)
     mlp_step(torch, r, device, max(args.steps, 1), not args.skip_timings)
+    transformer_step(torch, r, device)
     if not args.skip_timings:
         gemm_tflops(torch, r, device, 4096)
         gemm_tflops(torch, r, device, 8192)

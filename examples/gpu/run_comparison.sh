@@ -29,7 +29,8 @@ print(f"memgrad on {mine['device']} vs PyTorch on {theirs['device']} ({', '.join
 print(f"{'behaviour / phase':52} {'allocated MiB':>21} {'reserved MiB':>21} {'max allocated MiB':>21}")
 print(f"{'':52} {'memgrad   pytorch':>21} {'memgrad   pytorch':>21} {'memgrad   pytorch':>21}")
 for p in mine["phases"]:
-    q = index.get((p["behaviour"], p["phase"]), {})
+    # The estimate's rows (memgrad on a meta device) stand next to PyTorch's measured ones.
+    q = index.get((p["behaviour"].removesuffix(" estimate"), p["phase"]), {})
     row = f"{p['behaviour'] + ' / ' + p['phase']:52}"
     for key in ("allocated", "reserved", "max_allocated"):
         row += f" {mib(p[key])} {mib(q.get(key))}  "

@@ -14,6 +14,7 @@
 #include "examples/behaviours/b19_startup_memory.h"
 #include "examples/behaviours/b20_memory_timeline.h"
 #include "examples/behaviours/b21_model_parallel.h"
+#include "examples/behaviours/b23_will_it_fit.h"
 #include "interop/trace_svg.h"
 #include "tests/support/tensor_check.h"
 
@@ -237,6 +238,35 @@ TEST_CASE("B21: a model split over two devices keeps each device's share on it")
   CHECK(r.grads_on_device[0]);  // the gradient crossed the device boundary
   CHECK(r.grads_on_device[1]);
   CHECK_EQ(mem_get_info(Device("sim:1")).second, size_t{64} << 20);
+}
+
+TEST_CASE("B23: a step estimated on a meta device is the real run's, byte for byte") {
+  const WillItFitResult r = measure_will_it_fit(1, 23);
+  const StepMemory &e = r.estimate, &m = r.real;
+  CHECK_FALSE(m.out_of_memory);
+  CHECK_GT(m.after_forward, m.after_init);
+  CHECK_EQ(e.after_init, m.after_init);
+  CHECK_EQ(e.after_forward, m.after_forward);
+  CHECK_EQ(e.after_backward, m.after_backward);
+  CHECK_EQ(e.after_step, m.after_step);
+  CHECK_EQ(e.after_zero_grad, m.after_zero_grad);
+  CHECK_EQ(e.peak_allocated, m.peak_allocated);
+  CHECK_EQ(e.peak_reserved, m.peak_reserved);
+  CHECK_EQ(e.device_allocs, m.device_allocs);
+  // GPT-2 XL's shape: fits in 80 GiB (22.39 GiB at its peak), not in 16 GiB; the batch search's
+  // answer fits and one more does not.
+  CHECK_EQ(r.large_parameters, 1477475286);
+  REQUIRE_EQ(r.large_runs.size(), 2u);
+  CHECK_FALSE(r.large_runs[0].second.out_of_memory);
+  CHECK_EQ(r.large_runs[0].second.peak_allocated, 24036329472);
+  CHECK(r.large_runs[1].second.out_of_memory);
+  CHECK_NE(r.large_runs[1].second.oom_message.find("meta:23 out of memory"), std::string::npos);
+  CHECK_EQ(r.largest_batch, 7);
+  for (const auto& [batch, fits] : r.batch_probes) {
+    CAPTURE(batch);
+    CHECK_EQ(fits, batch <= r.largest_batch);
+  }
+  CHECK_EQ(memory_allocated(Device("meta:23")), 0);
 }
 
 }  // TEST_SUITE("examples")

@@ -76,5 +76,25 @@ class MetaAgainstSimTest(unittest.TestCase):
         self.assertIn("out of memory", err.lower())
 
 
+class GpuComparisonSmokeTest(unittest.TestCase):
+    """compare_memgrad (the GPU kit's comparison with PyTorch) on sim:0: its STEP estimate rows,
+    run on meta:0, are its real STEP rows."""
+
+    def test_the_estimate_rows_are_the_real_rows(self):
+        import json
+        proc = subprocess.run(
+            [os.path.join(BUILD, "examples", "gpu", "compare_memgrad"), "--device", "sim:0",
+             "--skip-timings", "--deep-width", "256", "--step-width", "64", "--step-layers", "2",
+             "--step-heads", "4", "--step-context", "64", "--step-batch", "4"],
+            capture_output=True, text=True, timeout=300, cwd=ROOT)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        phases = json.loads(proc.stdout)["phases"]
+        real = [p for p in phases if p["behaviour"] == "STEP"]
+        estimate = [p for p in phases if p["behaviour"] == "STEP estimate"]
+        self.assertEqual(len(real), 6)
+        for r, e in zip(real, estimate):
+            self.assertEqual({**r, "behaviour": ""}, {**e, "behaviour": ""})
+
+
 if __name__ == "__main__":
     unittest.main()
