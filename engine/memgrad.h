@@ -10,6 +10,7 @@
 #include "engine/dtype.h"
 #include "engine/elementwise.h"
 #include "engine/error.h"
+#include "engine/estimate.h"
 #include "engine/factories.h"
 #include "engine/generator.h"
 #include "engine/indexing.h"

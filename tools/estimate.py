@@ -67,9 +67,11 @@ def human(nbytes):
 
 
 def where(trace, index):
-    """'(phase, op)' of the trace event at `index`, as its context names them."""
+    """'(phase, module, op, label)' of the trace event at `index`, as its context names them."""
     context = trace["contexts"][trace["memgrad_events"][index]["ctx"]]
-    parts = [p for p in (context.get("phase"), context.get("op")) if p]
+    parts = [p for p in (context.get("phase"),
+                         memory_categories.display_module(context.get("module", "")),
+                         context.get("op"), context.get("label")) if p]
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -179,6 +181,10 @@ class Probe:
         timeline of the trace."""
         trace = self.trace
         self.capacity, self.policy = trace["capacity"], trace["policy"]
+        events = trace["memgrad_events"]
+        oom = next((i for i, e in enumerate(events) if e["action"] == "oom"), None)
+        self.oom_where = (f"event {oom + 1} of {len(events)}{where(trace, oom)}"
+                          if oom is not None else "")
         self.peaks = {}
         for field in ("allocated", "reserved"):
             value, at = peak(trace, field)
@@ -365,7 +371,8 @@ def main(argv):
         print(f"note: {name}'s own expected-vs-measured report has rows that do not match "
               f"(exit 2); the peaks above are measured")
     if short:
-        print(last_message(runs[short[0]].stderr))
+        first = runs[short[0]]
+        print(f"out of memory at {first.oom_where}: {last_message(first.stderr)}")
         return 1
     return 0
 

@@ -143,10 +143,10 @@ TEST_CASE("a meta tensor takes the bytes a sim tensor takes, and has no values")
 }
 
 TEST_CASE("a training step on meta:N allocates exactly what it allocates on sim:N") {
-  // Forward, backward and the optimizer step, phase by phase, under three policies, plain,
-  // checkpointed and under autocast: every statistic, every segment and every block at the same
-  // address.
-  for (const char* name : {"caching", "expandable", "passthrough"}) {
+  // Forward, backward and the optimizer step, phase by phase, under four policies (the planned
+  // one records two steps and serves the third from its plan), plain, checkpointed and under
+  // autocast: every statistic, every segment and every block at the same address.
+  for (const char* name : {"caching", "expandable", "passthrough", "planned"}) {
     for (Forward forward : {Forward::Plain, Forward::Checkpointed, Forward::Autocast}) {
       CAPTURE(name);
       CAPTURE(static_cast<int>(forward));
@@ -164,6 +164,33 @@ TEST_CASE("a training step on meta:N allocates exactly what it allocates on sim:
       }
     }
   }
+}
+
+TEST_CASE("estimate_memory: a program's peaks on a meta device, and whether it fits") {
+  // The same program (three AdamW steps of an MLP) on sim:N and estimated: the same peaks.
+  auto step = [](Device device) { (void)train(device, Forward::Plain); };
+  const Device sim = fresh(DeviceType::Sim, policy("expandable"));
+  step(sim);
+  const MemoryEstimate e = estimate_memory(step, size_t{1} << 30, policy("expandable"), kIndex);
+  CHECK(e.fits);
+  CHECK_EQ(e.capacity, size_t{1} << 30);
+  CHECK_EQ(e.peak_allocated, max_memory_allocated(sim));
+  CHECK_EQ(e.peak_reserved, max_memory_reserved(sim));
+  CHECK_EQ(e.allocated_after, 0);  // the program's tensors are gone when it returns
+  CHECK_EQ(memory_reserved(Device(DeviceType::Meta, kIndex)), 0);  // and the device is fresh
+  // On a device too small: the OutOfMemoryError is the answer, not an exception.
+  const MemoryEstimate small = estimate_memory(step, size_t{1} << 20, {}, kIndex);
+  CHECK_FALSE(small.fits);
+  CHECK(small.out_of_memory.find("meta:5 out of memory") != std::string::npos);
+  CHECK_LE(small.peak_reserved, size_t{1} << 20);
+  // A value read on the meta device is the program's error: thrown, naming the op.
+  const auto read = memgrad::testing::caught<DeviceError>([] {
+    (void)estimate_memory(
+        [](Device d) { (void)ones({3}, TensorOptions().with_device(d)).sum().item<float>(); },
+        size_t{64} << 20);
+  });
+  REQUIRE(read);
+  CHECK_EQ(read->op(), "item");
 }
 
 TEST_CASE("a meta device holds more than this machine has, and runs out where its capacity ends") {

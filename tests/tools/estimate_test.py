@@ -67,6 +67,8 @@ class EstimateTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 1, proc.stderr)
         self.assertIn("fits: no", proc.stdout)
         self.assertIn("meta:0 out of memory. Tried to allocate 20.00 MiB", proc.stdout)
+        # Where: the first parameter's allocation, before any phase (op empty).
+        self.assertIn("out of memory at event 1 of 1 (empty): train_mlp: error:", proc.stdout)
 
     def test_the_largest_batch_is_the_largest_a_real_run_fits(self):
         proc = estimate("--device-memory", "32MiB", "train_mlp", "--epochs", "1", "--max-steps",

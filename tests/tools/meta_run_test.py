@@ -2,10 +2,13 @@
 """train_mlp and train_charlm on meta:0 against the same runs on sim:0: every byte the programs
 report (the first step phase by phase, the steady state, the memory summary) is identical; only
 the lines that carry values (losses, accuracies, times, the sample) and the device's name differ.
-Configurations: plain, checkpointed, accumulating, on the expandable policy, and one that runs out
-of memory. Not --amp: a real run's GradScaler skips a step when its float16 gradients overflow,
+Configurations: plain, checkpointed, accumulating, on the expandable and planned policies, and one
+that runs out of memory. Not --amp: a real run's GradScaler skips a step when its float16 gradients overflow,
 which depends on values (train_mlp --amp does on one OpenMP thread and not on two), while a meta
 run assumes no overflow; tests/nn/meta_test.cpp checks autocast itself, without a scaler.
+The behaviour examples that print only bytes print the same on meta:0; those that also compare
+values stop at their first read of one with a DeviceError naming the op. compare_memgrad's
+transformer step estimated on meta:0 is its real step on sim:0.
 
 usage: meta_run_test.py BUILD_DIR
 """
@@ -61,6 +64,11 @@ class MetaAgainstSimTest(unittest.TestCase):
     def test_expandable_segments(self):
         self.assertEqual(self.check_same(["--alloc-policy", "expandable"])[0], 0)
 
+    def test_planned_policy(self):
+        rc, out, _ = self.check_same(["--alloc-policy", "planned"])
+        self.assertEqual(rc, 0)
+        self.assertIn("planned:", out)  # the plan was made and served (the summary's line)
+
     def test_transformer(self):
         rc, out, _ = self.check_same([], program=TRAIN_CHARLM)
         self.assertEqual(rc, 0)
@@ -74,6 +82,43 @@ class MetaAgainstSimTest(unittest.TestCase):
         rc, _, err = self.check_same([], limit="4MiB")
         self.assertEqual(rc, 1)
         self.assertIn("out of memory", err.lower())
+
+
+# The behaviour examples whose output is all bytes: on meta:0 they print what they print on sim:0.
+# The others compare values too (outputs equal, losses, a file's bytes), which a meta device has
+# not: they stop at the first such read with a DeviceError naming the op (checked below). B4, B21
+# and B23 choose their own devices.
+SAME_ON_META = ["b01", "b02", "b03", "b05", "b08", "b12", "b15", "b16", "b19", "b20", "b22"]
+READ_VALUES = {"b06": "to_vector", "b07": "item", "b09": "item", "b10": "item", "b11": "item",
+               "b13": "item", "b14": "item", "b17": "to", "b18": "to_vector"}
+
+
+def behaviour(prefix):
+    folder = os.path.join(BUILD, "examples", "behaviours")
+    return os.path.join(folder, next(n for n in sorted(os.listdir(folder))
+                                     if n.startswith(prefix + "_") and "." not in n))
+
+
+class BehavioursOnMetaTest(unittest.TestCase):
+    def run_on(self, name, device):
+        proc = subprocess.run([behaviour(name), "--device", device], capture_output=True,
+                              text=True, timeout=300, cwd=ROOT)
+        text = re.sub(" +", " ", (proc.stdout + proc.stderr).replace(device, "DEVICE"))
+        return proc.returncode, text
+
+    def test_behaviours_print_the_same_bytes_on_meta(self):
+        for name in SAME_ON_META:
+            with self.subTest(name):
+                sim = self.run_on(name, "sim:0")
+                self.assertEqual(sim[0], 0, sim[1][-2000:])
+                self.assertEqual(self.run_on(name, "meta:0"), sim)
+
+    def test_behaviours_that_read_values_stop_at_the_read(self):
+        for name, op in READ_VALUES.items():
+            with self.subTest(name):
+                rc, text = self.run_on(name, "meta:0")
+                self.assertEqual(rc, 1, text[-2000:])
+                self.assertIn(f"error: [{op}] a tensor on DEVICE has a shape", text)
 
 
 class GpuComparisonSmokeTest(unittest.TestCase):
