@@ -26,8 +26,9 @@ the allocated bytes at the peak and, with that last row, to the reserved bytes t
 A block's module is the module whose forward (or whose autograd nodes, in backward, or whose
 parameters, in the optimizer) allocated it, or the module that named it; "module." (the prefix a
 DDP or ZeRO wrapper adds) is left out, and "(top level)" is everything outside a registered
-submodule (the model's own forward code, the loss, the data, the optimizer's own). Rows are modules cut to --depth dotted parts (default 2);
-rows that differ only in a number and hold the same bytes are printed once, "blocks.* (x48, each)".
+submodule (the model's own forward code, the loss, the data, the optimizer's own). Rows are modules
+cut to --depth dotted parts (default 2); rows that differ only in a number and hold the same bytes
+are printed once, "blocks.* (x48, each)".
 """
 import argparse
 import bisect

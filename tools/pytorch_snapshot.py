@@ -42,6 +42,9 @@ import pickle
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_charlm import charlm  # noqa: E402
+
 PROGRAMS = ("b01", "b02", "b04", "mlp", "charlm")
 MiB = 1 << 20
 MAX_ENTRIES = 1_000_000
@@ -131,49 +134,8 @@ def program_mlp(torch, device):
 def program_charlm(torch, device, vocab):
     nn = torch.nn
     width, layers, heads, context, batch = 128, 2, 4, 64, 32
-
-    class Attention(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv = nn.Linear(width, 3 * width)
-            self.proj = nn.Linear(width, width)
-            pos = torch.arange(context)
-            self.register_buffer("future", pos.unsqueeze(0) > pos.unsqueeze(1))
-
-        def forward(self, x):
-            B, T, C = x.shape
-            q, k, v = self.qkv(x).split(C, 2)
-            q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) * (1.0 / (C // heads) ** 0.5)
-            att = att.masked_fill(self.future[:T, :T], float("-inf")).softmax(-1)
-            return self.proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.attn, self.ln2 = nn.LayerNorm(width), Attention(), nn.LayerNorm(width)
-            self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"),
-                                     nn.Linear(4 * width, width))
-
-        def forward(self, x):
-            x = x + self.attn(self.ln1(x))
-            return x + self.mlp(self.ln2(x))
-
-    class CharLM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok_emb, self.pos_emb = nn.Embedding(vocab, width), nn.Embedding(context, width)
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln_f, self.head = nn.LayerNorm(width), nn.Linear(width, vocab)
-
-        def forward(self, idx):
-            h = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
-            for block in self.blocks:
-                h = block(h)
-            return self.head(self.ln_f(h))
-
     torch.manual_seed(0)
-    model = CharLM().to(device)
+    model = charlm(torch, vocab, width, layers, heads, context).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     idx = torch.randint(0, vocab, (batch, context + 1)).to(device)
     logits = model(idx[:, :-1])

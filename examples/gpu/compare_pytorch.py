@@ -12,8 +12,8 @@ memory_reserved / max_memory_allocated after each phase as JSON on stdout:
   MLP  one training step of 784-512-512-10, batch 128, SGD with momentum
   STEP one AdamW step of the GPT-style transformer of memgrad's examples/charlm (12 blocks of
        width 768, 12 heads, context 1024, 86 characters, batch 8; --step-* flags), written
-       here layer for layer (pre-norm blocks, attention by matmul and softmax, a GELU MLP),
-       next to memgrad's real run and its estimate on a meta device
+       layer for layer in tools/torch_charlm.py, next to memgrad's real run and its estimate
+       on a meta device
 and timings: float16 GEMM TFLOP/s at 4096^3 and 8192^3, and the MLP step time.
 
     python3 examples/gpu/compare_pytorch.py --device cuda:0 > pytorch.json
@@ -22,9 +22,14 @@ Needs python3 and torch on a machine with a CUDA GPU.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+from torch_charlm import charlm  # noqa: E402
 
 DEEP_LAYERS = 8
 DEEP = {"width": 2048, "batch": 512}  # --deep-width, --deep-batch
@@ -129,54 +134,10 @@ def b14(torch, r, device):
 STEP = {"vocab": 86, "width": 768, "layers": 12, "heads": 12, "context": 1024, "batch": 8}
 
 
-def charlm(torch, device):
-    """memgrad's CharLM (examples/charlm/charlm_model.cpp, engine/nn/attention.cpp) in PyTorch."""
-    nn, F = torch.nn, torch.nn.functional
-    C, H, T = STEP["width"], STEP["heads"], STEP["context"]
-
-    class Attention(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
-            self.register_buffer("future", torch.ones(T, T, dtype=torch.bool).triu(1))
-
-        def forward(self, x):
-            B, t, _ = x.shape
-            q, k, v = (z.view(B, t, H, C // H).transpose(1, 2) for z in self.qkv(x).split(C, 2))
-            att = (q @ k.transpose(-2, -1)) * (1.0 / (C // H) ** 0.5)
-            att = att.masked_fill(self.future[:t, :t], float("-inf")).softmax(-1)
-            return self.proj((att @ v).transpose(1, 2).contiguous().view(B, t, C))
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.attn, self.ln2 = nn.LayerNorm(C), Attention(), nn.LayerNorm(C)
-            self.mlp = nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(approximate="tanh"),
-                                     nn.Linear(4 * C, C))
-
-        def forward(self, x):
-            h = x + self.attn(self.ln1(x))
-            return h + self.mlp(self.ln2(h))
-
-    class CharLM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok_emb, self.pos_emb = nn.Embedding(STEP["vocab"], C), nn.Embedding(T, C)
-            self.blocks = nn.ModuleList(Block() for _ in range(STEP["layers"]))
-            self.ln_f, self.head = nn.LayerNorm(C), nn.Linear(C, STEP["vocab"])
-
-        def forward(self, idx):
-            h = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
-            for block in self.blocks:
-                h = block(h)
-            return self.head(self.ln_f(h))
-
-    return CharLM().to(device)
-
-
 def transformer_step(torch, r, device):
     r.begin("STEP")
-    model = charlm(torch, device)
+    model = charlm(torch, STEP["vocab"], STEP["width"], STEP["layers"], STEP["heads"],
+                   STEP["context"]).to(device)
     adamw = torch.optim.AdamW(model.parameters(), weight_decay=0.01, foreach=False)
     shape = (STEP["batch"], STEP["context"])
     x = torch.randint(0, STEP["vocab"], shape, device=device)

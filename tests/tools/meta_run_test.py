@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """train_mlp and train_charlm on meta:0 against the same runs on sim:0: every byte the programs
 report (the first step phase by phase, the steady state, the memory summary) is identical; only
-the lines that carry values (losses, accuracies, times, the sample) and the device's name differ.
-Configurations: plain, checkpointed, accumulating, on the expandable and planned policies, and one
-that runs out of memory. Not --amp: a real run's GradScaler skips a step when its float16 gradients overflow,
-which depends on values (train_mlp --amp does on one OpenMP thread and not on two), while a meta
-run assumes no overflow; tests/nn/meta_test.cpp checks autocast itself, without a scaler.
-The behaviour examples that print only bytes print the same on meta:0; those that also compare
-values stop at their first read of one with a DeviceError naming the op. compare_memgrad's
-transformer step estimated on meta:0 is its real step on sim:0.
+the lines that carry values (losses, accuracies, times, the sample) and the device's name
+differ. Configurations: plain, checkpointed, accumulating, on the expandable and planned
+policies, and one that runs out of memory. Not --amp: a real run's GradScaler skips a step when
+its float16 gradients overflow, which depends on values (train_mlp --amp does on one OpenMP
+thread and not on two), while a meta run assumes no overflow; tests/nn/meta_test.cpp checks
+autocast itself, without a scaler. The behaviour examples that print only bytes print the same
+on meta:0; those that also compare values stop at their first read of one with a DeviceError
+naming the op. compare_memgrad's transformer step estimated on meta:0 is its real step on sim:0.
 
 usage: meta_run_test.py BUILD_DIR
 """
