@@ -1,7 +1,7 @@
 // meta:N: tensors with shapes and no values. What a program allocates on meta:N must equal, byte
-// for byte, what it allocates on sim:N of the same capacity (the same allocator policy over the
-// same kind of source), with no kernel run and no page touched; reading a value is an error
-// naming the op.
+// for byte, what it allocates on sim:N or the bounded cpu of the same capacity (the same
+// allocator policy over the same kind of source), with no kernel run and no page touched; reading
+// a value is an error naming the op.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -191,6 +191,20 @@ TEST_CASE("estimate_memory: a program's peaks on a meta device, and whether it f
   });
   REQUIRE(read);
   CHECK_EQ(read->op(), "item");
+}
+
+TEST_CASE("a training step on meta:N allocates exactly what it allocates on the cpu") {
+  // The cpu bounded to the same capacity (what --memory-limit makes it): the host's memory, the
+  // same policy and source kind, so the same statistics, segments and blocks.
+  for (const char* name : {"caching", "expandable"}) {
+    CAPTURE(name);
+    set_allocator_config(kCPU, policy(name));
+    set_cpu_memory_limit(kCapacity);
+    const auto on_cpu = train(kCPU, Forward::Checkpointed);
+    set_cpu_memory_limit(0);  // back to the host's memory, with the default policy
+    set_allocator_config(kCPU, AllocatorConfig{});
+    CHECK_EQ(train(fresh(DeviceType::Meta, policy(name)), Forward::Checkpointed), on_cpu);
+  }
 }
 
 TEST_CASE("a meta device holds more than this machine has, and runs out where its capacity ends") {
