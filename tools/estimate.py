@@ -3,10 +3,11 @@
 [--backend gloo|nccl] [--steps K] [--max-batch] [--depth D] [--timeline FILE.svg]`: whether a
 training run fits on a device of SIZE, its peaks and where their bytes are, without computing it.
 
-Runs the example PROGRAM (train_mlp, train_charlm, or any example that takes --device and
---memory-limit) with ARGS on meta:0, a device of SIZE whose tensors have shapes and no values
-(docs/estimate.md), recording the device's allocator trace, and prints the peaks over the whole
-run (its training steps and its evaluation), e.g.
+Runs the example PROGRAM (train_mlp, train_charlm, a behaviour example, any example that takes
+--device) with ARGS and --device meta:0, a device of SIZE (MEMGRAD_META_MEMORY) whose tensors
+have shapes and no values (docs/estimate.md), under the policy NAME (MEMGRAD_ALLOC_CONF), recording
+the device's allocator trace, and prints the peaks over the whole run (its training steps and its
+evaluation), e.g.
 
   estimate: train_mlp --epochs 1 --max-steps 3 --batch-size 4096 on meta:0, 85,899,345,920 B (80.00 GiB), caching
   fits: yes
@@ -146,14 +147,19 @@ class Probe:
     traces of a long run would not fit in this process)."""
 
     def __init__(self, path, args, opts, rank=0, world=1, report=False):
-        command = [path] + args + ["--device", DEVICE, "--memory-limit", opts["--device-memory"]]
-        if "--policy" in opts:
-            command += ["--alloc-policy", opts["--policy"]]
+        command = [path] + args + ["--device", DEVICE]
         if world > 1 and "--backend" in opts:
             command += ["--backend", opts["--backend"]]
         with tempfile.TemporaryDirectory() as folder:
             trace_path = os.path.join(folder, "trace.json")
-            env = dict(os.environ, MEMGRAD_TRACE=trace_path)
+            # The capacity and the policy through the environment, which every program reads
+            # (the training programs, the behaviour examples, one's own).
+            env = dict(os.environ, MEMGRAD_TRACE=trace_path,
+                       MEMGRAD_META_MEMORY=opts["--device-memory"])
+            if "--policy" in opts:
+                conf = os.environ.get("MEMGRAD_ALLOC_CONF", "")
+                env["MEMGRAD_ALLOC_CONF"] = f"policy:{opts['--policy']}" + (
+                    f",{conf}" if conf else "")
             if world > 1:
                 env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
             proc = subprocess.run(command, capture_output=True, text=True, env=env)

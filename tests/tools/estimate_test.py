@@ -105,6 +105,10 @@ class EstimateTest(unittest.TestCase):
                  "--ranks 0: a whole number in [1, 4096]"),
                 (["--device-memory", "1GiB", "--backend", "mpi", "train_mlp"], "--backend mpi"),
                 (["--device-memory", "1GiB", "--steps", "2", "b04"], "--steps: b04_"),
+                # A program that reads a value on the meta device: the op, in one line.
+                (["--device-memory", "1GiB", "b06"],
+                 "b06_inplace_ops failed (exit 1): B6: error: [to_vector] a tensor on meta:0 has "
+                 "a shape"),
         ):
             proc = estimate(*args)
             self.assertEqual(proc.returncode, 2, proc.stdout)

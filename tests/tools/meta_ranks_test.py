@@ -78,10 +78,12 @@ class MetaRanksTest(unittest.TestCase):
         self.check_ranks(4, MLP[:-1] + ["512", "--ddp", "--checkpoint-segments", "2",
                                          "--accumulate", "2"])
 
-    def test_zero_1_on_2_ranks(self):
+    def test_zero_1_on_2_and_4_ranks(self):
         self.check_ranks(2, MLP + ["--zero", "1"])
+        self.check_ranks(4, MLP + ["--zero", "1", "--optimizer", "sgd"])
 
-    def test_zero_2_on_4_ranks_on_expandable_segments(self):
+    def test_zero_2_on_2_and_4_ranks_on_expandable_segments(self):
+        self.check_ranks(2, MLP + ["--zero", "2"])
         self.check_ranks(4, MLP + ["--zero", "2", "--alloc-policy", "expandable"])
 
     def test_zero_3_on_2_and_4_ranks(self):
