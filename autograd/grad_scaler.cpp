@@ -8,6 +8,7 @@
 #include "autograd/error.h"
 #include "autograd/grad_mode.h"
 #include "engine/error.h"
+#include "engine/reduce.h"
 
 namespace memgrad::autograd {
 
@@ -49,9 +50,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     g.mul_(inv);
-    // The sum is inf or NaN exactly when some element is (up to overflow of the sum itself).
+    // Element by element, as PyTorch's check: the largest |element| (a NaN wins) is finite
+    // exactly when every element is, however large their sum (one 0-d result, as a sum's).
     // On a meta device there are no values: no overflow (docs/estimate.md, "What is assumed").
-    if (!std::isfinite(g.sum().item_or(0.0))) found_inf_ = true;
+    if (!std::isfinite(norm(g, INFINITY).item_or(0.0))) found_inf_ = true;
   }
   stage_ = Stage::Unscaled;
 }
@@ -79,8 +81,9 @@ void GradScaler::update(std::optional<double> new_scale) {
     scale_ *= options_.backoff_factor;
     growth_tracker_ = 0;
   } else if (++growth_tracker_ == options_.growth_interval) {
+    // The scale is a float32, as PyTorch's: a growth past float32's range keeps the old one.
     const double grown = scale_ * options_.growth_factor;
-    if (std::isfinite(grown)) scale_ = grown;
+    if (std::isfinite(static_cast<float>(grown))) scale_ = grown;
     growth_tracker_ = 0;
   }
   found_inf_ = false;

@@ -4,6 +4,7 @@
 // allocates at construction and what its forward allocates and saves.
 #pragma once
 
+#include "engine/nn/clip_grad.h"
 #include "engine/nn/dropout.h"
 #include "engine/nn/embedding.h"
 #include "engine/nn/gelu.h"

@@ -201,6 +201,35 @@ TEST_CASE("GradScaler skips the step on an infinite gradient and backs off") {
   CHECK_THROWS_AS(autograd::GradScaler({.growth_factor = 0.5}), ValueError);
 }
 
+TEST_CASE("GradScaler checks each element: two finite gradients whose sum overflows are stepped") {
+  // As PyTorch: 2e38 + 2e38 is inf in float32, but no element is, so the step is taken.
+  Tensor w = zeros({2}, TensorOptions().with_requires_grad());
+  optim::SGD opt({w}, {.lr = 1e-40});
+  autograd::GradScaler scaler({.init_scale = 1.0});
+  scaler.scale((w * tensor({2e38, 2e38})).sum()).backward();
+  CHECK(scaler.step(opt));
+  CHECK_FALSE(scaler.found_inf());
+  // A NaN anywhere is found, wherever it sits.
+  opt.zero_grad();
+  scaler.update();
+  scaler.scale((w * tensor({1.0, NAN})).sum()).backward();
+  CHECK_FALSE(scaler.step(opt));
+}
+
+TEST_CASE("GradScaler keeps a scale that would grow past float32's range") {
+  // PyTorch's scale is a float32: from 2^127 a growth would be inf, so it stays at 2^127.
+  Tensor w = ones({1}, TensorOptions().with_requires_grad());
+  optim::SGD opt({w}, {.lr = 0.0});
+  autograd::GradScaler scaler({.init_scale = std::ldexp(1.0, 127), .growth_interval = 1});
+  for (int step = 0; step < 4; ++step) {
+    scaler.scale(w.sum() * 1e-30).backward();
+    CHECK(scaler.step(opt));
+    scaler.update();
+    opt.zero_grad();
+    CHECK_EQ(scaler.get_scale(), std::ldexp(1.0, 127));
+  }
+}
+
 TEST_CASE("GradScaler rejects unscale_ twice and a second step before update") {
   Tensor w = ones({1}, TensorOptions().with_requires_grad());
   optim::SGD opt({w}, {.lr = 0.1});

@@ -366,3 +366,39 @@ TEST_CASE("accumulating four micro-batches equals one 4x batch, at a lower peak"
 }
 
 }  // TEST_SUITE("nn")
+
+TEST_CASE("clip_grad_norm_ scales every gradient by max_norm / total, with PyTorch's temporaries") {
+  const Device device("sim:6");
+  set_sim_capacity(6, size_t{64} << 20);
+  const TensorOptions f32 = TensorOptions(kFloat32).with_device(device);
+  Tensor a = tensor({3.0, 4.0}, f32).requires_grad_(true);  // gradient norm 5
+  Tensor b = tensor({12.0}, f32).requires_grad_(true);      // 12: together 13
+  Tensor c = zeros({3}, f32).requires_grad_(true);          // no gradient: skipped
+  (a * a / 2.0).sum().backward();                           // grad a = a
+  (b * b / 2.0).sum().backward();                           // grad b = b
+  const int64_t before = static_cast<int64_t>(memory_allocated(device));
+  reset_peak_memory_stats(device);
+  const Tensor total = nn::clip_grad_norm_({a, b, c}, 6.5);
+  CHECK_EQ(total.item<double>(), doctest::Approx(13.0));
+  const double k = 6.5 / (13.0 + 1e-6);
+  check_values(a.grad(), {2}, {3.0 * k, 4.0 * k}, 1e-6);
+  check_values(b.grad(), {1}, {12.0 * k}, 1e-6);
+  // Held at once, at most: a 0-d norm per gradient, and three 0-d tensors: the stack of the
+  // norms and the total (the stack is freed once the total is made), then the total, total + 1e-6
+  // and the coefficient, then the total, the coefficient and its clamped copy. The total is kept.
+  CHECK_EQ(static_cast<int64_t>(max_memory_allocated(device)) - before, 2 * 512 + 3 * 512);
+  CHECK_EQ(static_cast<int64_t>(memory_allocated(device)) - before, 512);
+  // Under max_norm nothing changes (the coefficient is clamped to 1); the infinity norm is the
+  // largest |element|.
+  const Tensor inf = nn::clip_grad_norm_({a, b}, 100.0, INFINITY);
+  CHECK_EQ(inf.item<double>(), doctest::Approx(12.0 * k));
+  check_values(b.grad(), {1}, {12.0 * k}, 1e-6);
+  nn::clip_grad_value_({a, b}, 1.0);
+  check_values(a.grad(), {2}, {1.0, 1.0}, 0.0);
+  check_values(b.grad(), {1}, {1.0}, 0.0);
+  CHECK_THROWS_AS(nn::clip_grad_norm_({a}, -1.0), ValueError);
+  CHECK_THROWS_AS(nn::clip_grad_value_({a}, -1.0), ValueError);
+  a.grad().fill_(NAN);
+  CHECK_THROWS_WITH_AS(nn::clip_grad_norm_({a}, 1.0, 2.0, true),
+                       doctest::Contains("is non-finite (nan)"), ValueError);
+}
