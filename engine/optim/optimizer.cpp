@@ -200,8 +200,9 @@ void SGD::load_state_dict(const OptimizerState& s) {
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
     : Optimizer(std::move(params), options.lr), options_(options), decoupled_(decoupled) {
+  options_.weight_decay = options.weight_decay.value_or(decoupled ? 0.01 : 0.0);
   check_non_negative("epsilon", options.eps);
-  check_non_negative("weight_decay", options.weight_decay);
+  check_non_negative("weight_decay", *options_.weight_decay);
   for (double b : {options.beta1, options.beta2}) {
     if (!(b >= 0.0 && b < 1.0))
       throw ValueError(fmt::format("[optim] Invalid beta parameter: {}", b), "optim", "betas",
@@ -229,7 +230,7 @@ void Adam::step() {
     detail::kernels_for(p.device())
         .adam_step(detail::operand(p), detail::operand(g), detail::operand(exp_avg_[i]),
                    detail::operand(exp_avg_sq_[i]), lr_, options_.beta1, options_.beta2,
-                   options_.eps, options_.weight_decay, decoupled_, steps_[i]);
+                   options_.eps, *options_.weight_decay, decoupled_, steps_[i]);
     p.storage().bump_version();
   }
 }

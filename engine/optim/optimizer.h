@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,8 @@ struct AdamOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.0;
+  // Unset: PyTorch's defaults, 0 for Adam and 0.01 for AdamW (options() then holds the value).
+  std::optional<double> weight_decay;
 };
 
 class Adam : public Optimizer {
@@ -124,8 +126,8 @@ class Adam : public Optimizer {
 
 class AdamW final : public Adam {
  public:
-  // PyTorch's AdamW default weight decay is 0.01.
-  AdamW(std::vector<Tensor> params, AdamOptions options = {0.001, 0.9, 0.999, 1e-8, 0.01})
+  // PyTorch's AdamW: weight decay 0.01 unless options say otherwise.
+  explicit AdamW(std::vector<Tensor> params, AdamOptions options = {})
       : Adam(std::move(params), options, /*decoupled=*/true) {}
 };
 

@@ -402,3 +402,11 @@ TEST_CASE("clip_grad_norm_ scales every gradient by max_norm / total, with PyTor
   CHECK_THROWS_WITH_AS(nn::clip_grad_norm_({a}, 1.0, 2.0, true),
                        doctest::Contains("is non-finite (nan)"), ValueError);
 }
+
+TEST_CASE("AdamW's weight decay is 0.01 unless given, Adam's 0, as in PyTorch") {
+  Tensor p = ones({1}, TensorOptions().with_requires_grad());
+  CHECK_EQ(optim::AdamW({p}, {.lr = 0.1}).options().weight_decay, 0.01);
+  CHECK_EQ(optim::AdamW({p}).options().weight_decay, 0.01);
+  CHECK_EQ(optim::AdamW({p}, {.weight_decay = 0.0}).options().weight_decay, 0.0);
+  CHECK_EQ(optim::Adam({p}, {.lr = 0.1}).options().weight_decay, 0.0);
+}
