@@ -2,6 +2,7 @@
 #include "autograd/grad_scaler.h"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -83,7 +84,7 @@ void GradScaler::update(std::optional<double> new_scale) {
   } else if (++growth_tracker_ == options_.growth_interval) {
     // The scale is a float32, as PyTorch's: a growth past float32's range keeps the old one.
     const double grown = scale_ * options_.growth_factor;
-    if (std::isfinite(static_cast<float>(grown))) scale_ = grown;
+    if (grown <= static_cast<double>(std::numeric_limits<float>::max())) scale_ = grown;
     growth_tracker_ = 0;
   }
   found_inf_ = false;
