@@ -172,9 +172,11 @@ class Probe:
                         candidate = json.load(f)
                     if candidate.get("device") == DEVICE:
                         self.trace = candidate
-        self.out_of_memory = self.trace is not None and any(
-            e["action"] == "oom" for e in self.trace["memgrad_events"])
         self.found = self.trace is not None
+        # The first out-of-memory event, found once: whether the run fits and where it did not.
+        self.oom_at = next((i for i, e in enumerate(self.trace["memgrad_events"])
+                            if e["action"] == "oom"), None) if self.found else None
+        self.out_of_memory = self.oom_at is not None
         if self.found:
             self.summarise(opts if report else None)
         self.trace = None
@@ -187,14 +189,12 @@ class Probe:
         timeline of the trace."""
         trace = self.trace
         self.capacity, self.policy = trace["capacity"], trace["policy"]
-        events = trace["memgrad_events"]
-        oom = next((i for i, e in enumerate(events) if e["action"] == "oom"), None)
-        self.oom_where = (f"event {oom + 1} of {len(events)}{where(trace, oom)}"
-                          if oom is not None else "")
+        events = len(trace["memgrad_events"])
+        self.oom_where = (f"event {self.oom_at + 1} of {events}{where(trace, self.oom_at)}"
+                          if self.out_of_memory else "")
         self.peaks = {}
         for field in ("allocated", "reserved"):
             value, at = peak(trace, field)
-            events = len(trace["memgrad_events"])
             self.peaks[field] = human(value) + (
                 f", first at event {at + 1} of {events}{where(trace, at)}" if at >= 0 else "")
         if opts is None:
