@@ -67,15 +67,6 @@ def human(nbytes):
     return f"{nbytes:,} B ({value:.2f} {unit})" if unit != "B" else f"{nbytes:,} B"
 
 
-def where(trace, index):
-    """'(phase, module, op, label)' of the trace event at `index`, as its context names them."""
-    context = trace["contexts"][trace["memgrad_events"][index]["ctx"]]
-    parts = [p for p in (context.get("phase"),
-                         memory_categories.display_module(context.get("module", "")),
-                         context.get("op"), context.get("label")) if p]
-    return f" ({', '.join(parts)})" if parts else ""
-
-
 def peak(trace, field):
     """(value, index of the first event reaching it) of `field` over the trace's events."""
     best, at = 0, -1
@@ -190,13 +181,14 @@ class Probe:
         trace = self.trace
         self.capacity, self.policy = trace["capacity"], trace["policy"]
         events = len(trace["memgrad_events"])
-        self.oom_where = (f"event {self.oom_at + 1} of {events}{where(trace, self.oom_at)}"
+        place = memory_categories.where
+        self.oom_where = (f"event {self.oom_at + 1} of {events}{place(trace, self.oom_at)}"
                           if self.out_of_memory else "")
         self.peaks = {}
         for field in ("allocated", "reserved"):
             value, at = peak(trace, field)
             self.peaks[field] = human(value) + (
-                f", first at event {at + 1} of {events}{where(trace, at)}" if at >= 0 else "")
+                f", first at event {at + 1} of {events}{place(trace, at)}" if at >= 0 else "")
         if opts is None:
             return
         blocks = memory_categories.blocks_of(trace)

@@ -120,6 +120,15 @@ def blocks_of(trace):
     return out
 
 
+def where(trace, index):
+    """' (phase, module, op, label)' of the trace event at `index`, as its context names them
+    ("" when it names none)."""
+    context = trace["contexts"][trace["memgrad_events"][index]["ctx"]]
+    parts = [p for p in (context.get("phase"), display_module(context.get("module", "")),
+                         context.get("op"), context.get("label")) if p]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def peak_event(trace):
     """The index of the first event at the peak of allocated bytes (-1 for no event)."""
     best, at = -1, -1
@@ -195,11 +204,8 @@ def table_text(trace, blocks, depth=2, at=None):
                  f"{mib(allocated):>14}")
     lines.append(f"{FREE:<{width}}" + " " * (19 * len(columns)) + f"{mib(free):>14}")
     event = trace["memgrad_events"][at]
-    context = trace["contexts"][event["ctx"]]
-    where = ", ".join(p for p in (context["phase"], display_module(context.get("module", "")),
-                                  context["op"]) if p)
-    lines.append(f"at event {at + 1} of {len(trace['memgrad_events'])}"
-                 f"{' (' + where + ')' if where else ''}: allocated {allocated:,} B = "
+    lines.append(f"at event {at + 1} of {len(trace['memgrad_events'])}{where(trace, at)}: "
+                 f"allocated {allocated:,} B = "
                  + " + ".join(f"{c} {totals[c]:,}" for c in columns)
                  + f"; reserved {allocated + free:,} B = allocated + {free:,} in no block")
     assert allocated == event["allocated"], (allocated, event["allocated"])
