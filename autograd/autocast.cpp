@@ -4,8 +4,11 @@
 #include <memory>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "engine/autograd_seam.h"
 #include "engine/copy.h"
+#include "engine/error.h"
 
 namespace memgrad::autograd {
 namespace {
@@ -72,6 +75,12 @@ Tensor cast(const Tensor& t, DType dtype) {
 
 AutocastGuard::AutocastGuard(bool enabled, DType dtype)
     : previous_enabled_(autocast_enabled()), previous_dtype_(t_state.dtype) {
+  if (enabled && !is_reduced_float(dtype)) {
+    throw DTypeError(fmt::format("[autocast] the lower-precision dtype must be float16 or "
+                                 "bfloat16, got {}",
+                                 dtype_name(dtype)),
+                     "autocast", {dtype});
+  }
   set_autocast_enabled(enabled);
   if (enabled) {
     t_state.dtype = dtype;

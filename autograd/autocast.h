@@ -1,8 +1,9 @@
 // Autocast: mixed precision by op, inside a thread-local region (torch.autocast).
 //
 // Inside an AutocastGuard, eligible ops cast their floating inputs before running:
-//   lower precision (float16): mm, bmm, matmul, addmm, linear (so their outputs, and what
-//     autograd saves of them, take half the bytes);
+//   lower precision (float16, or bfloat16: float32's range, no GradScaler needed): mm, bmm,
+//     matmul, addmm, linear (so their outputs, and what autograd saves of them, take half the
+//     bytes);
 //   float32: exp, log, pow, reciprocal, rsqrt, sum, mean, norm, logsumexp, softmax,
 //     log_softmax, layer_norm, cross_entropy, mse_loss (numerically sensitive);
 //   promote to the widest input: cat and where (plain binary ops promote by themselves).
@@ -22,7 +23,8 @@
 namespace memgrad::autograd {
 
 // Enables (or, with enabled = false, disables) autocast for its scope; nests. Leaving the
-// outermost enabled region clears the cast cache.
+// outermost enabled region clears the cast cache. Throws DTypeError when enabled with a dtype
+// other than float16 or bfloat16.
 class AutocastGuard {
  public:
   explicit AutocastGuard(bool enabled = true, DType dtype = kFloat16);

@@ -71,11 +71,23 @@ void ignore_default_sigpipe() {
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
+// Gloo has no bfloat16: c = a + b element by element, added in float and rounded to nearest even
+// (what PyTorch's Gloo backend does with c10::BFloat16).
+void sum_bfloat16(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<BFloat16*>(c);
+  const auto* x = static_cast<const BFloat16*>(a);
+  const auto* y = static_cast<const BFloat16*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = float_to_bfloat16(bfloat16_to_float(x[i]) + bfloat16_to_float(y[i]));
+  }
+}
+
 ReduceFn sum_function(DType dtype) {
   switch (dtype) {
     case DType::Float32: return &gloo::sum<float>;
     case DType::Float64: return &gloo::sum<double>;
     case DType::Float16: return &gloo::sum<gloo::float16>;
+    case DType::BFloat16: return &sum_bfloat16;
     case DType::Int64: return &gloo::sum<int64_t>;
     default: break;
   }
@@ -197,6 +209,8 @@ class GlooTransport final : public Transport {
       case DType::Float32: opts.setOutput(static_cast<float*>(data), count); return;
       case DType::Float64: opts.setOutput(static_cast<double*>(data), count); return;
       case DType::Float16: opts.setOutput(static_cast<gloo::float16*>(data), count); return;
+      // 2-byte elements; sum_function's own sum reads them as bfloat16.
+      case DType::BFloat16: opts.setOutput(static_cast<uint16_t*>(data), count); return;
       case DType::Int64: opts.setOutput(static_cast<int64_t*>(data), count); return;
       default: sum_function(dtype);  // throws
     }

@@ -27,6 +27,7 @@ NcclDType nccl_type(DType dtype) {
     case DType::Float32: return NcclDType::Float32;
     case DType::Float64: return NcclDType::Float64;
     case DType::Float16: return NcclDType::Float16;
+    case DType::BFloat16: return NcclDType::BFloat16;
     case DType::Int64: return NcclDType::Int64;
     default: break;
   }

@@ -162,7 +162,8 @@ std::exception_ptr argument_error(F&& checks) {
 }
 
 bool can_sum(DType dtype) {
-  return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16 || dtype == kInt64;
+  return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16 || dtype == kBFloat16 ||
+         dtype == kInt64;
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // dtypes as users see them: names, promotion, and the C++ type of each.
 //
-// memgrad has five dtypes: float32 (the default), float64 (gradcheck), float16 (autocast),
-// int64 (indices, labels) and bool (masks, comparisons). Mixed inputs promote like PyTorch's
-// tensor-tensor promotion: bool < int64 < float16 < float32 < float64.
+// memgrad has six dtypes: float32 (the default), float64 (gradcheck), float16 and bfloat16
+// (autocast, master-weights training), int64 (indices, labels) and bool (masks, comparisons).
+// Mixed inputs promote like PyTorch's tensor-tensor promotion: bool < int64 < float16, bfloat16
+// < float32 < float64, and float16 with bfloat16 gives float32 (neither holds the other).
 #pragma once
 
 #include <string>
@@ -15,10 +16,12 @@ namespace memgrad {
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
 inline constexpr DType kFloat16 = DType::Float16;
+inline constexpr DType kBFloat16 = DType::BFloat16;
 inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kBool = DType::Bool;
 
-// "float32", "float64", "float16", "int64", "bool" (PyTorch's spelling without "torch.").
+// "float32", "float64", "float16", "bfloat16", "int64", "bool" (PyTorch's spelling without
+// "torch.").
 std::string_view dtype_name(DType dtype);
 
 // The dtype named `name` (also accepts "float", "double", "half", "long"). Throws DTypeError.
@@ -41,6 +44,10 @@ constexpr DType dtype_of<double>() {
 template <>
 constexpr DType dtype_of<Half>() {
   return DType::Float16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::BFloat16;
 }
 template <>
 constexpr DType dtype_of<int64_t>() {

@@ -32,6 +32,7 @@ const char* torch_type_name(DType dtype) {
     case DType::Float32: return "Float";
     case DType::Float64: return "Double";
     case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
     case DType::Int64: return "Long";
     case DType::Bool: return "Bool";
   }

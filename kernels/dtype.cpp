@@ -1,4 +1,5 @@
-// Half <-> float conversions through Eigen::half (hardware F16C instructions where available).
+// Half and BFloat16 <-> float conversions through Eigen::half (hardware F16C instructions where
+// available) and Eigen::bfloat16.
 #include "kernels/dtype.h"
 
 #include <Eigen/Core>
@@ -10,5 +11,13 @@ float half_to_float(Half h) {
 }
 
 Half float_to_half(float f) { return Half{Eigen::numext::bit_cast<uint16_t>(Eigen::half(f))}; }
+
+float bfloat16_to_float(BFloat16 b) {
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b.bits));
+}
+
+BFloat16 float_to_bfloat16(float f) {
+  return BFloat16{Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(f))};
+}
 
 }  // namespace memgrad

@@ -225,8 +225,8 @@ MEMGRAD_HOST_DEVICE inline C where_value(C cond, C a, C b) {
 
 // ---- compute types (host only: the backends' dispatch) ----
 
-// The type a dtype computes in: float for float16, the dtype itself otherwise.
-constexpr DType compute_dtype(DType d) { return d == DType::Float16 ? DType::Float32 : d; }
+// The type a dtype computes in: float for float16 and bfloat16, the dtype itself otherwise.
+constexpr DType compute_dtype(DType d) { return is_reduced_float(d) ? DType::Float32 : d; }
 
 // The floating type of a floating-only op (a backward rule, clamp): float64 stays, everything
 // else computes in float.
@@ -255,11 +255,11 @@ constexpr DType binary_compute_dtype(BinaryOp op, DType out, DType a, DType b) {
 }
 
 // The dtype a binary_scalar scalar is stored in before it meets the tensor of dtype `a`: float
-// for float32/16 tensors (float16 computes with the scalar in float, not rounded to half),
+// for float32/16 tensors (float16 and bfloat16 compute with the scalar in float, not rounded),
 // int64 when the scalar is integral and fits (any non-float64 tensor), float64 otherwise (an
 // int64 tensor compared with 2.5 compares in floating point, as in PyTorch).
 inline DType scalar_operand_dtype(DType a, double scalar) {
-  if (a == DType::Float32 || a == DType::Float16) return DType::Float32;
+  if (a == DType::Float32 || is_reduced_float(a)) return DType::Float32;
   if (a != DType::Float64 && scalar == std::trunc(scalar) && std::abs(scalar) < 9e18) {
     return DType::Int64;
   }

@@ -17,10 +17,11 @@ namespace memgrad::kernels {
 inline constexpr double kTwoPi = 6.283185307179586;
 
 // The random bits a uniform draw uses: as many as the output dtype's significand holds (float64
-// 32, float16 11, as PyTorch draws them; 24, a float's, for the others), so that rounding to the
-// dtype never turns u < 1 into 1.
-MEMGRAD_HOST_DEVICE inline int uniform_bits(bool is_float64, bool is_float16) {
-  return is_float64 ? 32 : is_float16 ? 11 : 24;
+// 32, float16 11, bfloat16 8, as PyTorch draws them; 24, a float's, for the others), so that
+// rounding to the dtype never turns u < 1 into 1.
+MEMGRAD_HOST_DEVICE inline int uniform_bits(bool is_float64, bool is_float16,
+                                            bool is_bfloat16 = false) {
+  return is_float64 ? 32 : is_float16 ? 11 : is_bfloat16 ? 8 : 24;
 }
 
 // from + span u, with u = (the top `bits` bits of word) / 2^bits, uniform in [0, 1) and exact

@@ -13,7 +13,8 @@ The format (https://github.com/huggingface/safetensors):
 
 Prints "name dtype [shape]" per tensor. Uses only the standard library (struct, json). If the
 `safetensors` package (and numpy) can be imported, the file is also loaded with it and every
-tensor compared with what this checker read.
+tensor compared with what this checker read; BF16 tensors need ml_dtypes too (numpy's bfloat16).
+`./memgrad test` runs it with .venv-tools/, which has all three.
 
 Exit status: 0 when every file is valid, 1 when one is not, 2 on a usage error.
 """
@@ -107,11 +108,13 @@ def compare_with_library(path, entries, data):
     try:
         import numpy  # noqa: F401
         from safetensors.numpy import load_file
+        if any(e[1] == "BF16" for e in entries):
+            import ml_dtypes  # noqa: F401  (registers numpy's bfloat16)
     except ImportError:
         print("(the safetensors Python package is not installed: spec checks only)")
         return
     names = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
-             "F16": "float16", "I32": "int32", "U32": "uint32", "F32": "float32",
+             "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32", "F32": "float32",
              "I64": "int64", "U64": "uint64", "F64": "float64"}
     loaded = load_file(path)
     if set(loaded) != {e[0] for e in entries}:

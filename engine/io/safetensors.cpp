@@ -29,6 +29,7 @@ const char* format_dtype(DType d) {
     case DType::Float32: return "F32";
     case DType::Float64: return "F64";
     case DType::Float16: return "F16";
+    case DType::BFloat16: return "BF16";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
   }
@@ -49,10 +50,11 @@ DType parse_format_dtype(const std::string& s, const std::string& what, const st
   if (s == "F32") return DType::Float32;
   if (s == "F64") return DType::Float64;
   if (s == "F16") return DType::Float16;
+  if (s == "BF16") return DType::BFloat16;
   if (s == "I64") return DType::Int64;
   if (s == "BOOL") return DType::Bool;
   throw CheckpointError(fmt::format("[safetensors] {}: tensor '{}' has dtype '{}', which memgrad "
-                                    "does not support (F32, F64, F16, I64, BOOL)",
+                                    "does not support (F32, F64, F16, BF16, I64, BOOL)",
                                     what, name, s),
                         "safetensors", path_of(what), name);
 }

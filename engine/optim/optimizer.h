@@ -101,7 +101,7 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   // Unset: PyTorch's defaults, 0 for Adam and 0.01 for AdamW (options() then holds the value).
-  std::optional<double> weight_decay;
+  std::optional<double> weight_decay = std::nullopt;
 };
 
 class Adam : public Optimizer {

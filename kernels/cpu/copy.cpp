@@ -31,23 +31,24 @@ void copy_row(char* o, const char* a, int64_t so, int64_t sa, int64_t n) {
   }
 }
 
-// dst (T) = src (S), converting through float for half and through the wider type otherwise.
+// dst (T) = src (S), converting through float for half and bfloat16 and through the wider type
+// otherwise.
 template <typename T, typename S>
 void convert_row(char* o, const char* a, int64_t so, int64_t sa, int64_t n) {
-  using C = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<S, half>, float,
+  using C = std::conditional_t<is_reduced_v<T> || is_reduced_v<S>, float,
                                std::common_type_t<compute_t<T>, compute_t<S>>>;
   for (int64_t i = 0; i < n; ++i) {
     const S v = *reinterpret_cast<const S*>(a + i * sa);
     C c;
-    if constexpr (std::is_same_v<S, half>) {
+    if constexpr (is_reduced_v<S>) {
       c = static_cast<C>(static_cast<float>(v));
     } else {
       c = static_cast<C>(v);
     }
     if constexpr (std::is_same_v<T, bool>) {
       *reinterpret_cast<T*>(o + i * so) = c != C(0);
-    } else if constexpr (std::is_same_v<T, half>) {
-      *reinterpret_cast<T*>(o + i * so) = half(static_cast<float>(c));
+    } else if constexpr (is_reduced_v<T>) {
+      *reinterpret_cast<T*>(o + i * so) = T(static_cast<float>(c));
     } else {
       *reinterpret_cast<T*>(o + i * so) = cast_to<T>(c);
     }
@@ -62,8 +63,8 @@ void CpuBackend::fill(const Operand& out, double value) {
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     T v;
-    if constexpr (std::is_same_v<T, half>) {
-      v = half(static_cast<float>(value));
+    if constexpr (is_reduced_v<T>) {
+      v = T(static_cast<float>(value));
     } else if constexpr (std::is_same_v<T, bool>) {
       v = value != 0.0;
     } else {

@@ -16,16 +16,21 @@
 namespace memgrad::kernels::cpu {
 
 using half = Eigen::half;
+using bfloat16 = Eigen::bfloat16;
 
-// Float16 computes in float; every other dtype in itself.
+// half or bfloat16: stored in 16 bits, computed in float.
 template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, half>, float, T>;
+inline constexpr bool is_reduced_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
-// One element of storage type S read as T: half goes through float, floating values become
-// int64 through cast_to.
+// Float16 and BFloat16 compute in float; every other dtype in itself.
+template <typename T>
+using compute_t = std::conditional_t<is_reduced_v<T>, float, T>;
+
+// One element of storage type S read as T: half and bfloat16 go through float, floating values
+// become int64 through cast_to.
 template <typename T, typename S>
 T convert_from(S v) {
-  if constexpr (std::is_same_v<S, half>) {
+  if constexpr (is_reduced_v<S>) {
     return cast_to<T>(static_cast<float>(v));
   } else if constexpr (std::is_floating_point_v<S>) {
     return cast_to<T>(v);
@@ -37,8 +42,8 @@ T convert_from(S v) {
 // `v` of type T stored as storage type S (the inverse of convert_from).
 template <typename S, typename T>
 S convert_to(T v) {
-  if constexpr (std::is_same_v<S, half>) {
-    return half(static_cast<float>(v));
+  if constexpr (is_reduced_v<S>) {
+    return S(static_cast<float>(v));
   } else if constexpr (std::is_same_v<S, int64_t>) {
     return cast_to<int64_t>(v);
   } else {
@@ -46,13 +51,14 @@ S convert_to(T v) {
   }
 }
 
-// Calls fn(T{}) with T the C++ type of `dtype` (float, double, half, int64_t, bool).
+// Calls fn(T{}) with T the C++ type of `dtype` (float, double, half, bfloat16, int64_t, bool).
 template <typename Fn>
 decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
     case DType::Float32: return fn(float{});
     case DType::Float64: return fn(double{});
     case DType::Float16: return fn(half{});
+    case DType::BFloat16: return fn(bfloat16{});
     case DType::Int64: return fn(int64_t{});
     case DType::Bool: return fn(bool{});
   }
@@ -81,6 +87,7 @@ decltype(auto) dispatch_floating(DType dtype, Fn&& fn) {
   switch (dtype) {
     case DType::Float64: return fn(double{});
     case DType::Float16: return fn(half{});
+    case DType::BFloat16: return fn(bfloat16{});
     default: return fn(float{});
   }
 }

@@ -187,8 +187,8 @@ void scale_c(const GemmArgs& g) {
     for (int64_t i = 0; i < g.m; ++i) {
       T* row = c + b * g.batch_stride_c + i * g.ldc;
       for (int64_t j = 0; j < g.n; ++j) {
-        if constexpr (std::is_same_v<T, half>) {
-          row[j] = g.beta == 0.0 ? half(0.0f) : half(static_cast<float>(row[j]) * beta);
+        if constexpr (is_reduced_v<T>) {
+          row[j] = g.beta == 0.0 ? T(0.0f) : T(static_cast<float>(row[j]) * beta);
         } else {
           row[j] = g.beta == 0.0 ? T(0) : static_cast<T>(row[j] * static_cast<T>(g.beta));
         }
@@ -197,13 +197,14 @@ void scale_c(const GemmArgs& g) {
   }
 }
 
-// float16: A and B converted to float, C computed in a float buffer (loaded first when
-// beta != 0), then rounded back to half.
-void gemm_half(const GemmArgs& g) {
+// float16 and bfloat16: A and B converted to float, C computed in a float buffer (loaded first
+// when beta != 0), then rounded back to 16 bits.
+template <typename H>
+void gemm_reduced(const GemmArgs& g) {
   std::vector<float> abuf, bbuf, cbuf(static_cast<size_t>(g.batch * g.m * g.n));
-  const Mat<float> a = pack<float, half>(g.a, g.m, g.k, g.batch, abuf);
-  const Mat<float> b = pack<float, half>(g.b, g.k, g.n, g.batch, bbuf);
-  half* c = static_cast<half*>(g.c);
+  const Mat<float> a = pack<float, H>(g.a, g.m, g.k, g.batch, abuf);
+  const Mat<float> b = pack<float, H>(g.b, g.k, g.n, g.batch, bbuf);
+  H* c = static_cast<H*>(g.c);
   auto for_each_c = [&](auto&& fn) {
     for (int64_t bi = 0; bi < g.batch; ++bi) {
       for (int64_t i = 0; i < g.m; ++i) {
@@ -214,19 +215,19 @@ void gemm_half(const GemmArgs& g) {
       }
     }
   };
-  if (g.beta != 0.0) for_each_c([](const half& h, float& f) { f = static_cast<float>(h); });
+  if (g.beta != 0.0) for_each_c([](const H& h, float& f) { f = static_cast<float>(h); });
   gemm_batches<float>(g, a, b, cbuf.data(), g.n, g.m * g.n);
-  for_each_c([](half& h, const float& f) { h = half(f); });
+  for_each_c([](H& h, const float& f) { h = H(f); });
 }
 
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& args) {
   if (args.batch == 0 || args.outer == 0 || args.m == 0 || args.n == 0) return;
-  // The paths that copy operands (float16, or an operand BLAS cannot read in place) and the
+  // The paths that copy operands (16-bit floats, or an operand BLAS cannot read in place) and the
   // empty product handle one batch level: they run the outer groups one by one.
   if (args.outer > 1 &&
-      (args.k == 0 || args.dtype == DType::Float16 || !blas_readable(args.a, args.m, args.k) ||
+      (args.k == 0 || is_reduced_float(args.dtype) || !blas_readable(args.a, args.m, args.k) ||
        !blas_readable(args.b, args.k, args.n))) {
     for (int64_t o = 0; o < args.outer; ++o) gemm(gemm_group(args, o));
     return;
@@ -243,7 +244,7 @@ void CpuBackend::gemm(const GemmArgs& args) {
     case DType::Float64:
       dispatch_floating(g.dtype, [&](auto tag) {
         using T = decltype(tag);
-        if constexpr (!std::is_same_v<T, half>) {
+        if constexpr (!is_reduced_v<T>) {
           std::vector<T> abuf, bbuf;
           const Mat<T> a = prepare<T>(g.a, g.m, g.k, g.batch, abuf);
           const Mat<T> b = prepare<T>(g.b, g.k, g.n, g.batch, bbuf);
@@ -251,8 +252,9 @@ void CpuBackend::gemm(const GemmArgs& args) {
         }
       });
       return;
-    case DType::Float16: gemm_half(g); return;
-    default: internal_check(false, "gemm: dtype must be float32, float64 or float16");
+    case DType::Float16: gemm_reduced<half>(g); return;
+    case DType::BFloat16: gemm_reduced<bfloat16>(g); return;
+    default: internal_check(false, "gemm: dtype must be float32, float64, float16 or bfloat16");
   }
 }
 

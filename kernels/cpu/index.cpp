@@ -66,15 +66,16 @@ int64_t index_at(const Operand& index, int64_t i) {
   return static_cast<const int64_t*>(index.data)[i * stride];
 }
 
-// dst += src for one element of type T (float16 adds in float, bool is logical or).
+// dst += src for one element of type T (float16 and bfloat16 add in float, bool is logical
+// or).
 template <typename T>
 void add_into(char* dst, const char* src) {
   T& d = *reinterpret_cast<T*>(dst);
   const T s = *reinterpret_cast<const T*>(src);
   if constexpr (std::is_same_v<T, bool>) {
     d = d || s;
-  } else if constexpr (std::is_same_v<T, half>) {
-    d = half(static_cast<float>(d) + static_cast<float>(s));
+  } else if constexpr (is_reduced_v<T>) {
+    d = T(static_cast<float>(d) + static_cast<float>(s));
   } else {
     d = static_cast<T>(d + s);
   }

@@ -11,8 +11,8 @@ namespace {
 
 template <typename T>
 void store(void* data, int64_t i, double v) {
-  if constexpr (std::is_same_v<T, half>) {
-    static_cast<T*>(data)[i] = half(static_cast<float>(v));
+  if constexpr (is_reduced_v<T>) {
+    static_cast<T*>(data)[i] = T(static_cast<float>(v));
   } else {
     static_cast<T*>(data)[i] = static_cast<T>(v);
   }
@@ -35,7 +35,8 @@ void CpuBackend::uniform(const Operand& out, uint64_t seed, uint64_t offset, dou
                          double to) {
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const int bits = uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, half>);
+    const int bits = uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, half>,
+                                  std::is_same_v<T, bfloat16>);
     for_each_block(out.numel(), seed, offset, [&](const Philox4& r, int64_t i, int j) {
       store<T>(out.data, i, uniform_draw(r.w[j], bits, from, to - from));
     });

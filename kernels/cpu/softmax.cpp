@@ -271,7 +271,7 @@ void CpuBackend::softmax(const Operand& out, const Operand& in, int dim, bool lo
     if (rows || g.columns_contiguous()) {
       dispatch_floating(dt, [&](auto tag) {
         using T = decltype(tag);
-        if constexpr (!std::is_same_v<T, half>) {
+        if constexpr (!is_reduced_v<T>) {
           if (rows) {
             for_each_output(g.num_rows, g.parallel(), [&](int64_t j) {
               softmax_row<T>(g.row<T>(1, j), g.row<T>(0, j), g.length, log);
@@ -304,7 +304,7 @@ void CpuBackend::softmax_backward(const Operand& grad_in, const Operand& grad_ou
     if (rows || g.columns_contiguous()) {
       dispatch_floating(dt, [&](auto tag) {
         using T = decltype(tag);
-        if constexpr (!std::is_same_v<T, half>) {
+        if constexpr (!is_reduced_v<T>) {
           if (rows) {
             for_each_output(g.num_rows, g.parallel(), [&](int64_t j) {
               softmax_backward_row<T>(g.row<T>(0, j), g.row<T>(1, j), g.row<T>(2, j), g.length,

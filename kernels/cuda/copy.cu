@@ -60,7 +60,7 @@ __global__ void copy_same_kernel(Indexer<2> ix, char* dst, const char* src, int6
 // One element of S converted to T the way the CPU's convert_row does it.
 template <typename T, typename S>
 __device__ __forceinline__ void convert_one(char* o, const char* a) {
-  constexpr bool kHalf = std::is_same_v<T, __half> || std::is_same_v<S, __half>;
+  constexpr bool kHalf = is_reduced_v<T> || is_reduced_v<S>;
   using C = std::conditional_t<kHalf, float, std::common_type_t<compute_t<T>, compute_t<S>>>;
   const C c = to_compute<C>(*reinterpret_cast<const S*>(a));
   if constexpr (std::is_same_v<T, bool>) {

@@ -71,11 +71,12 @@ BlasTypes blas_types(DType dtype) {
   switch (dtype) {
     case DType::Float64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F};
     case DType::Float16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    case DType::BFloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
     case DType::Float32:
       return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
     default:
-      throw CudaError(fmt::format("[gemm] dtype {} has no cuBLAS GEMM (float32, float64 and "
-                                  "float16 do)",
+      throw CudaError(fmt::format("[gemm] dtype {} has no cuBLAS GEMM (float32, float64, "
+                                  "float16 and bfloat16 do)",
                                   static_cast<int>(dtype)),
                       "gemm", static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED));
   }

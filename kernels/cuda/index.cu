@@ -10,9 +10,10 @@
 // index's sizes, stride 0 along `dim`), adding index x stride along `dim` (PyTorch's restride
 // trick, kernels/operand_layout.h); index_select and index_add decompose the flat position into
 // coordinates and replace the one along `dim`. Copies move raw element bytes; scatter_add and
-// index_add accumulate with atomics (float16 with the sm_70+ __half atomicAdd), so with duplicate
-// indices the order of floating additions, and the rounding, can differ from run to run (as in
-// PyTorch on CUDA). 256-thread blocks, grid-stride loops, on the current stream.
+// index_add accumulate with atomics (float16 with the sm_70+ __half atomicAdd, bfloat16 with
+// sm_80+'s), so with duplicate indices the order of floating additions, and the rounding, can
+// differ from run to run (as in PyTorch on CUDA). 256-thread blocks, grid-stride loops, on the
+// current stream.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <climits>
@@ -93,6 +94,8 @@ __device__ __forceinline__ void atomic_add(T* p, double v) {
     if (v != 0.0) *p = true;  // every writer stores the same value
   } else if constexpr (std::is_same_v<T, __half>) {
     atomicAdd(p, __float2half_rn(static_cast<float>(v)));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    atomicAdd(p, __float2bfloat16_rn(static_cast<float>(v)));
   } else if constexpr (std::is_same_v<T, int64_t>) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p),
               static_cast<unsigned long long>(static_cast<int64_t>(v)));

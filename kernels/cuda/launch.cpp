@@ -30,6 +30,7 @@ const char* dtype_label(DType dtype) {
     case DType::Float32: return "float32";
     case DType::Float64: return "float64";
     case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
     case DType::Int64: return "int64";
     case DType::Bool: return "bool";
   }
@@ -54,6 +55,7 @@ uint64_t element_bits(DType dtype, double value) {
     }
     case DType::Float64: std::memcpy(&bits, &value, sizeof value); break;
     case DType::Float16: bits = float_to_half(static_cast<float>(value)).bits; break;
+    case DType::BFloat16: bits = float_to_bfloat16(static_cast<float>(value)).bits; break;
     case DType::Int64: {
       const auto v = static_cast<int64_t>(value);
       std::memcpy(&bits, &v, sizeof v);

@@ -2,9 +2,10 @@
 // of each dtype, conversions that round exactly as the CPU backend does, loads and stores of a
 // dtype known only at run time, and warp/block reductions.
 //
-// Conversions: float16 goes through float both ways (__half2float, __float2half_rn: round to
-// nearest even, like Eigen::half on the CPU), so a double is rounded to float first and then to
-// half, as the CPU's store_as does; a float becomes int64 through cast_to (NaN and out-of-range
+// Conversions: float16 and bfloat16 go through float both ways (__half2float, __float2half_rn,
+// __bfloat162float, __float2bfloat16_rn: round to nearest even, like Eigen::half and
+// Eigen::bfloat16 on the CPU), so a double is rounded to float first and then to 16 bits, as the
+// CPU's store_as does; a float becomes int64 through cast_to (NaN and out-of-range
 // values give INT64_MIN, as on the CPU, where the device's own conversion would saturate). The
 // rounding helpers (mul_rn, add_rn) are kernels/scalar_math.h's, shared with the CPU.
 // Reductions: group_reduce<G> combines one value per thread of a group of G threads (1, a warp,
@@ -12,6 +13,7 @@
 // timing; every thread of the group gets the result.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -35,6 +37,7 @@ decltype(auto) dispatch_storage(DType dtype, Fn&& fn) {
     case DType::Float32: return fn(Tag<float>{});
     case DType::Float64: return fn(Tag<double>{});
     case DType::Float16: return fn(Tag<__half>{});
+    case DType::BFloat16: return fn(Tag<__nv_bfloat16>{});
     case DType::Int64: return fn(Tag<int64_t>{});
     case DType::Bool: return fn(Tag<bool>{});
   }
@@ -42,19 +45,24 @@ decltype(auto) dispatch_storage(DType dtype, Fn&& fn) {
 }
 
 // Calls fn(Tag<T>{}) for the floating storage type of `dtype` (float for anything not
-// float64 or float16: the CPU's dispatch_floating).
+// float64, float16 or bfloat16: the CPU's dispatch_floating).
 template <typename Fn>
 decltype(auto) dispatch_floating(DType dtype, Fn&& fn) {
   switch (dtype) {
     case DType::Float64: return fn(Tag<double>{});
     case DType::Float16: return fn(Tag<__half>{});
+    case DType::BFloat16: return fn(Tag<__nv_bfloat16>{});
     default: return fn(Tag<float>{});
   }
 }
 
-// Float16 computes in float; every other dtype in itself (the CPU's compute_t).
+// __half or __nv_bfloat16: stored in 16 bits, computed in float.
 template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, __half>, float, T>;
+inline constexpr bool is_reduced_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+// Float16 and BFloat16 compute in float; every other dtype in itself (the CPU's compute_t).
+template <typename T>
+using compute_t = std::conditional_t<is_reduced_v<T>, float, T>;
 
 // ---- conversions ----
 
@@ -63,6 +71,8 @@ template <typename C, typename T>
 __device__ __forceinline__ C to_compute(T x) {
   if constexpr (std::is_same_v<T, __half>) {
     return cast_to<C>(__half2float(x));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return cast_to<C>(__bfloat162float(x));
   } else {
     return cast_to<C>(x);
   }
@@ -73,6 +83,8 @@ template <typename T, typename C>
 __device__ __forceinline__ T from_compute(C v) {
   if constexpr (std::is_same_v<T, __half>) {
     return __float2half_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(v));
   } else {
     return cast_to<T>(v);
   }
@@ -85,6 +97,8 @@ __device__ __forceinline__ C load_as(const char* p, DType dtype) {
     case DType::Float32: return cast_to<C>(*reinterpret_cast<const float*>(p));
     case DType::Float64: return cast_to<C>(*reinterpret_cast<const double*>(p));
     case DType::Float16: return cast_to<C>(__half2float(*reinterpret_cast<const __half*>(p)));
+    case DType::BFloat16:
+      return cast_to<C>(__bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p)));
     case DType::Int64: return static_cast<C>(*reinterpret_cast<const int64_t*>(p));
     case DType::Bool: return static_cast<C>(*reinterpret_cast<const bool*>(p));
   }
@@ -99,6 +113,9 @@ __device__ __forceinline__ void store_as(char* p, DType dtype, C v) {
     case DType::Float64: *reinterpret_cast<double*>(p) = static_cast<double>(v); return;
     case DType::Float16:
       *reinterpret_cast<__half*>(p) = __float2half_rn(static_cast<float>(v));
+      return;
+    case DType::BFloat16:
+      *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(static_cast<float>(v));
       return;
     case DType::Int64: *reinterpret_cast<int64_t*>(p) = cast_to<int64_t>(v); return;
     case DType::Bool: *reinterpret_cast<bool*>(p) = static_cast<bool>(v); return;

@@ -83,6 +83,7 @@ ncclDataType_t to_nccl(NcclDType type) {
     case NcclDType::Float32: return ncclFloat32;
     case NcclDType::Float64: return ncclFloat64;
     case NcclDType::Float16: return ncclFloat16;
+    case NcclDType::BFloat16: return ncclBfloat16;
     case NcclDType::Int64: return ncclInt64;
     case NcclDType::Byte: return ncclUint8;
   }

@@ -17,7 +17,7 @@
 
 namespace memgrad::kernels::cuda {
 
-enum class NcclDType : uint8_t { Float32, Float64, Float16, Int64, Byte };
+enum class NcclDType : uint8_t { Float32, Float64, Float16, BFloat16, Int64, Byte };
 
 // A fresh ncclUniqueId (rank 0 makes it; the others read it from the store), as its bytes.
 // Throws CudaError when libnccl cannot be loaded.

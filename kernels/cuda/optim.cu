@@ -2,8 +2,8 @@
 // per-element formulas and the host-side constants are kernels/optim_formulas.h, the text the
 // CPU backend runs too, so both agree bit for bit. One thread per element, grid-stride,
 // 256-thread blocks, on the current stream; every operand is contiguous and of the parameter's
-// dtype; float16 computes in float (__half converted with static_cast, i.e. __half2float and
-// round-to-nearest-even __float2half, as from_compute does).
+// dtype; float16 and bfloat16 compute in float (converted and rounded to nearest even as
+// to_compute and from_compute do).
 #include "kernels/cuda/cuda_backend.h"
 
 #include "allocator/cuda_check.h"

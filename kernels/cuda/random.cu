@@ -28,11 +28,13 @@ struct DrawArgs {
 
 // ---- kernels section ----
 
-// The CPU's store<T>(double): float16 through float, bool as v != 0.
+// The CPU's store<T>(double): float16 and bfloat16 through float, bool as v != 0.
 template <typename T>
 __device__ __forceinline__ void store_double(T* out, int64_t i, double v) {
   if constexpr (std::is_same_v<T, __half>) {
     out[i] = __float2half_rn(__double2float_rn(v));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    out[i] = __float2bfloat16_rn(__double2float_rn(v));
   } else if constexpr (std::is_same_v<T, float>) {
     out[i] = __double2float_rn(v);
   } else {
@@ -43,7 +45,9 @@ __device__ __forceinline__ void store_double(T* out, int64_t i, double v) {
 template <Draw D, typename T>
 __device__ __forceinline__ double draw_value(const Philox4& r, int j, const DrawArgs& args) {
   if constexpr (D == Draw::Uniform) {
-    return uniform_draw(r.w[j], uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, __half>),
+    return uniform_draw(r.w[j],
+                        uniform_bits(std::is_same_v<T, double>, std::is_same_v<T, __half>,
+                                     std::is_same_v<T, __nv_bfloat16>),
                         args.a, args.b);
   } else if constexpr (D == Draw::Normal) {
     return normal_draw(r, j, args.a, args.b);

@@ -110,26 +110,34 @@ TEST_CASE("checkpoint inside autocast recomputes in float16 too") {
   CHECK_EQ(lin.weight().grad().dtype(), kFloat32);
 }
 
-TEST_CASE("autocast runs matmul-family ops in float16 and sensitive ops in float32") {
+TEST_CASE("autocast runs matmul-family ops in float16 or bfloat16 and sensitive ops in float32") {
   const Tensor a = randn({4, 8}), b = randn({8, 3});
-  autograd::AutocastGuard autocast;
-  CHECK_EQ(mm(a, b).dtype(), kFloat16);
-  CHECK_EQ(matmul(a, b).dtype(), kFloat16);
-  CHECK_EQ(linear(a, b.t()).dtype(), kFloat16);
-  const Tensor h = mm(a, b);
-  CHECK_EQ(softmax(h, 1).dtype(), kFloat32);
-  CHECK_EQ(log_softmax(h, 1).dtype(), kFloat32);
-  CHECK_EQ(exp(h).dtype(), kFloat32);
-  CHECK_EQ(h.sum().dtype(), kFloat32);
-  CHECK_EQ(nn::cross_entropy(h, tensor({0, 1, 2, 0})).dtype(), kFloat32);
-  CHECK_EQ(relu(h).dtype(), kFloat16);                 // not listed: runs in its input's dtype
-  CHECK_EQ((h + a.slice(1, 0, 3)).dtype(), kFloat32);  // mixed inputs promote to the widest
-  CHECK_EQ(cat({h, a.slice(1, 0, 3)}, 0).dtype(), kFloat32);  // promote ops
-  {
-    autograd::AutocastGuard off(false);
-    CHECK_EQ(mm(a, b).dtype(), kFloat32);  // a disabled region inside an enabled one
+  for (DType low : {kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(low));
+    autograd::AutocastGuard autocast(true, low);
+    CHECK_EQ(mm(a, b).dtype(), low);
+    CHECK_EQ(matmul(a, b).dtype(), low);
+    CHECK_EQ(linear(a, b.t()).dtype(), low);
+    const Tensor h = mm(a, b);
+    CHECK_EQ(softmax(h, 1).dtype(), kFloat32);
+    CHECK_EQ(log_softmax(h, 1).dtype(), kFloat32);
+    CHECK_EQ(exp(h).dtype(), kFloat32);
+    CHECK_EQ(h.sum().dtype(), kFloat32);
+    CHECK_EQ(nn::cross_entropy(h, tensor({0, 1, 2, 0})).dtype(), kFloat32);
+    CHECK_EQ(relu(h).dtype(), low);                      // not listed: runs in its input's dtype
+    CHECK_EQ((h + a.slice(1, 0, 3)).dtype(), kFloat32);  // mixed inputs promote to the widest
+    CHECK_EQ(cat({h, a.slice(1, 0, 3)}, 0).dtype(), kFloat32);  // promote ops
+    {
+      autograd::AutocastGuard off(false);
+      CHECK_EQ(mm(a, b).dtype(), kFloat32);  // a disabled region inside an enabled one
+    }
+    CHECK_EQ(mm(a, b).dtype(), low);
   }
-  CHECK_EQ(mm(a, b).dtype(), kFloat16);
+  // Only the 16-bit floats are lower precision.
+  for (DType other : {kFloat32, kFloat64, kInt64, kBool}) {
+    CHECK_THROWS_AS(autograd::AutocastGuard(true, other), DTypeError);
+  }
+  CHECK_NOTHROW(autograd::AutocastGuard(false, kFloat32));  // disabled: the dtype is unused
 }
 
 TEST_CASE("autocast casts a parameter once per region and frees the copy on exit") {
@@ -155,11 +163,11 @@ TEST_CASE("autocast halves the bytes of the activations a linear layer saves") {
   nn::Linear lin(64, 64), lin2(64, 64);
   const Tensor x = randn({32, 64});
   PolicyAllocator& alloc = allocator_for(kCPU);
-  auto kept = [&](bool amp) {
+  auto kept = [&](bool amp, DType low = kFloat16) {
     const int64_t before = static_cast<int64_t>(alloc.memory_allocated());
     Tensor y;
     {
-      autograd::AutocastGuard autocast(amp);
+      autograd::AutocastGuard autocast(amp, low);
       y = lin2.forward(relu(lin.forward(x)));
     }
     return static_cast<int64_t>(alloc.memory_allocated()) - before;
@@ -170,6 +178,8 @@ TEST_CASE("autocast halves the bytes of the activations a linear layer saves") {
   // of x (4 KiB), and lin2 saves its float16 weight (64 x 64 x 2 bytes) for the gradient of
   // its input, so that cast outlives the region's cache (as in PyTorch).
   CHECK_EQ(kept(true), 3 * 32 * 64 * 2 + 64 * 64 * 2);
+  // bfloat16 takes the same 2 bytes per element.
+  CHECK_EQ(kept(true, kBFloat16), 3 * 32 * 64 * 2 + 64 * 64 * 2);
 }
 
 TEST_CASE("GradScaler grows the scale after growth_interval clean steps") {

@@ -75,6 +75,10 @@ io::SafetensorsFile every_dtype() {
   f.tensors.emplace_back(
       "f16",
       from_bits<uint16_t>({0x7c00, 0xfc00, 0x7e00, 0x8000, 0x0001, 0x3c00}, {3, 2}, kFloat16));
+  // bfloat16: +inf, -inf, NaN, -0.0, the smallest denormal, 1, the largest finite, pi rounded.
+  f.tensors.emplace_back(
+      "bf16", from_bits<uint16_t>({0x7f80, 0xff80, 0x7fc0, 0x8000, 0x0001, 0x3f80, 0x7f7f, 0x4049},
+                                  {2, 4}, kBFloat16));
   f.tensors.emplace_back("i64", from_bits<int64_t>({std::numeric_limits<int64_t>::min(), -1, 0,
                                                     std::numeric_limits<int64_t>::max()},
                                                    {2, 2}, kInt64));
@@ -212,9 +216,10 @@ TEST_CASE("the file layout follows the safetensors spec") {
   REQUIRE(header.is_object());
   CHECK_EQ(header.at("__metadata__"), nlohmann::json{{"format", "pt"}});
   const std::map<std::string, std::pair<std::string, std::vector<int64_t>>> expected{
-      {"f32", {"F32", {8}}},      {"f64", {"F64", {2, 3}}},     {"f16", {"F16", {3, 2}}},
-      {"i64", {"I64", {2, 2}}},   {"bool", {"BOOL", {3}}},      {"scalar", {"F32", {}}},
-      {"empty", {"F32", {0, 3}}}, {"cube", {"F32", {2, 3, 4}}}, {"transposed", {"F64", {3, 2}}}};
+      {"f32", {"F32", {8}}},          {"f64", {"F64", {2, 3}}},   {"f16", {"F16", {3, 2}}},
+      {"bf16", {"BF16", {2, 4}}},     {"i64", {"I64", {2, 2}}},   {"bool", {"BOOL", {3}}},
+      {"scalar", {"F32", {}}},        {"empty", {"F32", {0, 3}}}, {"cube", {"F32", {2, 3, 4}}},
+      {"transposed", {"F64", {3, 2}}}};
   CHECK_EQ(header.size(), expected.size() + 1);
   const std::string data = bytes.substr(8 + n);
   uint64_t covered = 0;
@@ -270,8 +275,8 @@ TEST_CASE("every corrupt safetensors file is a CheckpointError, never a crash") 
        "lacks dtype"},
       {"three offsets", craft(one(f32, "[2]", "[0, 4, 8]"), d16), "pair of data_offsets"},
       {"dtype not a string", craft(one(R"(7)", "[2]", "[0, 8]"), d16), "lacks dtype"},
-      {"unknown dtype", craft(one(R"("BF16")", "[2]", "[0, 4]"), d16),
-       "has dtype 'BF16', which memgrad does not support"},
+      {"unknown dtype", craft(one(R"("F8_E4M3")", "[2]", "[0, 4]"), d16),
+       "has dtype 'F8_E4M3', which memgrad does not support"},
       {"negative size", craft(one(f32, "[-2]", "[0, 8]"), d16), "tensor 'a' has a bad shape"},
       {"fractional size", craft(one(f32, "[1.5]", "[0, 8]"), d16), "bad shape"},
       {"text size", craft(one(f32, R"(["2"])", "[0, 8]"), d16), "bad shape"},
@@ -444,7 +449,10 @@ TEST_CASE("loading a checkpoint into the wrong model or from a plain file is ref
 }
 
 TEST_CASE("tools/check_safetensors.py validates the files memgrad writes") {
-  const std::string python = "/usr/bin/python3";
+  // ./memgrad test names its venv with the PyPI safetensors client (MEMGRAD_PYTHON): the file is
+  // then also loaded by safetensors + numpy, every tensor compared byte for byte.
+  const char* venv_python = std::getenv("MEMGRAD_PYTHON");
+  const std::string python = venv_python != nullptr ? venv_python : "/usr/bin/python3";
   const std::string script = std::string(MEMGRAD_SOURCE_ROOT) + "/tools/check_safetensors.py";
   if (!std::filesystem::exists(python) || !std::filesystem::exists(script)) {
     MESSAGE("skipped: needs " << python << " and " << script);
@@ -462,11 +470,12 @@ TEST_CASE("tools/check_safetensors.py validates the files memgrad writes") {
   CAPTURE(printed);
   REQUIRE(WIFEXITED(status));
   CHECK_EQ(WEXITSTATUS(status), 0);
-  for (const char* line :
-       {"f32 F32 [8]", "f64 F64 [2, 3]", "f16 F16 [3, 2]", "i64 I64 [2, 2]", "bool BOOL [3]",
-        "scalar F32 []", "empty F32 [0, 3]", "cube F32 [2, 3, 4]", "transposed F64 [3, 2]"}) {
+  for (const char* line : {"f32 F32 [8]", "f64 F64 [2, 3]", "f16 F16 [3, 2]", "bf16 BF16 [2, 4]",
+                           "i64 I64 [2, 2]", "bool BOOL [3]", "scalar F32 []", "empty F32 [0, 3]",
+                           "cube F32 [2, 3, 4]", "transposed F64 [3, 2]"}) {
     CHECK(printed.find(line) != std::string::npos);
   }
+  if (venv_python != nullptr) CHECK(printed.find("loads the same 10 tensors") != std::string::npos);
   // A file with a hole between tensors is not valid safetensors: the checker says so.
   const std::string bad = dir.file("bad.safetensors");
   std::ofstream(bad, std::ios::binary)
