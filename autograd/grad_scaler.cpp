@@ -47,15 +47,23 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // The reciprocal in float64, then float32, as PyTorch computes inv_scale.
   const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
   found_inf_ = false;
-  for (const Tensor& p : optimizer.params()) {
-    Tensor g = p.grad();
+  bool deferred = false;
+  for (size_t i = 0; i < optimizer.params().size(); ++i) {
+    Tensor g = optimizer.params()[i].grad();
     if (!g.defined()) continue;
-    g.mul_(inv);
+    // A master-weight parameter's gradient is unscaled by the optimizer, in float32.
+    if (optimizer.has_master(i)) {
+      deferred = true;
+    } else {
+      g.mul_(inv);
+    }
     // Element by element, as PyTorch's check: the largest |element| (a NaN wins) is finite
     // exactly when every element is, however large their sum (one 0-d result, as a sum's).
     // On a meta device there are no values: no overflow (docs/estimate.md, "What is assumed").
     if (!std::isfinite(norm(g, INFINITY).item_or(0.0))) found_inf_ = true;
   }
+  if (deferred) optimizer.set_master_grad_factor(inv);
+  if (options_.combine_found_inf) found_inf_ = options_.combine_found_inf(found_inf_);
   stage_ = Stage::Unscaled;
 }
 
@@ -69,7 +77,10 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   }
   if (stage_ == Stage::Ready) unscale_(optimizer);
   stage_ = Stage::Stepped;
-  if (found_inf_) return false;
+  if (found_inf_) {
+    optimizer.set_master_grad_factor(1.0);  // the skipped step's factor is not carried over
+    return false;
+  }
   optimizer.step();
   return true;
 }

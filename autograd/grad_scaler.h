@@ -5,9 +5,20 @@
 // before the optimizer step, and skips the step when any gradient became inf or NaN (the scale
 // was too large), halving the scale; after `growth_interval` clean steps it doubles the scale.
 // Memory: nothing beyond two numbers; unscaling works in place on the gradients.
+//
+// With an optimizer that keeps float32 master weights (optim::SGDOptions/AdamOptions
+// master_weights), the float16 gradients of the master-weight parameters stay scaled: unscale_()
+// checks them for inf/NaN (an overflow of the scaled gradient is an inf in float16) and hands the
+// factor to the optimizer, which applies it as it converts each gradient to float32. To clip
+// such gradients, clip at max_norm x get_scale().
+//
+// Distributed training: each rank checks only the gradients it holds (a ZeRO shard, or all of
+// them under DDP); `combine_found_inf` makes the decision collective, so every rank skips or
+// steps together (distributed::any_rank gives one).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,6 +34,8 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
   bool enabled = true;
+  // Given whether this process found an inf/NaN, whether any rank did (unset: this one alone).
+  std::function<bool(bool)> combine_found_inf = nullptr;
 };
 
 class GradScaler {

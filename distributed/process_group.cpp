@@ -581,4 +581,12 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, std::optional<
                             device);
 }
 
+bool any_rank(ProcessGroup& pg, bool flag) {
+  NoGradGuard no_grad;
+  const Tensor count =
+      full({1}, flag ? 1.0 : 0.0, TensorOptions(kFloat32).with_device(pg.device()));
+  pg.all_reduce(count, ReduceOp::Sum);
+  return count.item_or(flag ? 1.0 : 0.0) > 0.0;
+}
+
 }  // namespace memgrad::distributed

@@ -170,4 +170,10 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
 std::shared_ptr<ProcessGroup> init_process_group(Backend backend,
                                                  std::optional<Device> device = std::nullopt);
 
+// Whether `flag` is true on any rank of `pg`: a collective every rank must call (a
+// GradScaler's combine_found_inf, so that ranks holding different shards skip a step together).
+// Allocates: one float32 element on pg's device, freed on return. On a meta device there are no
+// values: this rank's own flag.
+bool any_rank(ProcessGroup& pg, bool flag);
+
 }  // namespace memgrad::distributed

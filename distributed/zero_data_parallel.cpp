@@ -266,6 +266,13 @@ Tensor ZeroDataParallel::forward(const Tensor& x) {
 const std::vector<Tensor>& ZeroDataParallel::shard_parameters() const { return state_->shards; }
 
 void ZeroDataParallel::step(optim::Optimizer& optimizer) {
+  step(optimizer, [&optimizer] {
+    optimizer.step();
+    return true;
+  });
+}
+
+bool ZeroDataParallel::step(optim::Optimizer& /*optimizer*/, const std::function<bool()>& update) {
   State& s = *state_;
   NoGradGuard no_grad;
   if (s.stage == 1) {
@@ -275,9 +282,10 @@ void ZeroDataParallel::step(optim::Optimizer& optimizer) {
       }
     }
   }
-  optimizer.step();
-  if (s.stage == 3) return;
+  if (!update()) return false;
+  if (s.stage == 3) return true;
   for (State::Unit& u : s.units) pg_->all_gather(u.flat_param, u.shard_param);
+  return true;
 }
 
 void ZeroDataParallel::zero_grad() {

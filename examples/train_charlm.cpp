@@ -297,6 +297,7 @@ int main(int argc, char** argv) {
                  corpus.vocab.size());
     }
     const Device device = examples::configure_device(opt);
+    const examples::Precision precision = examples::precision_of(opt);
     examples::SteadyStateReport steady(device);  // the requests up to the validation
     const Tensor tokens = [&] {
       TraceLabelScope label("data loading");  // the whole text on the device: every step's input
@@ -313,6 +314,7 @@ int main(int argc, char** argv) {
     if (context_study) return print_context_study(shape, opt.batch_size, device);
     auto model_ptr = std::make_shared<CharLM>(shape, dropout, opt.checkpoint_segments, device);
     CharLM& model = *model_ptr;
+    if (precision.parameters != kFloat32) model.to(precision.parameters);
     examples::MemoryReport report("Memory during the first training step (device allocator):");
     int64_t params = 0;
     for (const Tensor& p : model.parameters()) params += rounded(static_cast<int64_t>(p.nbytes()));
@@ -338,7 +340,13 @@ int main(int argc, char** argv) {
     examples::TrainOptions o = opt;
     if (o.optimizer == "adam") o.optimizer = "adamw";
     if (o.lr == 0.0) o.lr = 3e-3;
+    const int64_t before_optimizer = static_cast<int64_t>(memory_allocated(device));
     std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(o, dp.trainable());
+    if (precision.master_weights) {
+      report.add("optimizer (+ float32 master weights)",
+                 examples::expected_master_weights(o, dp.trainable()),
+                 static_cast<int64_t>(memory_allocated(device)) - before_optimizer);
+    }
     optim::CosineWithWarmup schedule(*optimizer, std::min<int64_t>(30, steps), steps, o.lr / 10);
     RandomWindows train(tokens, 0, split, context, static_cast<size_t>(steps * opt.batch_size),
                         opt.seed);
@@ -346,10 +354,11 @@ int main(int argc, char** argv) {
                       opt.seed + 1);
     data::DataLoader loader(train,
                             {.batch_size = static_cast<size_t>(opt.batch_size), .device = device});
-    autograd::GradScaler scaler({.enabled = opt.amp});
+    autograd::GradScaler scaler = dp.make_scaler(precision);
     examples::ProgressBar bar("training", steps, dp.prints());
     double loss_avg = 0.0, accuracy_avg = 0.0;
-    const examples::ForwardMode mode{opt.amp, opt.checkpoint_segments};
+    const examples::ForwardMode mode{precision.autocast.has_value(), opt.checkpoint_segments,
+                                     precision.autocast.value_or(kFloat16)};
     for (int64_t step = 0; step < steps; ++step) {
       const std::optional<data::Example> global = loader.next();
       const bool first = step == 0;
@@ -361,15 +370,21 @@ int main(int argc, char** argv) {
       examples::LossAndAccuracy result;
       {
         TracePhaseScope phase("forward");  // autograd and the optimizer label the other phases
-        if (first) {
+        if (first && !precision.master_weights) {
           // The first forward runs under the census: each part of what it keeps, expected and
-          // measured, and their sum against the allocator's count.
+          // measured, and their sum against the allocator's count (the census knows float32
+          // models, with or without autocast; a 16-bit model's forward is measured only).
           const examples::ForwardMemory kept =
               examples::measure_forward(model, batch->input, batch->target, mode, &result);
           add_forward_rows(report, kept, dropout);
         } else {
-          result = examples::charlm_loss(model, batch->input, batch->target, opt.amp);
+          result =
+              examples::charlm_loss(model, batch->input, batch->target, mode.amp, mode.amp_dtype);
         }
+      }
+      if (first && precision.master_weights) {
+        report.note(fmt::format("forward ({}: 16-bit activations, float32 loss)", precision.name),
+                    static_cast<int64_t>(memory_allocated(device)) - before);
       }
       const Tensor& loss = result.loss;
       const int64_t forward = static_cast<int64_t>(memory_allocated(device)) - before;
@@ -386,12 +401,7 @@ int main(int argc, char** argv) {
         }
       }
       const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
-      bool stepped = true;
-      if (opt.amp) {
-        stepped = scaler.step(*optimizer);
-      } else {
-        dp.step(*optimizer);
-      }
+      const bool stepped = dp.step(*optimizer, scaler);
       scaler.update();
       schedule.step();
       if (first) {
@@ -399,7 +409,8 @@ int main(int argc, char** argv) {
         if (sharded) {
           report.note("optimizer step (+ AdamW state of the shards)", measured);
         } else {
-          report.add("optimizer step (+ AdamW state, lazily)", stepped ? 2 * params : 0, measured);
+          report.add("optimizer step (+ AdamW state, lazily)",
+                     stepped ? examples::expected_optimizer_state(o, dp.trainable()) : 0, measured);
         }
       }
       const int64_t before_zero = static_cast<int64_t>(memory_allocated(device));

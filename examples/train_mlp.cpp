@@ -57,7 +57,10 @@ class Mlp : public nn::UnaryModule {
                std::make_shared<nn::ReLU>(),
                register_module("fc3", std::make_shared<nn::Linear>(kHidden, kClasses, o))};
   }
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& input) override {
+    // The images in the parameters' dtype (--precision master-*: a 16-bit copy).
+    const DType dtype = static_cast<const nn::Linear&>(*layers_[0]).weight().dtype();
+    const Tensor x = input.dtype() == dtype ? input : input.to(dtype);
     if (segments_ > 0 && is_training()) {
       return autograd::checkpoint_sequential(layers_, segments_, x);
     }
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     manual_seed(opt.seed);
     const Device device = examples::configure_device(opt);
+    const examples::Precision precision = examples::precision_of(opt);
     // Quiet on the ranks of a distributed run other than 0 (checked again once the group exists).
     const bool quiet = (opt.ddp || opt.zero != 0) && std::getenv("RANK") != nullptr &&
                        std::string(std::getenv("RANK")) != "0";
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
     }
     auto model_ptr = std::make_shared<Mlp>(device, opt.checkpoint_segments);
     Mlp& model = *model_ptr;
+    if (precision.parameters != kFloat32) model.to(precision.parameters);
     FirstStepReport first;
     first.params = parameter_bytes(model);
     first.report.add("after model init (parameters)", first.params,
@@ -168,7 +173,13 @@ int main(int argc, char** argv) {
                  dp.enabled() ? "; " + dp.describe() : std::string());
     }
 
+    const int64_t before_optimizer = static_cast<int64_t>(memory_allocated(device));
     std::unique_ptr<optim::Optimizer> optimizer = examples::make_optimizer(opt, dp.trainable());
+    if (precision.master_weights) {
+      first.report.add("optimizer (+ float32 master weights)",
+                       examples::expected_master_weights(opt, dp.trainable()),
+                       static_cast<int64_t>(memory_allocated(device)) - before_optimizer);
+    }
     examples::check_batch_size(opt, mnist.train.size());
     data::DataLoader loader(mnist.train, {.batch_size = static_cast<size_t>(opt.batch_size),
                                           .shuffle = true,
@@ -189,11 +200,11 @@ int main(int argc, char** argv) {
     const int64_t rows = micro / dp.world();  // this rank's rows of each micro-batch
     bool report_pending = state.step == 0;
     // The forward/backward expectations below are for the plain float32 step; with
-    // checkpointing or autocast those two rows are shown as measured only, and with ZeRO the
-    // gradients and the optimizer state (sharded) too.
-    const bool plain_step = opt.checkpoint_segments == 0 && !opt.amp;
+    // checkpointing or another precision those two rows are shown as measured only, and with
+    // ZeRO the gradients and the optimizer state (sharded) too.
+    const bool plain_step = opt.checkpoint_segments == 0 && precision.name == "fp32";
     const bool plain_grads = plain_step && opt.zero == 0;
-    autograd::GradScaler scaler({.enabled = opt.amp});
+    autograd::GradScaler scaler = dp.make_scaler(precision);
     for (int64_t epoch = state.epoch; epoch < opt.epochs; ++epoch) {
       loader.start_epoch(static_cast<size_t>(epoch));
       examples::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, opt.epochs), steps_per_epoch,
@@ -217,9 +228,11 @@ int main(int argc, char** argv) {
           Tensor logits, loss;
           {
             TracePhaseScope phase("forward");
-            autograd::AutocastGuard autocast(opt.amp);
+            autograd::AutocastGuard autocast(precision.autocast.has_value(),
+                                             precision.autocast.value_or(kFloat16));
             logits = dp.module()(x);
-            loss = nn::cross_entropy(logits, y);
+            // 16-bit parameters give 16-bit logits: the loss in float32.
+            loss = nn::cross_entropy(precision.master_weights ? logits.to(kFloat32) : logits, y);
           }
           const int64_t act = rounded(rows * kHidden * 4);
           const int64_t small = rounded(rows * kClasses * 4);
@@ -231,7 +244,10 @@ int main(int argc, char** argv) {
               first.report.add("forward (+ saved activations, logits, loss)",
                                2 * act + 2 * small + rounded(4), measured);
             } else {
-              first.report.note("forward (checkpointing / autocast)", measured);
+              first.report.note(
+                  fmt::format("forward ({})",
+                              opt.checkpoint_segments > 0 ? "checkpointing" : precision.name),
+                  measured);
             }
           }
           const int64_t before_backward = static_cast<int64_t>(memory_allocated(device));
@@ -247,27 +263,24 @@ int main(int argc, char** argv) {
                   "backward (+ gradients - saved activations)",
                   first.params - 2 * act - small + (opt.accumulate > 1 ? rounded(4) : 0), measured);
             } else {
-              first.report.note(opt.zero != 0 ? "backward (ZeRO: gradients into flat or sharded "
-                                                "buffers)"
-                                              : "backward (checkpointing / autocast)",
-                                measured);
+              first.report.note(
+                  opt.zero != 0
+                      ? "backward (ZeRO: gradients into flat or sharded buffers)"
+                      : fmt::format("backward ({})",
+                                    opt.checkpoint_segments > 0 ? "checkpointing" : precision.name),
+                  measured);
             }
           }
           step_loss += loss.item_or(0.0) / static_cast<double>(opt.accumulate);
           step_acc += accuracy_of(logits, y) / static_cast<double>(opt.accumulate);
         }
         const int64_t before_step = static_cast<int64_t>(memory_allocated(device));
-        bool stepped = true;
-        if (opt.amp) {
-          stepped = scaler.step(*optimizer);  // false: an inf/NaN gradient
-        } else {
-          dp.step(*optimizer);
-        }
+        const bool stepped = dp.step(*optimizer, scaler);  // false: an inf/NaN gradient
         scaler.update();
         schedule.step();
         if (report_pending) {
           const int64_t state_bytes =
-              stepped ? examples::optimizer_state_multiple(opt) * first.params : 0;
+              stepped ? examples::expected_optimizer_state(opt, dp.trainable()) : 0;
           const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before_step;
           if (opt.zero == 0) {
             first.report.add(fmt::format("optimizer step (+ {} state, lazily)", opt.optimizer),

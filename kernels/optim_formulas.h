@@ -3,10 +3,11 @@
 // Nesterov, and Adam / AdamW with bias correction. The constants are derived on the host in
 // double (sgd_constants, adam_constants) and then rounded to the compute type C (float for
 // float32 and float16, double for float64); every product that feeds a sum is mul_rn / add_rn,
-// so the two backends agree bit for bit. The *_step_element functions read and write one
-// element of storage type T (float, double, or the backend's half type, converted to and from
-// C with static_cast: round to nearest even on both). Nothing here allocates: a step updates
-// the parameter and its state in place.
+// or one fma_rn where PyTorch's kernel fuses (SGD's `add_(x, alpha=a)` steps), so the two
+// backends agree bit for bit, and SGD with torch.optim.SGD on the CPU. The *_step_element functions
+// read and write one element of storage type T (float, double, or the backend's half type,
+// converted to and from C with static_cast: round to nearest even on both). Nothing here allocates:
+// a step updates the parameter and its state in place.
 #pragma once
 
 #include <cmath>
@@ -37,16 +38,17 @@ SgdConstants<C> sgd_constants(double lr, double momentum, double dampening, doub
           first_step};
 }
 
-// The momentum buffer after a step: momentum buf + (1 - dampening) d.
+// The momentum buffer after a step: momentum buf + (1 - dampening) d, as PyTorch's
+// buf.mul_(momentum).add_(d, alpha=1 - dampening): the product rounded, then one fused step.
 template <typename C>
 MEMGRAD_HOST_DEVICE inline C sgd_buffer(const SgdConstants<C>& a, C buf, C d) {
-  return add_rn(mul_rn(a.momentum, buf), mul_rn(a.damp, d));
+  return fma_rn(a.damp, d, mul_rn(a.momentum, buf));
 }
 
-// The parameter after a step in direction d: w - lr d.
+// The parameter after a step in direction d: w - lr d (param.add_(d, alpha=-lr), fused).
 template <typename C>
 MEMGRAD_HOST_DEVICE inline C sgd_param(const SgdConstants<C>& a, C w, C d) {
-  return add_rn(w, static_cast<C>(-mul_rn(a.lr, d)));
+  return fma_rn(static_cast<C>(-a.lr), d, w);
 }
 
 template <typename C>
@@ -61,11 +63,11 @@ struct SgdElement {
 template <typename C>
 MEMGRAD_HOST_DEVICE inline SgdElement<C> sgd_update(const SgdConstants<C>& a, C w, C g, C buf) {
   C d = g;
-  if (a.use_decay) d = add_rn(d, mul_rn(a.weight_decay, w));
+  if (a.use_decay) d = fma_rn(a.weight_decay, w, d);
   C b = C(0);
   if (a.use_momentum) {
     b = a.first ? d : sgd_buffer(a, buf, d);
-    d = a.nesterov ? add_rn(d, mul_rn(a.momentum, b)) : b;
+    d = a.nesterov ? fma_rn(a.momentum, b, d) : b;
   }
   return {sgd_param(a, w, d), b};
 }

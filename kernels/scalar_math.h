@@ -56,6 +56,23 @@ MEMGRAD_HOST_DEVICE inline C add_rn(C a, C b) {
 #endif
 }
 
+// a * b + c rounded once (a fused multiply-add: std::fma on the host, exact whether or not the
+// CPU has the instruction; __fmaf_rn / __fma_rn on the device). PyTorch's CPU kernels compute
+// `x.add_(y, alpha=a)` as fmadd(y, a, x); the SGD formulas follow it.
+template <typename C>
+MEMGRAD_HOST_DEVICE inline C fma_rn(C a, C b, C c) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<C, float>)
+    return __fmaf_rn(a, b, c);
+  else if constexpr (std::is_same_v<C, double>)
+    return __fma_rn(a, b, c);
+  else
+    return static_cast<C>(a * b + c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
 // ---- NaN and |x| ----
 
 template <typename C>

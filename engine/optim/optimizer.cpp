@@ -12,6 +12,7 @@
 #include "engine/autograd_seam.h"
 #include "engine/error.h"
 #include "engine/factories.h"
+#include "engine/memory.h"
 #include "engine/op_support.h"
 
 namespace memgrad::optim {
@@ -48,13 +49,28 @@ Tensor restore(const OptimizerState& s, const std::string& name, const Tensor& p
 
 // ---- Optimizer ----
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+Optimizer::Optimizer(std::vector<Tensor> params, double lr, bool master_weights)
+    : params_(std::move(params)), lr_(lr), master_(params_.size()) {
   check_non_negative("learning rate", lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].defined() || !params_[i].requires_grad()) {
       throw ValueError(fmt::format("[optim] parameter {} is undefined or does not require grad", i),
                        "optim", fmt::format("params[{}]", i));
     }
+  }
+  if (!master_weights) return;
+  GradModeGuard no_grad(false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!is_reduced_float(p.dtype())) continue;
+    if (!p.is_contiguous()) {
+      throw ValueError(fmt::format("[optim] parameter {} of shape {} is not contiguous", i,
+                                   to_string(p.sizes())),
+                       "optim", fmt::format("params[{}]", i));
+    }
+    const TraceModuleScope module(p.storage().trace_module());
+    master_[i] = p.to(kFloat32).clone();  // exact: float32 holds every float16 and bfloat16
+    name_in_trace(master_[i], p.storage().trace_module(), "optimizer state");
   }
 }
 
@@ -117,11 +133,52 @@ void Optimizer::set_lr(double lr) {
 }
 
 size_t Optimizer::state_nbytes() const {
-  size_t n = 0;
+  size_t n = master_nbytes();
   for (const Tensor& t : state_tensors()) {
     if (t.defined()) n += t.storage().allocated_nbytes();
   }
   return n;
+}
+
+size_t Optimizer::master_nbytes() const {
+  size_t n = 0;
+  for (const Tensor& t : master_) {
+    if (t.defined()) n += t.storage().allocated_nbytes();
+  }
+  return n;
+}
+
+void Optimizer::write_back(size_t i) {
+  if (master_[i].defined()) {
+    Tensor p = params_[i];
+    p.copy_(master_[i]);  // bumps the version
+  } else {
+    params_[i].storage().bump_version();
+  }
+}
+
+std::vector<Tensor> Optimizer::restore_masters(const OptimizerState& s) const {
+  std::vector<Tensor> masters = master_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string name = fmt::format("state.{}.master_param", i);
+    const Tensor* saved = find_tensor(s, name);
+    if (saved == nullptr) continue;
+    if (!master_[i].defined()) {
+      throw CheckpointError(fmt::format("[optim] the saved state has {} but parameter {} ({}) has "
+                                        "no master copy here (master_weights off?)",
+                                        name, i, dtype_name(params_[i].dtype())),
+                            "optim", "", name);
+    }
+    masters[i] = restore(s, name, master_[i]);
+  }
+  return masters;
+}
+
+void Optimizer::save_masters(OptimizerState& s) const {
+  for (size_t i = 0; i < master_.size(); ++i) {
+    if (master_[i].defined())
+      s.tensors.emplace_back(fmt::format("state.{}.master_param", i), master_[i]);
+  }
 }
 
 Tensor Optimizer::prepared_grad(size_t i) const {
@@ -138,13 +195,18 @@ Tensor Optimizer::prepared_grad(size_t i) const {
                                  to_string(g.sizes()), i, to_string(p.sizes())),
                      "optim", fmt::format("params[{}].grad", i));
   }
-  return g.to(p.dtype()).contiguous();
+  if (!master_[i].defined()) return g.to(p.dtype()).contiguous();
+  // A float32 temporary; the factor multiplies it in place (never the gradient itself).
+  Tensor g32 = g.to(kFloat32).contiguous();
+  if (g32.impl() == g.impl()) g32 = g32.clone();
+  if (master_grad_factor_ != 1.0) g32.mul_(master_grad_factor_);
+  return g32;
 }
 
 // ---- SGD ----
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : Optimizer(std::move(params), options.lr), options_(options) {
+    : Optimizer(std::move(params), options.lr, options.master_weights), options_(options) {
   check_non_negative("momentum", options.momentum);
   check_non_negative("weight_decay", options.weight_decay);
   if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
@@ -162,7 +224,7 @@ void SGD::step() {
     const TraceModuleScope module(params_[i].storage().trace_module());
     const Tensor g = prepared_grad(i);
     if (!g.defined()) continue;
-    const Tensor& p = params_[i];
+    const Tensor& p = working(i);
     const bool first = !momentum_[i].defined();
     if (first && options_.momentum != 0.0) momentum_[i] = empty_like(p);  // lazily, as PyTorch
     detail::kernels_for(p.device())
@@ -170,8 +232,9 @@ void SGD::step() {
                   momentum_[i].defined() ? detail::operand(momentum_[i]) : kernels::Operand{}, lr_,
                   options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov,
                   first);
-    p.storage().bump_version();
+    write_back(i);
   }
+  step_done();
 }
 
 OptimizerState SGD::state_dict() const {
@@ -182,24 +245,29 @@ OptimizerState SGD::state_dict() const {
     if (momentum_[i].defined())
       s.tensors.emplace_back(fmt::format("state.{}.momentum_buffer", i), momentum_[i]);
   }
+  save_masters(s);
   return s;
 }
 
 void SGD::load_state_dict(const OptimizerState& s) {
-  check_state_names(s, {"momentum_buffer"}, {}, {"momentum"});
+  check_state_names(s, {"momentum_buffer", "master_param"}, {}, {"momentum"});
   std::vector<Tensor> momentum(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    momentum[i] = restore(s, fmt::format("state.{}.momentum_buffer", i), params_[i]);
+    momentum[i] = restore(s, fmt::format("state.{}.momentum_buffer", i), working(i));
   }
+  std::vector<Tensor> masters = restore_masters(s);
   // Checked: from here nothing throws.
   if (auto it = s.scalars.find("lr"); it != s.scalars.end()) lr_ = it->second;
   momentum_ = std::move(momentum);
+  master_ = std::move(masters);
 }
 
 // ---- Adam / AdamW ----
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
-    : Optimizer(std::move(params), options.lr), options_(options), decoupled_(decoupled) {
+    : Optimizer(std::move(params), options.lr, options.master_weights),
+      options_(options),
+      decoupled_(decoupled) {
   options_.weight_decay = options.weight_decay.value_or(decoupled ? 0.01 : 0.0);
   check_non_negative("epsilon", options.eps);
   check_non_negative("weight_decay", *options_.weight_decay);
@@ -221,7 +289,7 @@ void Adam::step() {
     const TraceModuleScope module(params_[i].storage().trace_module());
     const Tensor g = prepared_grad(i);
     if (!g.defined()) continue;
-    const Tensor& p = params_[i];
+    const Tensor& p = working(i);
     if (!exp_avg_[i].defined()) {
       exp_avg_[i] = zeros_like(p);
       exp_avg_sq_[i] = zeros_like(p);
@@ -231,8 +299,9 @@ void Adam::step() {
         .adam_step(detail::operand(p), detail::operand(g), detail::operand(exp_avg_[i]),
                    detail::operand(exp_avg_sq_[i]), lr_, options_.beta1, options_.beta2,
                    options_.eps, *options_.weight_decay, decoupled_, steps_[i]);
-    p.storage().bump_version();
+    write_back(i);
   }
+  step_done();
 }
 
 std::vector<Tensor> Adam::state_tensors() const {
@@ -250,16 +319,17 @@ OptimizerState Adam::state_dict() const {
     s.tensors.emplace_back(fmt::format("state.{}.exp_avg_sq", i), exp_avg_sq_[i]);
     s.scalars[fmt::format("state.{}.step", i)] = static_cast<double>(steps_[i]);
   }
+  save_masters(s);
   return s;
 }
 
 void Adam::load_state_dict(const OptimizerState& s) {
-  check_state_names(s, {"exp_avg", "exp_avg_sq"}, {"step"}, {});
+  check_state_names(s, {"exp_avg", "exp_avg_sq", "master_param"}, {"step"}, {});
   std::vector<Tensor> exp_avg(params_.size()), exp_avg_sq(params_.size());
   std::vector<int64_t> steps(params_.size(), 0);
   for (size_t i = 0; i < params_.size(); ++i) {
-    exp_avg[i] = restore(s, fmt::format("state.{}.exp_avg", i), params_[i]);
-    exp_avg_sq[i] = restore(s, fmt::format("state.{}.exp_avg_sq", i), params_[i]);
+    exp_avg[i] = restore(s, fmt::format("state.{}.exp_avg", i), working(i));
+    exp_avg_sq[i] = restore(s, fmt::format("state.{}.exp_avg_sq", i), working(i));
     const std::string step_key = fmt::format("state.{}.step", i);
     auto it = s.scalars.find(step_key);
     const bool has_state = exp_avg[i].defined() || exp_avg_sq[i].defined();
@@ -285,8 +355,10 @@ void Adam::load_state_dict(const OptimizerState& s) {
     }
     steps[i] = has_state ? static_cast<int64_t>(it->second) : 0;
   }
+  std::vector<Tensor> masters = restore_masters(s);
   // Checked: from here nothing throws.
   if (auto it = s.scalars.find("lr"); it != s.scalars.end()) lr_ = it->second;
+  master_ = std::move(masters);
   exp_avg_ = std::move(exp_avg);
   exp_avg_sq_ = std::move(exp_avg_sq);
   steps_ = std::move(steps);

@@ -5,6 +5,15 @@
 // gradient, exactly like PyTorch: SGD with momentum holds one buffer per parameter (1x the
 // parameter bytes), Adam two (2x). step() itself allocates nothing: each parameter is updated by
 // one fused kernel (no temporaries), under no-grad. Parameters without a gradient are skipped.
+//
+// Master weights (`master_weights = true`, mixed-precision training as DeepSpeed, Megatron and
+// the ZeRO paper account it): parameters and gradients stay in float16 or bfloat16 (2 + 2 bytes
+// per element) while the optimizer keeps, for each such parameter, a float32 copy (allocated at
+// construction, 4 bytes) and its state in float32 (Adam 8 bytes, lazily): 2 + 2 + 12 = 16 bytes
+// per parameter with Adam. step() converts the gradient to float32 (a temporary of the
+// parameter's elements x 4 bytes, freed before the next parameter), updates the copy with the
+// same fused kernel, and writes the copy back into the parameter, rounded to nearest even.
+// float32 parameters in the same optimizer are stepped as usual.
 #pragma once
 
 #include <map>
@@ -25,7 +34,8 @@ struct OptimizerState {
 
 class Optimizer {
  public:
-  Optimizer(std::vector<Tensor> params, double lr);
+  // master_weights: keep float32 master copies of the float16/bfloat16 parameters (above).
+  Optimizer(std::vector<Tensor> params, double lr, bool master_weights = false);
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
   virtual ~Optimizer() = default;
@@ -39,8 +49,19 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
-  // Bytes of optimizer state currently allocated (rounded as the allocator rounds).
+  // Bytes of optimizer state currently allocated (rounded as the allocator rounds), the master
+  // weights included.
   size_t state_nbytes() const;
+  // Bytes of the float32 master copies alone (0 without master weights).
+  size_t master_nbytes() const;
+  // Whether parameter i is stepped through a float32 master copy.
+  bool has_master(size_t i) const { return master_[i].defined(); }
+  // The float32 master copy of parameter i (undefined when it has none).
+  const Tensor& master(size_t i) const { return master_[i]; }
+  // Multiplies the gradients of the master-weight parameters by `factor` as the next step()
+  // converts them to float32 (GradScaler::unscale_: unscaling in float16 would underflow, which
+  // is what the scale is there to prevent). Reset to 1 by that step().
+  void set_master_grad_factor(double factor) { master_grad_factor_ = factor; }
 
   // "SGD", "Adam" or "AdamW", as PyTorch names the classes.
   virtual std::string name() const = 0;
@@ -60,13 +81,27 @@ class Optimizer {
                          std::initializer_list<const char*> tensor_names,
                          std::initializer_list<const char*> scalar_names,
                          std::initializer_list<const char*> global_scalars) const;
-  // The gradient of parameter i ready for a fused kernel (contiguous, param's dtype), or
+  // The gradient of parameter i ready for a fused kernel (contiguous, in the dtype of
+  // working(i); with a master copy a float32 temporary, multiplied by the pending factor), or
   // undefined when it has none.
   Tensor prepared_grad(size_t i) const;
+  // What step() updates for parameter i: its float32 master copy, or the parameter itself.
+  const Tensor& working(size_t i) const { return master_[i].defined() ? master_[i] : params_[i]; }
+  // After parameter i's update: the master copy rounded into the parameter; the parameter's
+  // version bumped either way.
+  void write_back(size_t i);
+  // Called at the end of step(): the master factor is spent.
+  void step_done() { master_grad_factor_ = 1.0; }
+  // Checks and restores "state.<i>.master_param" of `state` (the copy stays as it is when the
+  // state has none); all or nothing with the caller's own state: returns the copies to commit.
+  std::vector<Tensor> restore_masters(const OptimizerState& state) const;
+  void save_masters(OptimizerState& state) const;
   virtual std::vector<Tensor> state_tensors() const = 0;
 
   std::vector<Tensor> params_;
   double lr_;
+  std::vector<Tensor> master_;  // float32 copies; undefined where a parameter has none
+  double master_grad_factor_ = 1.0;
 };
 
 struct SGDOptions {
@@ -75,6 +110,7 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  bool master_weights = false;  // float32 copies of float16/bfloat16 parameters (above)
 };
 
 class SGD final : public Optimizer {
@@ -102,6 +138,7 @@ struct AdamOptions {
   double eps = 1e-8;
   // Unset: PyTorch's defaults, 0 for Adam and 0.01 for AdamW (options() then holds the value).
   std::optional<double> weight_decay = std::nullopt;
+  bool master_weights = false;  // float32 copies of float16/bfloat16 parameters (above)
 };
 
 class Adam : public Optimizer {

@@ -71,11 +71,16 @@ Tensor CharLM::forward(const Tensor& idx) {
   return (*head_)((*ln_)(h));
 }
 
-LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& target, bool amp) {
-  autograd::AutocastGuard autocast(amp);
+LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& target, bool amp,
+                            DType amp_dtype) {
+  autograd::AutocastGuard autocast(amp, amp_dtype);
   const Tensor logits = model.forward(input);
   const int64_t V = logits.size(-1);
-  const Tensor flat = logits.reshape({-1, V});
+  // A 16-bit model (master weights) gives 16-bit logits: the loss in float32, as large runs
+  // compute it (autocast makes that cast itself).
+  const Tensor flat = !amp && is_reduced_float(logits.dtype())
+                          ? logits.reshape({-1, V}).to(kFloat32)
+                          : logits.reshape({-1, V});
   const Tensor labels = target.reshape({-1});
   LossAndAccuracy out;
   {

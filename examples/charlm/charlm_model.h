@@ -52,8 +52,10 @@ struct LossAndAccuracy {
 };
 
 // Runs the model on `input` (B, T) and scores it against `target` (B, T), under autocast when
-// `amp`. The cross-entropy runs under the trace label "loss". Keeps: what the forward saves and
-// the loss; the logits and the accuracy's temporaries are freed before it returns.
-LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& target, bool amp);
+// `amp` (in `amp_dtype`); a 16-bit model's logits are scored in float32. The cross-entropy runs
+// under the trace label "loss". Keeps: what the forward saves and the loss; the logits and the
+// accuracy's temporaries are freed before it returns.
+LossAndAccuracy charlm_loss(CharLM& model, const Tensor& input, const Tensor& target, bool amp,
+                            DType amp_dtype = kFloat16);
 
 }  // namespace memgrad::examples

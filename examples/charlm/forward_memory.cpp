@@ -179,7 +179,7 @@ ForwardMemory measure_forward(CharLM& model, const Tensor& idx, const Tensor& ta
   LossAndAccuracy out;
   {
     autograd::ObserveSavedTensorsGuard hooks([&census](const Tensor& t) { census.add(t); });
-    out = charlm_loss(model, idx, target, mode.amp);
+    out = charlm_loss(model, idx, target, mode.amp, mode.amp_dtype);
   }
   m.measured_total = static_cast<int64_t>(memory_allocated(device)) - before;
   int64_t saved = 0;

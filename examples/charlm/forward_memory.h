@@ -63,6 +63,7 @@ struct ForwardMemory {
 struct ForwardMode {
   bool amp = false;
   int64_t checkpoint_segments = 0;
+  DType amp_dtype = kFloat16;  // what autocast runs in: float16 or bfloat16 (both 2 bytes)
 };
 
 // Runs charlm_loss on `idx` (B, T) and `target` (B, T) in training mode with a pack hook sorting

@@ -19,12 +19,6 @@ DataParallel::DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOp
                                  o.zero),
                      "", "--zero", fmt::format("{}", o.zero));
   }
-  if (o.zero != 0 && o.amp) {
-    throw ValueError(fmt::format("--zero {} with --amp: each rank would check only its shard for "
-                                 "inf/NaN and the ranks could disagree on skipping a step",
-                                 o.zero),
-                     "", "--zero", fmt::format("{}", o.zero));
-  }
   if (o.zero == 3 && o.checkpoint_segments > 0) {
     throw ValueError(
         "--zero 3 gathers each layer around its forward; with "
@@ -95,6 +89,20 @@ void DataParallel::step(optim::Optimizer& optimizer) {
   } else {
     optimizer.step();
   }
+}
+
+bool DataParallel::step(optim::Optimizer& optimizer, autograd::GradScaler& scaler) {
+  if (zero_) return zero_->step(optimizer, [&] { return scaler.step(optimizer); });
+  return scaler.step(optimizer);
+}
+
+autograd::GradScaler DataParallel::make_scaler(const Precision& precision) const {
+  autograd::GradScalerOptions options{.enabled = precision.loss_scaling};
+  if (pg_) {
+    std::shared_ptr<distributed::ProcessGroup> pg = pg_;
+    options.combine_found_inf = [pg](bool found) { return distributed::any_rank(*pg, found); };
+  }
+  return autograd::GradScaler(options);
 }
 
 void DataParallel::zero_grad(optim::Optimizer& optimizer) {

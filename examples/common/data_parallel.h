@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/grad_scaler.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/zero_data_parallel.h"
 #include "engine/nn/module.h"
@@ -24,7 +25,7 @@ class DataParallel {
  public:
   // Without --ddp or --zero: one process, `model` itself. Otherwise joins the process group of
   // the environment and wraps the model. Throws ValueError for flags that do not combine
-  // (--zero with --save, --resume or --amp; --zero 3 with --checkpoint-segments; a batch that
+  // (--zero with --save or --resume; --zero 3 with --checkpoint-segments; a batch that
   // does not split into N x --accumulate equal parts), DistributedError without the launch
   // environment.
   DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOptions& options, Device device);
@@ -53,6 +54,13 @@ class DataParallel {
 
   // The optimizer step (ZeRO: on the shards, then the all_gather) and zero_grad.
   void step(optim::Optimizer& optimizer);
+  // The step through `scaler` (which may skip it on an inf/NaN gradient; ZeRO gathers only when
+  // it stepped). Returns whether it stepped.
+  bool step(optim::Optimizer& optimizer, autograd::GradScaler& scaler);
+  // The GradScaler for `precision` (disabled without loss scaling). With ranks its inf/NaN
+  // decision is collective (distributed::any_rank): each rank checks the gradients it holds (a
+  // ZeRO shard) and all skip together.
+  autograd::GradScaler make_scaler(const Precision& precision) const;
   void zero_grad(optim::Optimizer& optimizer);
 
  private:

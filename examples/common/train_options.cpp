@@ -13,6 +13,7 @@
 #include "allocator/error.h"
 #include "engine/error.h"
 #include "engine/memory.h"
+#include "examples/common/report.h"
 #include "lab/policy_registry.h"
 
 namespace memgrad::examples {
@@ -61,7 +62,14 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
                  "Activation checkpointing: number of segments (0: off)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--amp", o.amp, "Mixed precision: float16 autocast with a GradScaler");
+  app.add_flag("--amp", o.amp,
+               "Mixed precision: float16 autocast with a GradScaler (--precision amp-fp16)");
+  app.add_option("--precision", o.precision,
+                 "fp32; amp-fp16 or amp-bf16 (float32 parameters, autocast); master-fp16 or "
+                 "master-bf16 (16-bit parameters and gradients, float32 master weights and "
+                 "optimizer state: 2 + 2 + 12 bytes per parameter with Adam)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "amp-fp16", "amp-bf16", "master-fp16", "master-bf16"}));
   app.add_flag("--ddp", o.ddp, "DistributedDataParallel on the ranks of ./memgrad launch");
   app.add_option("--zero", o.zero, "ZeRO stage 1, 2 or 3 on the ranks of ./memgrad launch")
       ->check(CLI::Range(1, 3));
@@ -134,23 +142,65 @@ void check_batch_size(const TrainOptions& o, size_t examples) {
   }
 }
 
+Precision precision_of(const TrainOptions& o) {
+  if (o.amp && o.precision != "fp32" && o.precision != "amp-fp16") {
+    throw ValueError(fmt::format("--amp is --precision amp-fp16; it cannot be combined with "
+                                 "--precision {}",
+                                 o.precision),
+                     "", "--precision", o.precision);
+  }
+  const std::string name = o.amp ? "amp-fp16" : o.precision;
+  Precision p;
+  p.name = name;
+  const DType low = name.ends_with("bf16") ? kBFloat16 : kFloat16;
+  if (name.starts_with("amp-")) p.autocast = low;
+  if (name.starts_with("master-")) {
+    p.parameters = low;
+    p.master_weights = true;
+  }
+  p.loss_scaling = name.ends_with("fp16");
+  return p;
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o,
                                                  std::vector<Tensor> params) {
+  const bool master = precision_of(o).master_weights;
   if (o.optimizer == "sgd") {
-    return std::make_unique<optim::SGD>(
-        std::move(params),
-        optim::SGDOptions{o.lr > 0 ? o.lr : 0.1, o.momentum, 0.0, o.weight_decay, false});
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGDOptions{.lr = o.lr > 0 ? o.lr : 0.1,
+                                                          .momentum = o.momentum,
+                                                          .weight_decay = o.weight_decay,
+                                                          .master_weights = master});
   }
   optim::AdamOptions a;
   a.lr = o.lr > 0 ? o.lr : 1e-3;
   a.weight_decay = o.optimizer == "adamw" && o.weight_decay == 0.0 ? 0.01 : o.weight_decay;
+  a.master_weights = master;
   if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(std::move(params), a);
   return std::make_unique<optim::Adam>(std::move(params), a);
 }
 
-int64_t optimizer_state_multiple(const TrainOptions& o) {
-  if (o.optimizer == "sgd") return o.momentum > 0 ? 1 : 0;
-  return 2;
+namespace {
+
+// Per tensor, `copies` buffers of its elements at `bytes` each (0: the tensor's own), rounded.
+int64_t per_tensor(const std::vector<Tensor>& params, int64_t copies, int64_t bytes) {
+  int64_t total = 0;
+  for (const Tensor& p : params) {
+    const int64_t each = bytes > 0 ? bytes : static_cast<int64_t>(element_size(p.dtype()));
+    total += copies * rounded(p.numel() * each);
+  }
+  return total;
+}
+
+}  // namespace
+
+int64_t expected_optimizer_state(const TrainOptions& o, const std::vector<Tensor>& params) {
+  const int64_t copies = o.optimizer == "sgd" ? (o.momentum > 0 ? 1 : 0) : 2;
+  return per_tensor(params, copies, precision_of(o).master_weights ? 4 : 0);
+}
+
+int64_t expected_master_weights(const TrainOptions& o, const std::vector<Tensor>& params) {
+  return precision_of(o).master_weights ? per_tensor(params, 1, 4) : 0;
 }
 
 }  // namespace memgrad::examples

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ struct TrainOptions {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   uint64_t seed = 0;
   int64_t checkpoint_segments = 0;  // activation checkpointing (0: off)
-  bool amp = false;                 // float16 autocast + GradScaler
+  bool amp = false;                 // --amp: the same as --precision amp-fp16
+  std::string precision = "fp32";   // fp32, amp-fp16, amp-bf16, master-fp16, master-bf16
   bool ddp = false;                 // DistributedDataParallel (under ./memgrad launch)
   int zero = 0;                     // ZeRO stage 1, 2 or 3 (0: off; under ./memgrad launch)
   std::string backend;              // gloo or nccl; empty: by device (cuda and meta: nccl)
@@ -41,7 +43,7 @@ struct TrainOptions {
 
 // Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,
 // --accumulate, --device, --memory-limit, --alloc-conf, --alloc-policy, --save, --resume, --seed,
-// --checkpoint-segments, --amp, --ddp, --zero, --backend.
+// --checkpoint-segments, --amp, --precision, --ddp, --zero, --backend.
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 
@@ -56,11 +58,33 @@ Device configure_device(const TrainOptions& options);
 // drop_last, no step would run).
 void check_batch_size(const TrainOptions& options, size_t examples);
 
-// The optimizer named by --optimizer ("adam", "adamw", "sgd").
+// --precision, read (--amp is amp-fp16):
+//   fp32         float32 parameters, gradients and optimizer state (4 + 4 + 8 bytes with Adam)
+//   amp-fp16     float32 parameters; autocast runs the matmuls in float16; a GradScaler
+//   amp-bf16     the same in bfloat16, without a scaler (bfloat16 has float32's range)
+//   master-fp16  float16 parameters and gradients, float32 master weights and optimizer state in
+//                the optimizer (2 + 2 + 12 bytes with Adam); a GradScaler
+//   master-bf16  the same in bfloat16, without a scaler
+struct Precision {
+  std::optional<DType> autocast;  // the dtype autocast runs in, when it is on
+  DType parameters = kFloat32;    // what the model's parameters (and gradients) are stored in
+  bool master_weights = false;    // float32 master copies in the optimizer
+  bool loss_scaling = false;      // a GradScaler (float16's narrow range)
+  std::string name;               // as --precision spells it
+};
+// Throws ValueError for --amp with another --precision.
+Precision precision_of(const TrainOptions& options);
+
+// The optimizer named by --optimizer ("adam", "adamw", "sgd"), with master weights when the
+// precision asks for them.
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& options,
                                                  std::vector<Tensor> params);
 
-// Optimizer state per parameter byte: 2 for Adam/AdamW, 1 for SGD with momentum, else 0.
-int64_t optimizer_state_multiple(const TrainOptions& options);
+// The bytes of state the optimizer allocates lazily in its first step for `params`: momentum
+// (SGD) or two moments (Adam/AdamW) per element, in the parameters' dtype or, with master
+// weights, in float32, each tensor rounded as the allocator rounds.
+int64_t expected_optimizer_state(const TrainOptions& options, const std::vector<Tensor>& params);
+// The float32 master copies the optimizer allocates at construction (0 without master weights).
+int64_t expected_master_weights(const TrainOptions& options, const std::vector<Tensor>& params);
 
 }  // namespace memgrad::examples

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""--precision in both training programs: every mixed-precision mode trains like float32, alone
+and with ZeRO stages 1-3 on 2 and 4 ranks.
+
+  * train_charlm (a small transformer, 60 steps) and train_mlp (Fashion-MNIST, 40 steps) in
+    amp-fp16, amp-bf16, master-fp16 and master-bf16 reach float32's training loss within
+    CONVERGENCE (the first-step memory report matching, exit status 0);
+  * with master weights, ZeRO-1/2/3 on 2 and 4 ranks (gloo, one host) give one process's losses
+    within RANKS: the ranks split each global batch, so only the order in which 16-bit gradients
+    are summed differs.
+
+usage: precision_test.py BUILD_DIR
+"""
+import os
+import subprocess
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
+LAUNCH = os.path.join(ROOT, "tools", "launch.py")
+TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
+TRAIN_CHARLM = os.path.join(BUILD, "examples", "train_charlm")
+MNIST = "/usr/share/datasets/fashion-mnist"
+LICENSES = "/usr/share/common-licenses"
+
+MODES = ("amp-fp16", "amp-bf16", "master-fp16", "master-bf16")
+# |loss - float32's loss| after the run: the 16-bit roundings move the running training loss
+# by a few 1e-4 on these runs (measured: at most 5e-4); 0.01 is still far below what a broken
+# update would give (the loss falls by more than 1 over these steps).
+CONVERGENCE = 0.01
+# Across rank counts and stages, against one process in the same precision: measured at most
+# 2e-4 (training) and 1e-3 (validation, 3 printed decimals).
+RANKS = {"train": 5e-4, "validation": 2e-3}
+
+CHARLM_ARGS = ["--layers", "1", "--width", "64", "--heads", "4", "--context", "32",
+               "--batch-size", "8", "--sample-length", "16"]
+MLP_ARGS = ["--epochs", "1", "--batch-size", "128"]
+
+
+def built_with_gloo():
+    try:
+        with open(os.path.join(BUILD, "memgrad_build_config.h"), encoding="utf-8") as f:
+            return "#define MEMGRAD_WITH_GLOO 1" in f.read()
+    except OSError:
+        return False
+
+
+def run(command, ranks=1, timeout=120):
+    if ranks > 1:
+        command = [sys.executable, LAUNCH, "--build-dir", BUILD, "-n", str(ranks), "--"] + command
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout.replace("\r", "\n") + proc.stderr
+
+
+def charlm_losses(output, steps):
+    """(running training loss, validation loss) from train_charlm's rank-0 output."""
+    lines = [line.removeprefix("[rank 0] ") for line in output.splitlines()]
+    train = [line for line in lines if line.startswith("training [") and f" {steps}/{steps} loss "
+             in line]
+    val = [line for line in lines if line.startswith("validation loss ")]
+    if not train or not val:
+        raise AssertionError(f"no final losses in:\n{output}")
+    return (float(train[-1].split(" loss ")[1].split()[0]),
+            float(val[-1][len("validation loss "):].split()[0]))
+
+
+def mlp_loss(output, steps):
+    """The epoch's running training loss at its last step, from train_mlp's rank-0 output."""
+    lines = [line.removeprefix("[rank 0] ") for line in output.splitlines()]
+    done = [line for line in lines if line.startswith("epoch 1/1 [") and f" {steps}/" in line]
+    if not done:
+        raise AssertionError(f"no step {steps} in:\n{output}")
+    return float(done[-1].split(" loss ")[1].split()[0])
+
+
+@unittest.skipUnless(os.path.exists(TRAIN_CHARLM) and os.path.isdir(LICENSES),
+                     f"train_charlm is not built or {LICENSES} is missing")
+class CharLMPrecision(unittest.TestCase):
+    def single(self, precision, steps):
+        status, out = run([TRAIN_CHARLM, "--steps", str(steps), "--precision", precision] +
+                          CHARLM_ARGS)
+        self.assertEqual(status, 0, out)  # 2: a row of the first-step report did not match
+        return charlm_losses(out, steps)
+
+    def test_every_precision_trains_like_float32(self):
+        fp32 = self.single("fp32", 60)
+        for precision in MODES:
+            with self.subTest(precision=precision):
+                train, val = self.single(precision, 60)
+                self.assertLessEqual(abs(train - fp32[0]), CONVERGENCE, (precision, train, fp32))
+                self.assertLessEqual(abs(val - fp32[1]), CONVERGENCE, (precision, val, fp32))
+
+    @unittest.skipUnless(built_with_gloo(), "the build has no Gloo")
+    def test_master_weights_with_zero_on_2_and_4_ranks_train_as_one_process(self):
+        steps = 12
+        for precision in ("master-fp16", "master-bf16"):
+            alone = self.single(precision, steps)
+            for ranks in (2, 4):
+                for stage in ("1", "2", "3"):
+                    with self.subTest(precision=precision, ranks=ranks, stage=stage):
+                        status, out = run([TRAIN_CHARLM, "--steps", str(steps), "--precision",
+                                           precision, "--zero", stage] + CHARLM_ARGS, ranks)
+                        self.assertEqual(status, 0, out)
+                        train, val = charlm_losses(out, steps)
+                        self.assertLessEqual(abs(train - alone[0]), RANKS["train"],
+                                             (train, alone))
+                        self.assertLessEqual(abs(val - alone[1]), RANKS["validation"], (val, alone))
+
+
+@unittest.skipUnless(os.path.exists(TRAIN_MLP) and os.path.isdir(MNIST),
+                     f"train_mlp is not built or {MNIST} is missing")
+class MlpPrecision(unittest.TestCase):
+    def single(self, precision, steps):
+        status, out = run([TRAIN_MLP, "--max-steps", str(steps), "--precision", precision] +
+                          MLP_ARGS)
+        self.assertEqual(status, 0, out)
+        return mlp_loss(out, steps)
+
+    def test_every_precision_trains_like_float32(self):
+        fp32 = self.single("fp32", 40)
+        for precision in MODES:
+            with self.subTest(precision=precision):
+                loss = self.single(precision, 40)
+                self.assertLessEqual(abs(loss - fp32), CONVERGENCE, (precision, loss, fp32))
+
+    @unittest.skipUnless(built_with_gloo(), "the build has no Gloo")
+    def test_master_weights_with_zero_on_2_and_4_ranks_train_as_one_process(self):
+        steps = 6
+        for precision in ("master-fp16", "master-bf16"):
+            alone = self.single(precision, steps)
+            for ranks in (2, 4):
+                for stage in ("1", "2", "3"):
+                    with self.subTest(precision=precision, ranks=ranks, stage=stage):
+                        status, out = run([TRAIN_MLP, "--max-steps", str(steps), "--precision",
+                                           precision, "--zero", stage] + MLP_ARGS, ranks)
+                        self.assertEqual(status, 0, out)
+                        self.assertLessEqual(abs(mlp_loss(out, steps) - alone), RANKS["train"],
+                                             (precision, ranks, stage, alone))
+
+    def test_amp_and_precision_cannot_disagree(self):
+        status, out = run([TRAIN_MLP, "--amp", "--precision", "master-bf16", "--max-steps", "1"])
+        self.assertEqual(status, 1, out)
+        self.assertIn("--amp is --precision amp-fp16", out)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
