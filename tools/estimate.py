@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`./memgrad estimate PROGRAM [ARGS] --device-memory SIZE [--policy NAME] [--ranks N]
-[--backend gloo|nccl] [--steps K] [--max-batch] [--depth D] [--timeline FILE.svg]`: whether a
-training run fits on a device of SIZE, its peaks and where their bytes are, without computing it.
+[--backend gloo|nccl] [--steps K] [--max-batch] [--depth D] [--timeline FILE.svg] [--brief]`:
+whether a training run fits on a device of SIZE, its peaks and where their bytes are, without
+computing it.
 
 Runs the example PROGRAM (train_mlp, train_charlm, a behaviour example, any example that takes
 --device) with ARGS and --device meta:0, a device of SIZE (MEMGRAD_META_MEMORY) whose tensors
@@ -19,7 +20,11 @@ With --ranks N (ARGS with --ddp or --zero S), each of the N ranks runs alone on 
 allocate (default nccl, what a GPU run uses; gloo for cpu and sim runs) and move nothing. The
 peaks are printed per rank, ranks with the same peaks on one line.
 
-Then, at the peak allocated bytes, a table of modules (cut to --depth dotted parts, default 2) x
+Then the model states each rank holds after its last optimizer step (parameters, gradients with
+DDP's buckets, optimizer state with master weights; as allocated), the bytes ZeRO's formulas
+count: with --precision master-bf16 and Adam, 2 + 2 + 12 per parameter before sharding.
+
+Then, unless --brief, at the peak allocated bytes, a table of modules (cut to --depth dotted parts, default 2) x
 categories (parameters, gradients, optimizer state, saved activations, inputs, temporaries,
 other, the allocator's rounding) whose total is the peak, and the bytes reserved in no block
 (tools/memory_categories.py says how each block is put in its category). --timeline writes the
@@ -107,7 +112,7 @@ def parse(argv):
                 i += 1
             else:
                 raise ValueError(f"{name} needs a value")
-        elif a == "--max-batch":
+        elif a in ("--max-batch", "--brief"):
             opts[a] = True
         elif a in ("-h", "--help") and not rest:
             raise HelpRequested()
@@ -192,6 +197,10 @@ class Probe:
         if opts is None:
             return
         blocks = memory_categories.blocks_of(trace)
+        states = memory_categories.model_states(trace, blocks)
+        self.model_states = (
+            ", ".join(f"{k} {v:,}" for k, v in states.items()) +
+            f"; total {human(sum(states.values()))}") if states else "none"
         self.table = memory_categories.table_text(trace, blocks, int(opts["--depth"]))
         self.svg = (memory_categories.svg(trace, blocks, f"estimate on {DEVICE} of "
                                           f"{human(self.capacity)}: memory by category")
@@ -293,6 +302,17 @@ def print_peaks(runs):
             print(f"{label}{who}: {text}")
 
 
+def print_model_states(runs):
+    """Each rank's model states after its last optimizer step, in bytes (one line per group of
+    ranks whose bytes are the same)."""
+    lines = {}
+    for rank, run in enumerate(runs):
+        lines.setdefault(run.model_states, []).append(rank)
+    for text, ranks in lines.items():
+        who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
+        print(f"model states{who}: {text}")
+
+
 def print_categories(runs, opts):
     """At the peak allocated bytes, the table of modules x categories (tools/memory_categories.py)
     of each rank whose table differs from those before it; with --timeline, its memory over time
@@ -364,7 +384,9 @@ def main(argv):
     else:
         print(f"fits: {'no' if short else 'yes'}")
     print_peaks(runs)
-    print_categories(runs, opts)
+    print_model_states(runs)
+    if "--brief" not in opts:
+        print_categories(runs, opts)
     if any(run.report_mismatch for run in runs):
         print(f"note: {name}'s own expected-vs-measured report has rows that do not match "
               f"(exit 2); the peaks above are measured")

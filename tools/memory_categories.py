@@ -52,12 +52,13 @@ COLOURS = {"parameters": "#4e79a7", "gradients": "#f28e2b", "optimizer state": "
 
 
 class Block:
-    __slots__ = ("addr", "size", "requested", "alloc", "free", "category", "module")
+    __slots__ = ("addr", "size", "requested", "alloc", "free", "category", "module", "role")
 
     def __init__(self, addr, size, requested, alloc):
         self.addr, self.size, self.requested, self.alloc = addr, size, requested, alloc
         self.free = None  # the index of its free_requested event; None: never freed
         self.category, self.module = "other", ""
+        self.role = ""  # the role the program named it with ("parameter", "buffer", ...), if any
 
 
 def display_module(path):
@@ -109,6 +110,7 @@ def blocks_of(trace):
         k = bisect.bisect_right(keys, end) - 1
         if k >= 0 and keys[k] > b.alloc and entries[k]["role"] in ROLE_CATEGORY:
             b.category, b.module = ROLE_CATEGORY[entries[k]["role"]], entries[k]["module"]
+            b.role = entries[k]["role"]
         elif context.get("label") == "data loading" or context["phase"] == "data":
             b.category = "inputs"
         elif b.free is not None and pass_of[b.free] == pass_of[b.alloc]:
@@ -136,6 +138,34 @@ def peak_event(trace):
         if e["allocated"] > best:
             best, at = e["allocated"], i
     return at
+
+
+def model_states(trace, blocks):
+    """The model states a rank holds after its last optimizer step: {"parameters", "gradients",
+    "optimizer state"} in bytes, each block's request rounded up to 512 B as the caching policy
+    rounds requests (what ZeRO's formulas and B22 count; a block's unsplit remainder is the
+    allocator's, in the table's rounding column), taken at the
+    last event of the optimizer phase (the gradients are still there: zero_grad comes after; at
+    the end of the run when no optimizer ran). Parameters are the blocks named parameters (not
+    buffers); gradients include DDP's buckets; the optimizer state includes master weights.
+    None for a trace without events."""
+    events, contexts = trace["memgrad_events"], trace["contexts"]
+    if not events:
+        return None
+    at = len(events) - 1
+    for i in range(len(events) - 1, -1, -1):
+        if contexts[events[i]["ctx"]]["phase"] == "optimizer":
+            at = i
+            break
+    states = {"parameters": 0, "gradients": 0, "optimizer state": 0}
+    for b in blocks:
+        if b.alloc <= at and (b.free is None or b.free > at):
+            rounded = (b.requested + 511) // 512 * 512
+            if b.role == "parameter":
+                states["parameters"] += rounded
+            elif b.category in ("gradients", "optimizer state"):
+                states[b.category] += rounded
+    return states
 
 
 def census(trace, blocks, at):

@@ -65,6 +65,9 @@ class Optimizer {
 
   // "SGD", "Adam" or "AdamW", as PyTorch names the classes.
   virtual std::string name() const = 0;
+  // State tensors the optimizer keeps per parameter, each of the parameter's elements (in
+  // float32 with master weights): SGD with momentum 1, without 0; Adam and AdamW 2.
+  virtual int64_t state_tensors_per_parameter() const = 0;
 
   virtual OptimizerState state_dict() const = 0;
   // Restores a state saved by state_dict(), all or nothing: everything is checked before any
@@ -119,6 +122,7 @@ class SGD final : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
   std::string name() const override { return "SGD"; }
+  int64_t state_tensors_per_parameter() const override { return options_.momentum != 0.0; }
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
   const SGDOptions& options() const { return options_; }
@@ -147,6 +151,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled = false);
   void step() override;
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  int64_t state_tensors_per_parameter() const override { return 2; }
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
   const AdamOptions& options() const { return options_; }

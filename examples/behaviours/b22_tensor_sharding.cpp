@@ -1,12 +1,15 @@
 // B22 -- tensor sharding, as DeepSpeed and FairScale do it (seed 001 §9d).
 //
 // The same MLP (256 -> 512 -> 512 -> 10, Adam, float32) trained for 5 steps on one global batch
-// of 64, first in one process, then on N = 2 and N = 4 CPU ranks (real Gloo collectives over
+// of 48, first in one process, then on N = 2 and N = 4 CPU ranks (real Gloo collectives over
 // loopback) with DistributedDataParallel (with and without gradient_as_bucket_view) and with
-// ZeRO stages 1, 2 and 3. Per rank, the bytes of each kind, expected from the shapes before
-// anything runs (each tensor rounded to 512 B, each ZeRO unit padded to a multiple of N) next to
-// the bytes the allocator handed out for them; the losses of every configuration against the
-// single process; and the bytes each rank sent per step, measured by the kernel on its sockets.
+// ZeRO stages 1, 2 and 3. Per rank, the bytes of each kind, expected from the model's units and
+// the bytes per element its dtypes and optimizer use (read from the run, not assumed: each
+// tensor rounded to 512 B, each ZeRO unit padded to a multiple of N) next to the bytes the
+// allocator handed out for them; the losses of every configuration against the single process;
+// and the bytes each rank sent per step, measured by the kernel on its sockets. Then the same
+// with master weights (bfloat16 parameters and gradients, float32 master weights and Adam
+// state: 2 + 2 + 12 bytes per parameter) for DDP and ZeRO 1/2/3 at N = 2, 3 and 4.
 //
 // The program starts its own ranks: it runs itself N times (distributed::spawn_ranks) with
 // MEMGRAD_B22_WORKER naming the configuration; each rank prints one line of results.
@@ -37,34 +40,31 @@ namespace {
 
 using distributed::ProcessGroup;
 
-constexpr int64_t kFloat = 4;                     // bytes per float32
 constexpr int64_t kBucketCap = 25 * 1024 * 1024;  // DDP's default bucket_cap_mb, in bytes
-
-struct Layer {
-  int64_t in, out;
-  int64_t numel() const { return out * in + out; }
-};
-
-std::vector<Layer> layers_of(const ShardingRun& run) {
-  return {{run.inputs, run.hidden}, {run.hidden, run.hidden}, {run.hidden, run.classes}};
-}
-
-// Every parameter tensor's element count, in registration order (weight, bias per layer).
-std::vector<int64_t> tensor_numels(const ShardingRun& run) {
-  std::vector<int64_t> numels;
-  for (const Layer& l : layers_of(run)) numels.insert(numels.end(), {l.out * l.in, l.out});
-  return numels;
-}
 
 int64_t padded(int64_t numel, int world) { return (numel + world - 1) / world * world; }
 
+int64_t sum_of(const std::vector<int64_t>& v) {
+  int64_t n = 0;
+  for (int64_t x : v) n += x;
+  return n;
+}
+
+// The run's model, in its dtype (initialised in float32 and converted, as a user would).
 std::shared_ptr<nn::Sequential> make_model(const ShardingRun& run) {
   manual_seed(22);
   const nn::LinearOptions o{true, kCPU, kFloat32};
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-      std::make_shared<nn::Linear>(run.inputs, run.hidden, o), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(run.hidden, run.hidden, o), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(run.hidden, run.classes, o)});
+  auto model =
+      std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+          std::make_shared<nn::Linear>(run.inputs, run.hidden, o), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Linear>(run.hidden, run.hidden, o), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Linear>(run.hidden, run.classes, o)});
+  if (run.dtype != kFloat32) model->to(run.dtype);
+  return model;
+}
+
+optim::Adam make_optimizer(const ShardingRun& run, std::vector<Tensor> params) {
+  return optim::Adam(std::move(params), {.lr = 1e-3, .master_weights = run.master_weights});
 }
 
 int64_t storage_bytes(const Tensor& t) {
@@ -105,25 +105,85 @@ std::optional<Sharding> sharding_from_key(std::string_view key) {
   return std::nullopt;
 }
 
-int64_t sharding_parameter_count(const ShardingRun& run) {
+int64_t ModelShape::parameters() const {
   int64_t n = 0;
-  for (const Layer& l : layers_of(run)) n += l.numel();
+  for (const std::vector<int64_t>& u : units) n += sum_of(u);
   return n;
+}
+
+int64_t ModelShape::largest_unit() const {
+  int64_t n = 0;
+  for (const std::vector<int64_t>& u : units) n = std::max(n, sum_of(u));
+  return n;
+}
+
+ModelShape model_shape(const nn::Module& model) {
+  // ZeroDataParallel's walk: a module, then its children depth first.
+  ModelShape shape;
+  std::vector<const nn::Module*> stack = {&model};
+  while (!stack.empty()) {
+    const nn::Module* m = stack.back();
+    stack.pop_back();
+    std::vector<int64_t> unit;
+    for (const auto& [name, t] : m->named_parameters(/*recurse=*/false)) unit.push_back(t.numel());
+    if (!unit.empty()) shape.units.push_back(unit);
+    const auto children = m->named_children();
+    for (auto it = children.rbegin(); it != children.rend(); ++it)
+      stack.push_back(it->second.get());
+  }
+  return shape;
+}
+
+StateBytes state_bytes_of(const optim::Optimizer& optimizer) {
+  StateBytes b;
+  const DType dtype = optimizer.params().empty() ? kFloat32 : optimizer.params()[0].dtype();
+  const bool master = !optimizer.params().empty() && optimizer.has_master(0);
+  b.parameter = b.gradient = static_cast<int64_t>(element_size(dtype));
+  b.master = master ? 4 : 0;
+  b.state_tensors = optimizer.state_tensors_per_parameter();
+  b.state_element = master ? 4 : b.parameter;
+  return b;
+}
+
+ModelShape sharding_model_shape(const ShardingRun& run) {
+  NoGradGuard no_grad;
+  return model_shape(*make_model(run));
+}
+
+StateBytes sharding_state_bytes(const ShardingRun& run) {
+  // A model of one tiny layer in the run's dtype, and the run's optimizer over it.
+  ShardingRun tiny = run;
+  tiny.inputs = tiny.hidden = tiny.classes = 1;
+  const std::shared_ptr<nn::Sequential> model = make_model(tiny);
+  return state_bytes_of(make_optimizer(tiny, model->parameters()));
+}
+
+int64_t sharding_parameter_count(const ShardingRun& run) {
+  return sharding_model_shape(run).parameters();
 }
 
 int64_t sharding_largest_layer(const ShardingRun& run) {
-  int64_t n = 0;
-  for (const Layer& l : layers_of(run)) n = std::max(n, l.numel());
-  return n;
+  return sharding_model_shape(run).largest_unit();
 }
 
-ShardingBytes expected_sharding_bytes(Sharding s, int world, const ShardingRun& run) {
+ShardingBytes expected_sharding_bytes(Sharding s, int world, const ModelShape& shape,
+                                      const StateBytes& e) {
   ShardingBytes b;
+  // The optimizer's state of `numel` elements: the master copy and each state tensor rounded.
+  auto state = [&e](int64_t numel) {
+    return (e.master > 0 ? rounded(e.master * numel) : 0) +
+           e.state_tensors * rounded(e.state_element * numel);
+  };
   if (s == Sharding::Single || s == Sharding::Ddp || s == Sharding::DdpBucketView) {
-    const std::vector<int64_t> numels = tensor_numels(run);
-    for (int64_t n : numels) b.parameters += rounded(kFloat * n);
-    b.optimizer_state = 2 * b.parameters;
-    b.gradients = s == Sharding::DdpBucketView ? 0 : b.parameters;  // views: the buckets' bytes
+    std::vector<int64_t> numels;
+    for (const std::vector<int64_t>& u : shape.units)
+      numels.insert(numels.end(), u.begin(), u.end());
+    for (int64_t n : numels) {
+      b.parameters += rounded(e.parameter * n);
+      b.optimizer_state += state(n);
+      // With bucket views the gradients are the buckets' bytes.
+      if (s != Sharding::DdpBucketView) b.gradients += rounded(e.gradient * n);
+    }
     if (s != Sharding::Single) {
       // Buckets in reverse order, each closed once it holds kBucketCap bytes.
       int64_t bucket = 0;
@@ -132,23 +192,27 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ShardingRun& 
           b.buckets += rounded(bucket);
           bucket = 0;
         }
-        bucket += kFloat * numels[k];
+        bucket += e.gradient * numels[k];
       }
       b.buckets += rounded(bucket);
     }
     return b;
   }
-  // ZeRO: one unit per Linear, padded to a multiple of N; this rank owns a shard of each.
-  for (const Layer& l : layers_of(run)) {
-    const int64_t full = kFloat * padded(l.numel(), world);
+  // ZeRO: each unit padded to a multiple of N; this rank owns a shard of each.
+  for (const std::vector<int64_t>& u : shape.units) {
+    const int64_t full = padded(sum_of(u), world);
     const int64_t shard = full / world;
-    b.parameters += rounded(s == Sharding::Zero3 ? shard : full);
-    b.gradients += rounded(s == Sharding::Zero1 ? full : shard);
-    b.optimizer_state += 2 * rounded(shard);
-    if (s != Sharding::Zero1) b.reduction = std::max(b.reduction, 2 * rounded(full));
-    if (s == Sharding::Zero3) b.gathered = std::max(b.gathered, rounded(full));
+    b.parameters += rounded(e.parameter * (s == Sharding::Zero3 ? shard : full));
+    b.gradients += rounded(e.gradient * (s == Sharding::Zero1 ? full : shard));
+    b.optimizer_state += state(shard);
+    if (s != Sharding::Zero1) b.reduction = std::max(b.reduction, 2 * rounded(e.gradient * full));
+    if (s == Sharding::Zero3) b.gathered = std::max(b.gathered, rounded(e.parameter * full));
   }
   return b;
+}
+
+ShardingBytes expected_sharding_bytes(Sharding s, int world, const ShardingRun& run) {
+  return expected_sharding_bytes(s, world, sharding_model_shape(run), sharding_state_bytes(run));
 }
 
 int64_t peak_above_held_floor(const ShardingBytes& expected) {
@@ -159,15 +223,17 @@ int64_t peak_above_held_floor(const ShardingBytes& expected) {
   return std::max(expected.gradients, expected.reduction + expected.gathered);
 }
 
-double formula_bytes_per_parameter(Sharding s, int world) {
+double formula_bytes_per_parameter(Sharding s, int world, const StateBytes& e) {
   const double n = world;
+  const auto p = static_cast<double>(e.parameter), g = static_cast<double>(e.gradient),
+             k = static_cast<double>(e.optimizer());
   switch (s) {
-    case Sharding::Single: return 16;
-    case Sharding::Ddp: return 20;
-    case Sharding::DdpBucketView: return 16;
-    case Sharding::Zero1: return 8 + 8 / n;
-    case Sharding::Zero2: return 4 + 12 / n;
-    case Sharding::Zero3: return 16 / n;
+    case Sharding::Single: return p + g + k;
+    case Sharding::Ddp: return p + g + k + g;
+    case Sharding::DdpBucketView: return p + g + k;
+    case Sharding::Zero1: return p + g + k / n;
+    case Sharding::Zero2: return p + (g + k) / n;
+    case Sharding::Zero3: return (p + g + k) / n;
   }
   return 0;
 }
@@ -175,23 +241,24 @@ double formula_bytes_per_parameter(Sharding s, int world) {
 int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run) {
   if (s == Sharding::Single || world == 1) return 0;
   const int64_t n = world;
+  const StateBytes e = sharding_state_bytes(run);
   int64_t bytes = 0;
-  for (const Layer& l : layers_of(run)) {
-    const int64_t full = kFloat * padded(l.numel(), world);  // ZeRO's padded unit
-    const int64_t piece = full / n;
+  for (const std::vector<int64_t>& u : sharding_model_shape(run).units) {
+    const int64_t numel = sum_of(u);
+    const int64_t piece = padded(numel, world) / n;  // ZeRO's shard of the padded unit
     switch (s) {
       case Sharding::Ddp:
       case Sharding::DdpBucketView:
-        bytes += 2 * (n - 1) * kFloat * l.numel() / n;  // ring all-reduce of the gradients
+        bytes += 2 * (n - 1) * e.gradient * numel / n;  // ring all-reduce of the gradients
         break;
-      case Sharding::Zero1:
-        bytes += 2 * (n - 1) * full / n + (n - 1) * piece;  // all-reduce, then all-gather
+      case Sharding::Zero1:  // all-reduce of the gradients, then all-gather of the parameters
+        bytes += 2 * (n - 1) * e.gradient * piece + (n - 1) * e.parameter * piece;
         break;
-      case Sharding::Zero2:
-        bytes += (n - 1) * piece + (n - 1) * piece;  // reduce-scatter, then all-gather
+      case Sharding::Zero2:  // reduce-scatter, then all-gather
+        bytes += (n - 1) * e.gradient * piece + (n - 1) * e.parameter * piece;
         break;
-      case Sharding::Zero3:
-        bytes += 2 * (n - 1) * piece + (n - 1) * piece;  // 2 all-gathers, 1 reduce-scatter
+      case Sharding::Zero3:  // 2 all-gathers, 1 reduce-scatter
+        bytes += 2 * (n - 1) * e.parameter * piece + (n - 1) * e.gradient * piece;
         break;
       case Sharding::Single: break;
     }
@@ -204,9 +271,15 @@ RankMeasurement run_sharding_rank(Sharding s, const ShardingRun& run,
   RankMeasurement m;
   m.rank = pg ? pg->rank() : 0;
   m.world = pg ? pg->size() : 1;
+  if (run.batch % m.world != 0) {
+    throw ValueError(fmt::format("[B22] a global batch of {} rows does not split into {} ranks "
+                                 "evenly (each rank takes batch / N rows; choose N dividing {})",
+                                 run.batch, m.world, run.batch),
+                     "B22", "world", fmt::format("{}", m.world));
+  }
   const int64_t rows = run.batch / m.world;
   Generator g(220);
-  const Tensor x_all = randn({run.batch, run.inputs}, TensorOptions(kFloat32), &g);
+  const Tensor x_all = randn({run.batch, run.inputs}, TensorOptions(kFloat32), &g).to(run.dtype);
   const Tensor y_all = randint(0, run.classes, {run.batch}, TensorOptions(kInt64), &g);
   const Tensor x = x_all.narrow(0, m.rank * rows, rows);
   const Tensor y = y_all.narrow(0, m.rank * rows, rows);
@@ -228,7 +301,7 @@ RankMeasurement run_sharding_rank(Sharding s, const ShardingRun& run,
     net = zero.get();
     trained = zero->shard_parameters();
   }
-  optim::Adam adam(trained, {.lr = 1e-3});
+  optim::Adam adam = make_optimizer(run, trained);
 
   for (int64_t step = 1; step <= run.steps; ++step) {
     const bool last = step == run.steps;
@@ -239,7 +312,12 @@ RankMeasurement run_sharding_rank(Sharding s, const ShardingRun& run,
       reset_peak_memory_stats(kCPU);
       held_before = static_cast<int64_t>(memory_allocated(kCPU));
     }
-    Tensor loss = nn::cross_entropy((*net)(x), y);
+    Tensor loss;
+    {
+      // 16-bit parameters give 16-bit logits: the loss in float32.
+      const Tensor logits = (*net)(x);
+      loss = nn::cross_entropy(is_reduced_float(logits.dtype()) ? logits.to(kFloat32) : logits, y);
+    }
     loss.backward();
     if (zero) {
       zero->step(adam);
@@ -365,16 +443,23 @@ const BehaviourInfo kInfo = {
     "Tensor sharding, as DeepSpeed or FairScale do it, splits the tensors of training across "
     "processes, so that each holds only a part of them."};
 
-constexpr double kLossTolerance = 1e-5;  // relative: the ranks sum in another order
+// Relative, against one process: the ranks sum their gradients in another order, in float32 or
+// (master weights) in bfloat16, whose sums round at 2^-8.
+constexpr double kLossTolerance = 1e-5;
+constexpr double kMasterLossTolerance = 1e-3;
 
-ShardingRun run_for_size(int64_t size) {
+ShardingRun run_for_size(int64_t size, bool master = false) {
   ShardingRun run;
   run.hidden = 512 * size;
+  if (master) {
+    run.dtype = kBFloat16;
+    run.master_weights = true;
+  }
   return run;
 }
 
 // One rank of a configuration (started by spawn_ranks, or by ./memgrad launch with --worker).
-int worker(const std::string& key, int64_t size) {
+int worker(const std::string& key, int64_t size, bool master) {
   const std::optional<Sharding> s = sharding_from_key(key);
   if (!s) {
     std::fprintf(stderr, "B22: unknown configuration '%s'\n", key.c_str());
@@ -382,7 +467,7 @@ int worker(const std::string& key, int64_t size) {
   }
   try {
     auto pg = distributed::init_process_group(distributed::Backend::Gloo);
-    const RankMeasurement m = run_sharding_rank(*s, run_for_size(size), pg);
+    const RankMeasurement m = run_sharding_rank(*s, run_for_size(size, master), pg);
     fmt::print("{}\n", to_line(m));
     return 0;
   } catch (const memgrad::Error& e) {
@@ -399,10 +484,11 @@ struct Config {
 
 // Runs a configuration on `world` ranks of this program; throws with the ranks' output when
 // one fails.
-std::vector<RankMeasurement> launch(Sharding s, int world, int64_t size) {
+std::vector<RankMeasurement> launch(Sharding s, int world, int64_t size, bool master = false) {
   distributed::SpawnOptions options;
   options.env = {{"MEMGRAD_B22_WORKER", sharding_key(s)},
-                 {"MEMGRAD_B22_SIZE", std::to_string(size)}};
+                 {"MEMGRAD_B22_SIZE", std::to_string(size)},
+                 {"MEMGRAD_B22_MASTER", master ? "1" : "0"}};
   const distributed::SpawnResult result = distributed::spawn_ranks(world, options);
   std::vector<RankMeasurement> ranks(static_cast<size_t>(world));
   std::vector<bool> found(static_cast<size_t>(world), false);
@@ -447,6 +533,61 @@ std::string label(const Config& c) {
                       : fmt::format("{}, N={}", sharding_title(c.sharding), c.world);
 }
 
+// The master-weights table: per-rank model states (parameters, gradients, optimizer state) of
+// DDP and ZeRO 1/2/3 at N = 2, 3 and 4, expected from the run's dtypes and optimizer, measured
+// on every rank; the losses against one process. Returns whether everything matched.
+bool print_master_weights(const ShardingRun& run, int64_t size) {
+  const StateBytes e = sharding_state_bytes(run);
+  const int64_t psi = sharding_parameter_count(run);
+  fmt::print(
+      "\nMaster weights: the same MLP with {} parameters and gradients, Adam keeping float32 "
+      "master weights and state. Bytes per parameter read from the run: P = {} (parameter), "
+      "G = {} (gradient), K = {} (optimizer: master {} + {} x {} state), P + G + K = {}. "
+      "Model states one rank holds after step {}, expected vs measured (every rank):\n",
+      dtype_name(run.dtype), e.parameter, e.gradient, e.optimizer(), e.master, e.state_tensors,
+      e.state_element, e.total(), run.steps);
+  fmt::print("{:<26} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "", "formula", "parameters",
+             "gradients", "optimizer", "buckets", "held");
+  std::vector<Config> configs;
+  configs.push_back({Sharding::Single, 1, {run_sharding_rank(Sharding::Single, run, nullptr)}});
+  for (int world : {2, 3, 4}) {
+    for (Sharding s : {Sharding::Ddp, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3}) {
+      configs.push_back({s, world, launch(s, world, size, /*master=*/true)});
+    }
+  }
+  bool all_match = true;
+  const std::vector<double>& reference = configs[0].ranks[0].losses;
+  double worst_loss = 0;
+  for (const Config& c : configs) {
+    const ShardingBytes x = expected_sharding_bytes(c.sharding, c.world, run);
+    bool match = true;
+    for (const RankMeasurement& m : c.ranks) {
+      match = match && same_bytes(m.bytes, x) && m.held_measured == x.held();
+      for (size_t k = 0; k < m.losses.size(); ++k) {
+        worst_loss =
+            std::max(worst_loss, std::abs(m.losses[k] - reference[k]) / std::abs(reference[k]));
+      }
+    }
+    all_match = all_match && match;
+    const auto formula = static_cast<int64_t>(std::llround(
+        formula_bytes_per_parameter(c.sharding, c.world, e) * static_cast<double>(psi)));
+    const RankMeasurement& r0 = c.ranks[0];
+    fmt::print("{:<17} expected {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", label(c),
+               with_commas(formula), with_commas(x.parameters), with_commas(x.gradients),
+               with_commas(x.optimizer_state), with_commas(x.buckets), with_commas(x.held()));
+    fmt::print("{:<17} measured {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "", "",
+               with_commas(r0.bytes.parameters), with_commas(r0.bytes.gradients),
+               with_commas(r0.bytes.optimizer_state), with_commas(r0.bytes.buckets),
+               with_commas(r0.held_measured), match ? "yes" : "NO");
+  }
+  const bool losses_match = worst_loss <= kMasterLossTolerance;
+  fmt::print(
+      "Losses of every rank and configuration against 1 process (bfloat16 gradients summed in "
+      "another order): largest relative difference {:.1e}, within {:g}: {}\n",
+      worst_loss, kMasterLossTolerance, losses_match ? "yes" : "NO");
+  return all_match && losses_match;
+}
+
 int body(const BehaviourFlags& flags) {
   const ShardingRun run = run_for_size(flags.size);
   const int64_t psi = sharding_parameter_count(run);
@@ -456,6 +597,7 @@ int body(const BehaviourFlags& flags) {
       "batch / N rows.\n\n",
       run.inputs, run.hidden, run.hidden, run.classes, with_commas(psi),
       with_commas(sharding_largest_layer(run)), run.batch, run.steps);
+  const StateBytes e = sharding_state_bytes(run);
 
   std::vector<Config> configs;
   configs.push_back({Sharding::Single, 1, {run_sharding_rank(Sharding::Single, run, nullptr)}});
@@ -482,8 +624,8 @@ int body(const BehaviourFlags& flags) {
       match = match && same_bytes(m.bytes, expected) && m.held_measured == expected.held();
     }
     all_match = all_match && match;
-    const auto formula = static_cast<int64_t>(
-        std::llround(formula_bytes_per_parameter(c.sharding, c.world) * static_cast<double>(psi)));
+    const auto formula = static_cast<int64_t>(std::llround(
+        formula_bytes_per_parameter(c.sharding, c.world, e) * static_cast<double>(psi)));
     fmt::print("{:<22} expected {:>11} {}\n", label(c), with_commas(formula),
                bytes_cells(expected, expected.held()));
     fmt::print("{:<22} measured {:>11} {}  {}\n", "", "",
@@ -542,6 +684,8 @@ int body(const BehaviourFlags& flags) {
                with_commas(measured), with_commas(measured - expected));
   }
 
+  const bool master_match = print_master_weights(run_for_size(flags.size, true), flags.size);
+
   const Config& single = configs[0];
   const Config* zero3 = nullptr;
   const Config* ddp = nullptr;
@@ -563,7 +707,7 @@ int body(const BehaviourFlags& flags) {
       human_bytes(ddp->ranks[0].held_measured), human_bytes(zero3->ranks[0].bytes.gathered),
       human_bytes(zero3->ranks[0].bytes.reduction), human_bytes(zero3->ranks[0].peak_above_held),
       human_bytes(zero3->ranks[0].wire_bytes), human_bytes(ddp->ranks[0].wire_bytes)));
-  return all_match && losses_match ? 0 : 2;
+  return all_match && losses_match && master_match ? 0 : 2;
 }
 
 }  // namespace
@@ -576,7 +720,9 @@ int b22_tensor_sharding_main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--worker") worker_key = argv[2];
   if (worker_key != nullptr) {
     const char* size = std::getenv("MEMGRAD_B22_SIZE");
-    return worker(worker_key, size != nullptr ? std::strtoll(size, nullptr, 10) : 1);
+    const char* master = std::getenv("MEMGRAD_B22_MASTER");
+    return worker(worker_key, size != nullptr ? std::strtoll(size, nullptr, 10) : 1,
+                  master != nullptr && std::string(master) == "1");
   }
   return run_behaviour(argc, argv, kInfo, body);
 }

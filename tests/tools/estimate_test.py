@@ -2,7 +2,9 @@
 """`./memgrad estimate` (tools/estimate.py): its peaks are those of the same run on a device that
 computes (train_mlp on sim:0 of the same capacity, its own allocator trace), byte for byte; a run
 that does not fit says so with the out-of-memory message; --max-batch finds the batch a real run
-fits and one more does not; bad input is one line and exit 2.
+fits and one more does not; the model states it prints per rank are B22's expectation
+(tests/tools/sharding_tool.cpp) for train_charlm's model of several sizes, in float32 and with
+master weights, for DDP and ZeRO 1-3 at several N up to 64; bad input is one line and exit 2.
 
 usage: estimate_test.py BUILD_DIR
 """
@@ -18,6 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 ESTIMATE = os.path.join(ROOT, "tools", "estimate.py")
 TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
+TRAIN_CHARLM = os.path.join(BUILD, "examples", "train_charlm")
+SHARDING_TOOL = os.path.join(BUILD, "tests", "docs", "sharding_tool")
 ARGS = ["--epochs", "1", "--max-steps", "2", "--batch-size", "512"]
 
 
@@ -90,6 +94,43 @@ class EstimateTest(unittest.TestCase):
         allocated, reserved = sim_peaks("512MiB", [])
         self.assertEqual(printed_bytes(proc.stdout, "peak allocated"), allocated)
         self.assertEqual(printed_bytes(proc.stdout, "peak reserved"), reserved)
+
+    @unittest.skipUnless(os.path.exists(SHARDING_TOOL) and os.path.exists(TRAIN_CHARLM),
+                         "sharding_tool or train_charlm is not built")
+    def test_model_states_per_rank_are_b22s_for_any_size_and_n(self):
+        # The vocabulary is the text's: train_charlm says it.
+        probe = subprocess.run([TRAIN_CHARLM, "--device", "meta:0", "--steps", "1",
+                                "--sample-length", "0", "--context", "8", "--width", "16",
+                                "--layers", "1", "--heads", "2", "--batch-size", "2"],
+                               capture_output=True, text=True, timeout=120, check=True)
+        vocab = re.search(r"vocabulary of (\d+)", probe.stdout).group(1)
+        cases = [  # width, layers, precision, mode, N (the batch is N x 2 rows)
+            (64, 1, "master-bf16", "zero1", 3), (64, 1, "master-bf16", "zero2", 3),
+            (64, 1, "master-fp16", "zero3", 5), (96, 2, "master-bf16", "ddp", 2),
+            (96, 2, "fp32", "zero2", 4), (32, 1, "master-bf16", "zero3", 64),
+        ]
+        for width, layers, precision, mode, n in cases:
+            with self.subTest(width=width, layers=layers, precision=precision, mode=mode, n=n):
+                shape = ["--width", str(width), "--layers", str(layers), "--heads", "4",
+                         "--context", "16"]
+                flag = ["--ddp"] if mode == "ddp" else ["--zero", mode[-1]]
+                proc = estimate("--device-memory", "1GiB", "--ranks", str(n), "--brief",
+                                "--steps", "2", "train_charlm", *shape, *flag, "--precision",
+                                precision, "--batch-size", str(2 * n), "--sample-length", "0")
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                expected = subprocess.run(
+                    [SHARDING_TOOL, vocab, str(width), str(layers), "4", "16", precision, mode,
+                     str(n)], capture_output=True, text=True, timeout=60, check=True).stdout
+                lines = [line for line in proc.stdout.splitlines()
+                         if line.startswith("model states")]
+                # Every rank holds the same model states: one line for all of them.
+                self.assertEqual(len(lines), 1, proc.stdout)
+                self.assertIn(f"(ranks 0-{n - 1}): ", lines[0])
+                numbers = re.findall(r"(parameters|gradients|optimizer state) ([\d,]+)",
+                                     lines[0].split(";")[0])
+                printed = {k: int(v.replace(",", "")) for k, v in numbers}
+                self.assertEqual(printed, {k: int(v) for k, v in re.findall(
+                    r"(parameters|gradients|optimizer state) (\d+)", expected)}, proc.stdout)
 
     def test_bad_input(self):
         for args, text in (
