@@ -188,7 +188,7 @@ TEST_CASE("B20: the trace of a training step is labelled by phase and matches th
 
 TEST_CASE("trace_to_svg draws phases and lists the largest blocks alive at the peak") {
   const std::vector<TraceContextRecord> contexts = {
-      {"forward", "linear", ""}, {"forward", "relu", "a<b"}, {"backward", "mm", ""}};
+      {"forward", "linear", "", ""}, {"forward", "relu", "a<b", ""}, {"backward", "mm", "", ""}};
   auto event = [](TraceAction a, int64_t t, uint64_t addr, uint64_t n, int64_t alloc,
                   uint32_t ctx) {
     TraceEvent e;
