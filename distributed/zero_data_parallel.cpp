@@ -266,13 +266,13 @@ Tensor ZeroDataParallel::forward(const Tensor& x) {
 const std::vector<Tensor>& ZeroDataParallel::shard_parameters() const { return state_->shards; }
 
 void ZeroDataParallel::step(optim::Optimizer& optimizer) {
-  step(optimizer, [&optimizer] {
+  step([&optimizer] {
     optimizer.step();
     return true;
   });
 }
 
-bool ZeroDataParallel::step(optim::Optimizer& /*optimizer*/, const std::function<bool()>& update) {
+bool ZeroDataParallel::step(const std::function<bool()>& update) {
   State& s = *state_;
   NoGradGuard no_grad;
   if (s.stage == 1) {

@@ -75,9 +75,10 @@ class ZeroDataParallel : public nn::UnaryModule {
   // then (stages 1 and 2) all-gathers every unit's parameters. Allocates: what the optimizer
   // allocates (its state lazily, for the shards only).
   void step(optim::Optimizer& optimizer);
-  // The same with `update` in place of optimizer.step() (a GradScaler's step, which may skip):
-  // the all_gather follows only when it returns true. Returns what `update` returned.
-  bool step(optim::Optimizer& optimizer, const std::function<bool()>& update);
+  // The same with `update` in place of optimizer.step() (a GradScaler's step over the shards'
+  // optimizer, which may skip): the all_gather follows only when it returns true. Returns what
+  // `update` returned.
+  bool step(const std::function<bool()>& update);
   // Frees the gradients: the shards' and (stage 1) the flat ones the parameters' .grad view.
   void zero_grad();
 

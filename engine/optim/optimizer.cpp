@@ -69,7 +69,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, bool master_weights)
                        "optim", fmt::format("params[{}]", i));
     }
     const TraceModuleScope module(p.storage().trace_module());
-    master_[i] = p.to(kFloat32).clone();  // exact: float32 holds every float16 and bfloat16
+    master_[i] = p.to(kFloat32);  // a new tensor; exact: float32 holds every 16-bit value
     name_in_trace(master_[i], p.storage().trace_module(), "optimizer state");
   }
 }

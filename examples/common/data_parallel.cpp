@@ -92,7 +92,7 @@ void DataParallel::step(optim::Optimizer& optimizer) {
 }
 
 bool DataParallel::step(optim::Optimizer& optimizer, autograd::GradScaler& scaler) {
-  if (zero_) return zero_->step(optimizer, [&] { return scaler.step(optimizer); });
+  if (zero_) return zero_->step([&] { return scaler.step(optimizer); });
   return scaler.step(optimizer);
 }
 
