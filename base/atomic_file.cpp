@@ -2,10 +2,12 @@
 #include "base/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -46,6 +48,39 @@ mode_t mode_for(const fs::path& target) {
   return 0666 & ~mask;
 }
 
+// ".memgrad-<hash of the file name>-" (FNV-1a): short whatever the target's name.
+std::string prefix_for(const fs::path& target) {
+  uint64_t hash = 14695981039346656037ULL;
+  for (const char c : target.filename().string()) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return fmt::format(".memgrad-{:016x}-", hash);
+}
+
+// Removes the temporary files of `prefix` in `dir` that no writer holds: a live writer locks
+// its file right after creating it and keeps the lock until the rename; the lock of a killed
+// one went with it. A file younger than kStaleAge may be a writer's between its creation and
+// its lock: it is left alone.
+constexpr auto kStaleAge = std::chrono::seconds(2);
+
+void remove_stale_temporaries(const fs::path& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st {};
+    const bool old =
+        ::fstat(fd, &st) == 0 &&
+        std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) >
+            kStaleAge;
+    if (old && ::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlink(it->path().c_str());
+    ::close(fd);
+  }
+}
+
 void write_all(int fd, std::string_view bytes, const std::string& path) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -62,29 +97,31 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   if (path.empty()) throw IoError("cannot write a file with an empty name", path);
   const fs::path target = resolve_links(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / ".memgrad-XXXXXX").string();
+  const std::string prefix = prefix_for(target);
+  remove_stale_temporaries(dir, prefix);
+  std::string tmp = (dir / (prefix + "XXXXXX")).string();
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) fail(path, fmt::format("creating a temporary file in '{}'", dir.string()), errno);
   try {
+    // Held until the rename: a concurrent save of the same target leaves this file alone.
+    if (::flock(fd, LOCK_EX) != 0) fail(path, "locking the temporary file", errno);
     write_all(fd, bytes, path);
     if (::fchmod(fd, mode_for(target)) != 0) fail(path, "fchmod", errno);
     if (::fsync(fd) != 0) fail(path, "fsync", errno);
-    if (::close(fd) != 0) fail(path, "close", errno);
+    if (::rename(tmp.c_str(), target.c_str()) != 0) fail(path, "rename", errno);
   } catch (...) {
-    ::close(fd);  // a second close after a failed one only returns EBADF
     ::unlink(tmp.c_str());
+    ::close(fd);
     throw;
   }
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    fail(path, "rename", error);
-  }
+  if (::close(fd) != 0) fail(path, "close", errno);
   // The rename is durable once the directory is.
   if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
 }
+
+std::string temporary_prefix(const std::string& path) { return prefix_for(resolve_links(path)); }
 
 }  // namespace memgrad

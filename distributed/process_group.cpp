@@ -112,32 +112,48 @@ Diagnosis diagnose(const std::vector<detail::PeerInfo>& peers, int rank) {
   return d;
 }
 
+// Sets this rank's key "<prefix>/<what>/<rank>" to `value` and waits for every rank's. Throws
+// RankFailureError naming the ranks whose keys did not appear within `timeout` ("<ranks>
+// <did_not>").
+void meet(Store& store, const std::string& prefix, const char* what, const std::string& value,
+          const char* did_not, int rank, int size, std::chrono::milliseconds timeout) {
+  auto key = [&](int r) { return fmt::format("{}/{}/{}", prefix, what, r); };
+  store.set(key(rank), value);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(key(r));
+  if (store.wait(keys, timeout)) return;
+  std::vector<int> missing;
+  for (int r = 0; r < size; ++r) {
+    if (!store.wait({key(r)}, std::chrono::milliseconds(1))) missing.push_back(r);
+  }
+  throw RankFailureError(fmt::format("[init_process_group] rank {}: rank{} {} {} within {} ms ({}; "
+                                     "MEMGRAD_DIST_TIMEOUT sets the timeout)",
+                                     rank, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
+                                     did_not, timeout.count(), store.describe()),
+                         "init_process_group", rank, 0, missing, timeout.count(), "");
+}
+
 // Publishes where this rank runs and reads where the others do. Throws RankFailureError naming
 // the ranks that did not join within `timeout`.
 std::vector<detail::PeerInfo> rendezvous_peers(Store& store, const std::string& prefix, int rank,
                                                int size, std::chrono::milliseconds timeout) {
+  meet(store, prefix, "peer", fmt::format("{} {}", this_host(), getpid()), "did not join", rank,
+       size, timeout);
   auto key = [&](int r) { return fmt::format("{}/peer/{}", prefix, r); };
-  store.set(key(rank), fmt::format("{} {}", this_host(), getpid()));
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(key(r));
-  if (!store.wait(keys, timeout)) {
-    std::vector<int> missing;
-    for (int r = 0; r < size; ++r) {
-      if (!store.wait({key(r)}, std::chrono::milliseconds(1))) missing.push_back(r);
-    }
-    throw RankFailureError(
-        fmt::format("[init_process_group] rank {}: rank{} {} did not join within {} ms ({}; "
-                    "MEMGRAD_DIST_TIMEOUT sets the timeout)",
-                    rank, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), timeout.count(),
-                    store.describe()),
-        "init_process_group", rank, 0, missing, timeout.count(), "");
-  }
   std::vector<detail::PeerInfo> peers(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     std::istringstream in(store.get(key(r), timeout));
     in >> peers[static_cast<size_t>(r)].host >> peers[static_cast<size_t>(r)].pid;
   }
   return peers;
+}
+
+// A barrier in the store once this rank's connections are made, as PyTorch's
+// init_process_group ends: no rank returns (and perhaps exits at once) while a peer is still
+// connecting to it, which that peer would take for a failure. Nothing on the device.
+void ready_barrier(Store& store, const std::string& prefix, int rank, int size,
+                   std::chrono::milliseconds timeout) {
+  meet(store, prefix, "ready", "1", "joined but did not finish connecting", rank, size, timeout);
 }
 
 // The message of the error `e`.
@@ -567,6 +583,7 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
     if (!d.gone.empty()) write_failure_note({d.gone, error.what()});
     throw error;
   }
+  if (world_size > 1) ready_barrier(*store, prefix, rank, world_size, options.timeout);
   return std::make_shared<ProcessGroup>(backend, rank, world_size, on, std::move(transport),
                                         options);
 }

@@ -1,8 +1,11 @@
 // Store: Gloo's file and Redis stores behind memgrad's errors.
 #include "distributed/store.h"
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -19,6 +22,28 @@
 
 namespace memgrad::distributed {
 namespace {
+
+#if MEMGRAD_WITH_GLOO
+// Gloo's FileStore::wait compares the time elapsed, truncated to whole seconds, with the
+// timeout: a wait of 1 ms lasts a second and one of 3 s about 4, so naming the ranks that did
+// not join took a second per rank. This one keeps to the timeout within its 10 ms polling.
+class FileStore final : public gloo::rendezvous::FileStore {
+ public:
+  using gloo::rendezvous::FileStore::FileStore;
+  using gloo::rendezvous::FileStore::wait;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!check(keys)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw gloo::IoException(
+            fmt::format("wait of {} key(s) timed out after {} ms", keys.size(), timeout.count()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+};
+#endif
 
 [[noreturn, maybe_unused]] void no_gloo(const char* what) {
   throw DistributedError(fmt::format("[init_process_group] {} needs Gloo, and this build has none "
@@ -55,7 +80,7 @@ Store Store::file(const std::string& path) {
                            "init_process_group", -1);
   }
   auto impl = std::make_shared<Impl>();
-  impl->store = std::make_shared<gloo::rendezvous::FileStore>(path);
+  impl->store = std::make_shared<FileStore>(path);
   impl->description = fmt::format("file store {}", path);
   return Store(std::move(impl));
 #else
@@ -108,8 +133,17 @@ void Store::set(const std::string& key, const std::string& value) {
   try {
     impl_->store->set(key, std::vector<char>(value.begin(), value.end()));
   } catch (const std::exception& e) {
+    // A key set twice: the store still holds an earlier run's keys (a file store's folder
+    // reused, a Redis server not flushed).
+    const std::string what = e.what();
+    const bool taken = what.find("already exists") != std::string::npos ||
+                       what.find("already set") != std::string::npos;
     throw DistributedError(
-        fmt::format("[store] cannot set '{}' in the {}: {}", key, impl_->description, e.what()),
+        fmt::format("[store] cannot set '{}' in the {}: {}{}", key, impl_->description, what,
+                    taken ? " (the store holds the keys of an earlier run: give this run a fresh "
+                            "folder, MEMGRAD_STORE_PATH or ./memgrad launch's --store, or a new "
+                            "MEMGRAD_RUN_ID)"
+                          : ""),
         "store", -1);
   }
 #else

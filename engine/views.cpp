@@ -183,8 +183,13 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::clamp<int64_t>(end, start, size);
   Shape sizes = x.sizes();
   Shape strides = x.strides();
-  sizes[d] = (end - start + step - 1) / step;
-  strides[d] *= step;
+  // ceil((end - start) / step) without overflow, however large the step.
+  sizes[d] = end == start ? 0 : (end - start - 1) / step + 1;
+  // stride x step, as PyTorch. With two or more elements step < size, so the product stays
+  // within the storage; with one or none the stride never reaches an element, and where the
+  // product would not fit an int64 (a step of INT64_MAX) the dimension keeps its stride.
+  int64_t stepped = 0;
+  if (!__builtin_mul_overflow(strides[d], step, &stepped)) strides[d] = stepped;
   return aliased(x, sizes, strides, x.storage_offset() + start * x.stride(d), OpKind::Slice,
                  SliceAttrs{d, start, step});
 }

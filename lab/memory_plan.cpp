@@ -235,7 +235,14 @@ size_t place_greedy_by_size(std::vector<Item>& items) {
       prev_end = std::max(prev_end, other.offset + other.nbytes);
     }
     item.offset = best_gap == SIZE_MAX ? prev_end : best;
-    arena = std::max(arena, item.offset + item.nbytes);
+    size_t end = 0;
+    if (__builtin_add_overflow(item.offset, item.nbytes, &end)) {
+      throw PlanError(
+          fmt::format("plan: the requests live at once need more than 2^64 bytes "
+                      "(request {} of {} B placed at {})",
+                      item.request, item.nbytes, item.offset));
+    }
+    arena = std::max(arena, end);
     const auto at = std::upper_bound(placed.begin(), placed.end(), item.offset,
                                      [&](size_t off, size_t j) { return off < items[j].offset; });
     placed.insert(at, i);
@@ -243,17 +250,21 @@ size_t place_greedy_by_size(std::vector<Item>& items) {
   return arena;
 }
 
-// The most bytes live at one allocation index (every item counted over its lifetime).
+// The most bytes live at one allocation index (every item counted over its lifetime), in 128
+// bits: requests of up to 2^60 bytes each, any number of them. Beyond size_t: a PlanError.
 size_t ideal_of(const std::vector<Item>& items, size_t count) {
-  std::vector<int64_t> delta(count + 1, 0);
+  std::vector<__int128> delta(count + 1, 0);
   for (const Item& item : items) {
-    delta[item.begin] += static_cast<int64_t>(item.nbytes);
-    delta[item.end] -= static_cast<int64_t>(item.nbytes);
+    delta[item.begin] += item.nbytes;
+    delta[item.end] -= item.nbytes;
   }
-  int64_t live = 0, most = 0;
+  __int128 live = 0, most = 0;
   for (size_t t = 0; t < count; ++t) {
     live += delta[t];
     most = std::max(most, live);
+  }
+  if (most > static_cast<__int128>(SIZE_MAX)) {
+    throw PlanError("plan: the requests live at once need more than 2^64 bytes");
   }
   return static_cast<size_t>(most);
 }

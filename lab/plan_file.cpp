@@ -1,6 +1,7 @@
 // Plan files: a plan as JSON and back, and a plan read from a plan, a trace or a snapshot file.
 #include "lab/plan_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -59,6 +60,15 @@ PlannedRequest request_from_json(const nlohmann::json& j, size_t index, const st
 }
 
 std::string read_text(const std::string& path) {
+  // A plan, trace or snapshot is a file of a known size; /dev/zero or a pipe would be read for
+  // ever (or until memory runs out).
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !std::filesystem::is_regular_file(path, error)) {
+    throw IoError(fmt::format("plan: '{}' is not a regular file (a plan, a trace or a snapshot "
+                              "file is one)",
+                              path),
+                  path, 0);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(fmt::format("plan: cannot open '{}'", path), path, errno);
   std::stringstream text;

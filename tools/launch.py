@@ -7,7 +7,11 @@ names one. OMP_NUM_THREADS is set to 1 for every rank unless it is set already (
 cores; torchrun does the same). PROGRAM is a path or command, or the name of a memgrad example
 (`train_mlp`, `b22`), which is looked up in the build directory.
 
-Every line a rank prints (stdout and stderr) is printed with its rank in front: "[rank 1] ...".
+Every line a rank prints (stdout and stderr) is printed with its rank in front: "[rank 1] ...",
+as the rank prints it (ranks run under coreutils' `stdbuf -oL -eL`, so C stdio sends each line
+at once instead of a block at exit). Impossible requests are refused before any rank starts: a
+--store folder that cannot be made, more ranks than the open-file limit lets connect to each
+other.
 When a rank exits with a non-zero status (or dies of a signal), the launcher says which, stops the
 others (SIGTERM to each rank's process group, SIGKILL after --grace seconds) and exits with that
 rank's status (128 + the signal for a signal). The rank named is the one that failed first: a rank
@@ -22,6 +26,7 @@ GLOO_SOCKET_IFNAME; README.md, "Training on several processes", says how.
 """
 import argparse
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -53,6 +58,13 @@ def parse_args(argv):
         parser.error("no program to launch")
     if not 1 <= opts.nproc <= 1024:
         parser.error(f"-n {opts.nproc}: the number of ranks must be in [1, 1024]")
+    # Each rank of a Gloo group keeps a connection to every other, and the launcher a pipe to
+    # each rank: about N + 64 open files per process. Refused now rather than at the rendezvous.
+    files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if files != resource.RLIM_INFINITY and opts.nproc + 64 > files:
+        parser.error(f"-n {opts.nproc}: each rank would keep about {opts.nproc + 64} files open "
+                     f"(a connection to every other rank), more than this machine's limit of "
+                     f"{files} (ulimit -n)")
     return opts
 
 
@@ -171,8 +183,17 @@ def describe(code):
 
 def launch(opts):
     command = resolve_program(opts.command, opts.build_dir)
+    # Each rank writes into a pipe, where C stdio buffers whole blocks: no line would appear
+    # until a rank exits, stderr would overtake earlier stdout, and a rank stopped after a peer
+    # failed would lose what it printed. coreutils' stdbuf makes stdout and stderr line-buffered.
+    stdbuf = shutil.which("stdbuf")
+    if stdbuf:
+        command = [stdbuf, "-oL", "-eL"] + command
     store = opts.store or tempfile.mkdtemp(prefix="memgrad-launch-")
-    os.makedirs(store, exist_ok=True)
+    try:
+        os.makedirs(store, exist_ok=True)
+    except OSError as e:
+        raise SystemExit(f"launch: --store {store}: cannot make the folder ({e.strerror})")
     notes = tempfile.mkdtemp(prefix="memgrad-launch-errors-")
 
     def error_file(rank):

@@ -37,7 +37,9 @@ struct Slice {
     const SliceAttrs& a = n.attrs<SliceAttrs>();
     Tensor out = zeros_for(n.input(0));
     const int64_t len = g[0].size(a.dim);
-    out.slice(a.dim, a.start, a.start + len * a.step, a.step).copy_(g[0]);
+    // The slice's last element + 1 as its end: start + len x step could overflow an int64.
+    const int64_t end = len == 0 ? a.start : a.start + (len - 1) * a.step + 1;
+    out.slice(a.dim, a.start, end, a.step).copy_(g[0]);
     return {out};
   }
 };

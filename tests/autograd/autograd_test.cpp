@@ -2,6 +2,7 @@
 // counters, in-place rules, freeing saved tensors, grad modes, hooks.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 
 #include "autograd/autograd.h"
@@ -379,6 +380,13 @@ TEST_CASE("save_on_host moves saved activations off the device") {
   z.backward(ones({1024}, dev));
   CHECK_EQ(on_host.allocated(), 0);  // released after its node ran
   check_values(x.grad().cpu().slice(0, 0, 2), {2}, {3 * std::exp(1.0), 3 * std::exp(1.0)}, 1e-4);
+}
+
+TEST_CASE("the gradient of a slice with a step too large for int64 arithmetic") {
+  // slice's backward writes into x[start:end:step]; start + len x step would overflow.
+  Tensor x = ones({5}, TensorOptions().with_requires_grad());
+  (x.slice(0, 3, 5, std::numeric_limits<int64_t>::max()) * 2.0).sum().backward();
+  check_values(x.grad(), {5}, {0, 0, 0, 2, 0});
 }
 
 }  // TEST_SUITE("autograd")

@@ -4,6 +4,9 @@
 // failure note that lets a launcher name it.
 #include <doctest/doctest.h>
 
+#include <csignal>
+#include <cstdlib>
+
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -298,13 +301,31 @@ int throws_worker() {
   return 0;
 }
 
-const bool kRegistered = memgrad::testing::register_worker("throws", throws_worker) &&
-                         memgrad::testing::register_worker("collectives", collectives_worker) &&
-                         memgrad::testing::register_worker("mismatch", mismatch_worker) &&
-                         memgrad::testing::register_worker("rejected", rejected_worker) &&
-                         memgrad::testing::register_worker("dead_rank", dead_rank_worker) &&
-                         memgrad::testing::register_worker("stuck_rank", stuck_rank_worker) &&
-                         memgrad::testing::register_worker("wire_bytes", wire_bytes_worker);
+// Every rank returns as soon as init_process_group does: init ends with a barrier, so no rank
+// leaves while a peer is still connecting to it.
+int exits_after_init_worker() {
+  init_process_group(Backend::Gloo);
+  return 0;
+}
+
+// Under ./memgrad launch: a line through C stdio (buffered when stdout is a pipe), then a death
+// that flushes nothing; the launcher's line buffering must have sent the line already.
+int prints_then_dies_worker() {
+  fmt::print("rank {} printed this before it died\n", std::getenv("RANK"));
+  std::raise(SIGKILL);
+  return 0;
+}
+
+const bool kRegistered =
+    memgrad::testing::register_worker("throws", throws_worker) &&
+    memgrad::testing::register_worker("prints_then_dies", prints_then_dies_worker) &&
+    memgrad::testing::register_worker("exits_after_init", exits_after_init_worker) &&
+    memgrad::testing::register_worker("collectives", collectives_worker) &&
+    memgrad::testing::register_worker("mismatch", mismatch_worker) &&
+    memgrad::testing::register_worker("rejected", rejected_worker) &&
+    memgrad::testing::register_worker("dead_rank", dead_rank_worker) &&
+    memgrad::testing::register_worker("stuck_rank", stuck_rank_worker) &&
+    memgrad::testing::register_worker("wire_bytes", wire_bytes_worker);
 
 }  // namespace
 
@@ -333,6 +354,15 @@ TEST_CASE(
   for (int n : {2, 4}) {
     CAPTURE(n);
     const SpawnResult result = run_workers("rejected", n, 20);
+    INFO(outputs(result));
+    CHECK(result.ok());
+  }
+}
+
+TEST_CASE("ranks that exit right after init_process_group do not fail their peers") {
+  for (int round = 0; round < 5; ++round) {
+    CAPTURE(round);
+    const SpawnResult result = run_workers("exits_after_init", 4, 20);
     INFO(outputs(result));
     CHECK(result.ok());
   }

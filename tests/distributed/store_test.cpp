@@ -169,8 +169,32 @@ TEST_CASE("a file store sets keys once and waits for the others' up to a timeout
   const auto start = std::chrono::steady_clock::now();
   CHECK_FALSE(store.wait({"a", "missing"}, std::chrono::milliseconds(200)));
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
+  // Within its polling of the timeout (Gloo's own wait rounds the time to whole seconds: a
+  // second at least), also for a wait of 1 ms.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(700));
+  const auto again = std::chrono::steady_clock::now();
+  CHECK_FALSE(store.wait({"missing"}, std::chrono::milliseconds(1)));
+  CHECK(std::chrono::steady_clock::now() - again < std::chrono::milliseconds(500));
   CHECK_THROWS_WITH_AS(store.get("missing", std::chrono::milliseconds(50)),
                        doctest::Contains("'missing' was not set"), DistributedError);
+  // A key set twice (a folder an earlier run left behind): what to do about it.
+  CHECK_THROWS_WITH_AS(store.set("a", "2"),
+                       doctest::Contains("give this run a fresh folder, MEMGRAD_STORE_PATH or "
+                                         "./memgrad launch's --store, or a new MEMGRAD_RUN_ID"),
+                       DistributedError);
+}
+
+TEST_CASE("ranks that never join are named within the timeout, not a second per rank later") {
+  // Rank 0 of 8 alone: the other seven never join. Gloo's own store wait rounds to whole
+  // seconds, which made this take the timeout plus about a second per missing rank.
+  memgrad::testing::TempDir dir;
+  const Store store = Store::file(dir.path().string() + "/store");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(
+      init_process_group(Backend::Gloo, 0, 8, store,
+                         ProcessGroupOptions{.timeout = std::chrono::milliseconds(300)}),
+      doctest::Contains("ranks 1, 2, 3, 4, 5, 6, 7 did not join within 300 ms"), RankFailureError);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
 }
 
 TEST_CASE("the rendezvous variables are checked and named") {

@@ -160,6 +160,18 @@ TEST_CASE("slice counts negative bounds from the end, clamps and steps") {
   CHECK_EQ(cols.strides(), Shape{4, 2});
   CHECK_EQ(cols.storage_offset(), 1);
   check_values(m.slice(-2, 1, 2), {1, 4}, {4, 5, 6, 7});
+  // A step too large for stride x step: one element, and no int64 overflows (size, stride, or
+  // the end the backward computes).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const Tensor one = ones({5}).slice(0, 0, 5, kMax);
+  check_values(one, {1}, {1});
+  CHECK_EQ(one.strides(), Shape{kMax});  // 1 x step, as PyTorch
+  const Tensor rows = ones({5, 4}).slice(0, 0, 5, kMax / 2);
+  CHECK_EQ(rows.sizes(), Shape{1, 4});
+  CHECK_EQ(rows.strides(), Shape{4, 1});  // 4 x step does not fit: the stride stays
+  CHECK_EQ(x.slice(0, 3, 10, kMax).sizes(), Shape{1});
+  CHECK_EQ(x.slice(0, 9, 10, kMax - 1).storage_offset(), 9);
+  CHECK_EQ(x.slice(0, 4, 4, kMax).sizes(), Shape{0});
 }
 
 TEST_CASE("narrow takes length elements from start") {

@@ -523,4 +523,21 @@ TEST_CASE("the training traces replay on their plan within 1.05x of the ideal pe
   }
 }
 
+TEST_CASE("plans of huge requests do not overflow; files that never end are refused") {
+  // Eight live requests of 2^60 bytes: 2^63 at once, past int64 but within size_t.
+  RecordedStep eight;
+  for (uint64_t i = 0; i < 8; ++i) eight.push_back({true, i, size_t{1} << 60});
+  const MemoryPlan plan = plan_recording({eight}, 0);
+  CHECK_EQ(plan.ideal_nbytes, size_t{1} << 63);
+  CHECK_EQ(plan.arena_nbytes, size_t{1} << 63);
+  // Sixteen: 2^64, which no size_t holds.
+  RecordedStep sixteen;
+  for (uint64_t i = 0; i < 16; ++i) sixteen.push_back({true, i, size_t{1} << 60});
+  CHECK_THROWS_WITH_AS(plan_recording({sixteen}, 0), doctest::Contains("more than 2^64 bytes"),
+                       PlanError);
+  // /dev/zero would be read for ever.
+  CHECK_THROWS_WITH_AS(read_plan_file("/dev/zero"), doctest::Contains("is not a regular file"),
+                       IoError);
+}
+
 }  // TEST_SUITE("lab")

@@ -3,7 +3,11 @@
 // safetensors files the format's own loader would reject. Each case reproduces a failure once
 // seen, or a neighbour of one.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -468,6 +472,51 @@ TEST_CASE("a write the disk refuses keeps the old file and leaves no temporary f
   }
   std::filesystem::permissions(dir.path(), std::filesystem::perms::owner_all);
   CHECK_EQ(listing(dir.path()), std::vector<std::string>{"model.bin"});
+}
+
+TEST_CASE("the next save removes the temporary files of writers that were killed") {
+  TempDir dir("memgrad_faults_test");
+  const std::string path = dir.file("model.bin");
+  const std::string prefix = temporary_prefix(path);
+  CHECK(prefix.starts_with(".memgrad-"));
+  CHECK_NE(prefix, temporary_prefix(dir.file("other.bin")));
+  // Three writers killed mid-save (SIGKILL): each leaves its locked temporary file, whose lock
+  // dies with it.
+  for (int k = 0; k < 3; ++k) {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      std::string name = dir.file(prefix + "XXXXXX");
+      const int fd = ::mkstemp(name.data());
+      if (fd < 0 || ::flock(fd, LOCK_EX) != 0 || ::write(fd, "partial", 7) != 7) ::_exit(1);
+      // Killed a minute ago.
+      const timespec past[2] = {{::time(nullptr) - 60, 0}, {::time(nullptr) - 60, 0}};
+      if (::futimens(fd, past) != 0) ::_exit(1);
+      ::kill(::getpid(), SIGKILL);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+  }
+  // A file created a moment ago and not locked yet: a writer between mkstemp and flock.
+  const std::string fresh = dir.file(prefix + "fresh0");
+  std::ofstream(fresh) << "x";
+  // A live writer's file (locked now), and another target's stale file.
+  const std::string live = dir.file(prefix + "live00");
+  const int held = ::open(live.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  REQUIRE(held >= 0);
+  REQUIRE_EQ(::flock(held, LOCK_EX), 0);
+  const std::string other = dir.file(temporary_prefix(dir.file("other.bin")) + "abcdef");
+  std::ofstream(other) << "x";
+  CHECK_EQ(listing(dir.path()).size(), 6);
+  write_file_atomically(path, "new contents");
+  CHECK_EQ(read_file(path), "new contents");
+  const std::vector<std::string> left = listing(dir.path());
+  CHECK_EQ(left.size(), 4);  // the target, the live and the fresh writers' files, the other's
+  CHECK(std::find(left.begin(), left.end(), std::filesystem::path(fresh).filename()) != left.end());
+  CHECK(std::find(left.begin(), left.end(), std::filesystem::path(live).filename()) != left.end());
+  CHECK(std::find(left.begin(), left.end(), std::filesystem::path(other).filename()) != left.end());
+  ::close(held);
 }
 
 }  // TEST_SUITE("nn")

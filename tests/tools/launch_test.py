@@ -104,6 +104,14 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("neither a program nor a built example", proc.stderr)
         self.assertNotIn("Traceback", proc.stderr)
 
+    @unittest.skipUnless(os.path.exists(DIST_TESTS), "the distributed suite is not built")
+    def test_a_ranks_lines_reach_the_launcher_as_they_are_printed(self):
+        # The rank prints a line through C stdio and is killed before any flush: without line
+        # buffering (stdbuf -oL), the line would die in its buffer.
+        proc = launch(["-n", "1", "--", DIST_TESTS], env={"MEMGRAD_TEST_WORKER": "prints_then_dies"})
+        self.assertIn("[rank 0] rank 0 printed this before it died", proc.stdout)
+        self.assertIn("[launch] rank 0 was killed by SIGKILL", proc.stdout)
+
     @unittest.skipUnless(os.path.exists(DIST_TESTS) and built_with_gloo(),
                          "the distributed suite is not built, or the build has no Gloo")
     def test_a_rank_that_throws_fails_the_launch_fast_naming_it(self):
@@ -117,6 +125,24 @@ class LaunchTest(unittest.TestCase):
             self.assertIn("[rank 1] uncaught: rank 1 fails on purpose", proc.stdout)
             self.assertIn("[launch] rank 1 exited with status 1", proc.stdout)
             self.assertNotIn("SIGPIPE", proc.stdout)  # a dead peer is an error, not a signal
+
+    def test_impossible_requests_are_one_line_before_any_rank_starts(self):
+        # A store folder that cannot be made: no traceback.
+        proc = launch(["-n", "2", "--store", "/proc/memgrad-no-store", "--", "true"])
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("launch: --store /proc/memgrad-no-store: cannot make the folder",
+                      proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        # More ranks than the open-file limit lets every rank connect to every other.
+        import resource
+        limited = subprocess.run(
+            [sys.executable, LAUNCH, "-n", "100", "--", "true"], capture_output=True, text=True,
+            timeout=30, preexec_fn=lambda: resource.setrlimit(
+                resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+        self.assertEqual(limited.returncode, 2, limited.stdout + limited.stderr)
+        self.assertIn("-n 100: each rank would keep about 164 files open", limited.stderr)
+        self.assertIn("limit of 128 (ulimit -n)", limited.stderr)
+        self.assertNotIn("[launch]", limited.stdout)  # refused before any rank started
 
     @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo() and os.path.isdir(MNIST),
                          f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
