@@ -249,7 +249,17 @@ void read_allocator_settings(const PyValue* settings, AllocatorConfig& c,
                     "runs as if they were unset): {}",
                     list));
   }
-  if (c.policy != "caching" && !memgrads) return;
+  if (c.policy != "caching" && !memgrads) {
+    // The replay applies the fraction whichever policy runs: 1e300, NaN or -1 would become a
+    // size unchecked.
+    if (!(c.memory_fraction > 0.0 && c.memory_fraction <= 1.0)) {
+      throw TraceError(fmt::format("allocator_settings: per_process_memory_fraction {} must be in "
+                                   "(0, 1]",
+                                   c.memory_fraction),
+                       "allocator_settings", "per_process_memory_fraction");
+    }
+    return;
+  }
   try {
     c.validate();
   } catch (const ConfigError& e) {

@@ -6,6 +6,8 @@
 // so the replay's device has the same addresses and even address-ordered policies must decide
 // exactly as they did.
 #include <doctest/doctest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <random>
@@ -412,6 +414,13 @@ TEST_CASE("allocator settings memgrad lacks are named in one note, with the choi
   const ImportedSnapshot own = import_snapshot(memory_snapshot(*a, config, 0));
   CHECK(own.notes.empty());
   CHECK_EQ(own.config.max_split_size, 64 * kMiB);
+  // A fraction no device has is refused with expandable segments too (not cast to a size).
+  for (double fraction : {1e300, std::nan(""), -1.0}) {
+    CAPTURE(fraction);
+    CHECK_THROWS_WITH_AS(
+        notes_of({{"expandable_segments", true}, {"per_process_memory_fraction", fraction}}),
+        doctest::Contains("per_process_memory_fraction"), TraceError);
+  }
 }
 
 TEST_CASE("a malformed snapshot is a TraceError naming the place and the value") {
