@@ -290,26 +290,28 @@ def rank_names(ranks):
     return "ranks " + ", ".join(map(str, ranks))
 
 
+def grouped_by_rank(runs, text_of):
+    """[(text, ' (ranks ...)', ranks)]: the runs grouped by the text they give, in order of
+    first appearance (the middle part is '' for a single run)."""
+    groups = {}
+    for rank, run in enumerate(runs):
+        groups.setdefault(text_of(run), []).append(rank)
+    return [(text, f" ({rank_names(ranks)})" if len(runs) > 1 else "", ranks)
+            for text, ranks in groups.items()]
+
+
 def print_peaks(runs):
     """Peak allocated and reserved with where each is first reached; with several ranks, one line
     per group of ranks whose line is the same."""
     for label, field in (("peak allocated", "allocated"), ("peak reserved", "reserved")):
-        lines = {}
-        for rank, run in enumerate(runs):
-            lines.setdefault(run.peaks[field], []).append(rank)
-        for text, ranks in lines.items():
-            who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
+        for text, who, _ in grouped_by_rank(runs, lambda run: run.peaks[field]):
             print(f"{label}{who}: {text}")
 
 
 def print_model_states(runs):
     """Each rank's model states after its last optimizer step, in bytes (one line per group of
     ranks whose bytes are the same)."""
-    lines = {}
-    for rank, run in enumerate(runs):
-        lines.setdefault(run.model_states, []).append(rank)
-    for text, ranks in lines.items():
-        who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
+    for text, who, _ in grouped_by_rank(runs, lambda run: run.model_states):
         print(f"model states{who}: {text}")
 
 
@@ -318,11 +320,8 @@ def print_categories(runs, opts):
     of each rank whose table differs from those before it; with --timeline, its memory over time
     stacked by category as SVG (one file per such rank, "FILE.rankR.svg", when there are
     several)."""
-    tables = {}
-    for rank, run in enumerate(runs):
-        tables.setdefault(run.table, []).append(rank)
-    for text, ranks in tables.items():
-        who = f" ({rank_names(ranks)})" if len(runs) > 1 else ""
+    tables = grouped_by_rank(runs, lambda run: run.table)
+    for text, who, ranks in tables:
         print(f"\nwhere the peak allocated bytes are{who}:")
         sys.stdout.write(text)
         if "--timeline" in opts:
