@@ -66,6 +66,24 @@ class MarkerTest(unittest.TestCase):
         note = gen_docs.tolerance_note(Tolerance(rel=0.1))
         self.assertIn("within 10% (relative)", note)
 
+    def test_variants_do_not_run_again_what_computes_nothing(self):
+        self.assertTrue(gen_docs.computes_nothing("estimate train_charlm --device-memory 1GiB"))
+        self.assertTrue(gen_docs.computes_nothing("train_mlp --device meta:0 --epochs 1"))
+        self.assertFalse(gen_docs.computes_nothing("train_mlp --device sim:0 --epochs 1"))
+        # Under MEMGRAD_VARIANT such a block keeps its quoted output without a run (the program
+        # named here does not exist, so a run would fail).
+        text = ("<!-- output: estimate no_such_program --device-memory 1GiB -->\n```text\nquoted\n"
+                "```\n<!-- end output -->")
+        old = os.environ.get("MEMGRAD_VARIANT")
+        os.environ["MEMGRAD_VARIANT"] = "1"
+        try:
+            self.assertEqual(gen_docs.regenerate(text, "/nonexistent", {}), text)
+        finally:
+            if old is None:
+                del os.environ["MEMGRAD_VARIANT"]
+            else:
+                os.environ["MEMGRAD_VARIANT"] = old
+
     def test_text_outside_the_blocks_must_match(self):
         block = "<!-- output: p | tolerance: rel 10% -->\n```text\nloss 0.50\n```\n<!-- end output -->"
         self.assertEqual(stale_reasons("intro\n" + block, "intro\n" + block.replace("0.50", "0.52")), [])

@@ -7,7 +7,8 @@ and with ZeRO stages 1-3 on 2 and 4 ranks.
     CONVERGENCE (the first-step memory report matching, exit status 0);
   * with master weights, ZeRO-1/2/3 on 2 and 4 ranks (gloo, one host) give one process's losses
     within RANKS: the ranks split each global batch, so only the order in which 16-bit gradients
-    are summed differs.
+    are summed differs. Every stage and rank count runs in float16 on train_charlm and in
+    bfloat16 on train_mlp; the other precision runs ZeRO-3 on 4 ranks on each (ZEROS).
 
 usage: precision_test.py BUILD_DIR
 """
@@ -32,6 +33,15 @@ CONVERGENCE = 0.01
 # Across rank counts and stages, against one process in the same precision: measured at most
 # 2e-4 (training) and 1e-3 (validation, 3 printed decimals).
 RANKS = {"train": 5e-4, "validation": 2e-3}
+
+# (precision, ranks, stage) of each program's ZeRO runs.
+def zeros(full, other):
+    return ([(full, n, stage) for n in (2, 4) for stage in ("1", "2", "3")] +
+            [(other, 4, "3")])
+
+
+ZEROS = {"train_charlm": zeros("master-fp16", "master-bf16"),
+         "train_mlp": zeros("master-bf16", "master-fp16")}
 
 CHARLM_ARGS = ["--layers", "1", "--width", "64", "--heads", "4", "--context", "32",
                "--batch-size", "8", "--sample-length", "16"]
@@ -94,18 +104,17 @@ class CharLMPrecision(unittest.TestCase):
     @unittest.skipUnless(built_with_gloo(), "the build has no Gloo")
     def test_master_weights_with_zero_on_2_and_4_ranks_train_as_one_process(self):
         steps = 12
-        for precision in ("master-fp16", "master-bf16"):
-            alone = self.single(precision, steps)
-            for ranks in (2, 4):
-                for stage in ("1", "2", "3"):
-                    with self.subTest(precision=precision, ranks=ranks, stage=stage):
-                        status, out = run([TRAIN_CHARLM, "--steps", str(steps), "--precision",
-                                           precision, "--zero", stage] + CHARLM_ARGS, ranks)
-                        self.assertEqual(status, 0, out)
-                        train, val = charlm_losses(out, steps)
-                        self.assertLessEqual(abs(train - alone[0]), RANKS["train"],
-                                             (train, alone))
-                        self.assertLessEqual(abs(val - alone[1]), RANKS["validation"], (val, alone))
+        alone = {p: self.single(p, steps) for p in ("master-fp16", "master-bf16")}
+        for precision, ranks, stage in ZEROS["train_charlm"]:
+            with self.subTest(precision=precision, ranks=ranks, stage=stage):
+                status, out = run([TRAIN_CHARLM, "--steps", str(steps), "--precision", precision,
+                                   "--zero", stage] + CHARLM_ARGS, ranks)
+                self.assertEqual(status, 0, out)
+                train, val = charlm_losses(out, steps)
+                self.assertLessEqual(abs(train - alone[precision][0]), RANKS["train"],
+                                     (train, alone[precision]))
+                self.assertLessEqual(abs(val - alone[precision][1]), RANKS["validation"],
+                                     (val, alone[precision]))
 
 
 @unittest.skipUnless(os.path.exists(TRAIN_MLP) and os.path.isdir(MNIST),
@@ -127,16 +136,14 @@ class MlpPrecision(unittest.TestCase):
     @unittest.skipUnless(built_with_gloo(), "the build has no Gloo")
     def test_master_weights_with_zero_on_2_and_4_ranks_train_as_one_process(self):
         steps = 6
-        for precision in ("master-fp16", "master-bf16"):
-            alone = self.single(precision, steps)
-            for ranks in (2, 4):
-                for stage in ("1", "2", "3"):
-                    with self.subTest(precision=precision, ranks=ranks, stage=stage):
-                        status, out = run([TRAIN_MLP, "--max-steps", str(steps), "--precision",
-                                           precision, "--zero", stage] + MLP_ARGS, ranks)
-                        self.assertEqual(status, 0, out)
-                        self.assertLessEqual(abs(mlp_loss(out, steps) - alone), RANKS["train"],
-                                             (precision, ranks, stage, alone))
+        alone = {p: self.single(p, steps) for p in ("master-fp16", "master-bf16")}
+        for precision, ranks, stage in ZEROS["train_mlp"]:
+            with self.subTest(precision=precision, ranks=ranks, stage=stage):
+                status, out = run([TRAIN_MLP, "--max-steps", str(steps), "--precision", precision,
+                                   "--zero", stage] + MLP_ARGS, ranks)
+                self.assertEqual(status, 0, out)
+                self.assertLessEqual(abs(mlp_loss(out, steps) - alone[precision]), RANKS["train"],
+                                     (precision, ranks, stage, alone[precision]))
 
     def test_amp_and_precision_cannot_disagree(self):
         status, out = run([TRAIN_MLP, "--amp", "--precision", "master-bf16", "--max-steps", "1"])
