@@ -103,6 +103,11 @@ def rank_env(rank, world, store, error_file):
                LOCAL_WORLD_SIZE=str(world), MEMGRAD_STORE_PATH=store,
                MEMGRAD_ERROR_FILE=error_file)
     env.setdefault("OMP_NUM_THREADS", "1")
+    # stdbuf works by preloading libstdbuf.so; a program built with AddressSanitizer refuses to
+    # start unless ASan's runtime comes first, though libstdbuf replaces no allocation function.
+    if "verify_asan_link_order" not in env.get("ASAN_OPTIONS", ""):
+        env["ASAN_OPTIONS"] = ":".join(
+            filter(None, [env.get("ASAN_OPTIONS", ""), "verify_asan_link_order=0"]))
     return env
 
 
