@@ -159,10 +159,16 @@ void Optimizer::write_back(size_t i) {
 
 std::vector<Tensor> Optimizer::restore_masters(const OptimizerState& s) const {
   std::vector<Tensor> masters = master_;
+  GradModeGuard no_grad(false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string name = fmt::format("state.{}.master_param", i);
     const Tensor* saved = find_tensor(s, name);
-    if (saved == nullptr) continue;
+    if (saved == nullptr) {
+      // A state saved without master weights: the copy is taken again from the parameter as
+      // it is now (a checkpoint loads the model first), not kept from before the load.
+      if (master_[i].defined()) masters[i] = params_[i].to(kFloat32);
+      continue;
+    }
     if (!master_[i].defined()) {
       throw CheckpointError(fmt::format("[optim] the saved state has {} but parameter {} ({}) has "
                                         "no master copy here (master_weights off?)",

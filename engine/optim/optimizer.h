@@ -95,8 +95,9 @@ class Optimizer {
   void write_back(size_t i);
   // Called at the end of step(): the master factor is spent.
   void step_done() { master_grad_factor_ = 1.0; }
-  // Checks and restores "state.<i>.master_param" of `state` (the copy stays as it is when the
-  // state has none); all or nothing with the caller's own state: returns the copies to commit.
+  // Checks and restores "state.<i>.master_param" of `state` (a state without one: the copy is
+  // made again from the parameter as it is now); all or nothing with the caller's own state:
+  // returns the copies to commit.
   std::vector<Tensor> restore_masters(const OptimizerState& state) const;
   void save_masters(OptimizerState& state) const;
   virtual std::vector<Tensor> state_tensors() const = 0;

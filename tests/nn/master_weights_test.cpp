@@ -231,6 +231,18 @@ TEST_CASE("master weights: float32 parameters are stepped as usual; state dicts 
   optim::Adam resumed({q32, q16}, {.lr = 0.01, .master_weights = true});
   resumed.load_state_dict(saved);
   CHECK(equal(resumed.master(1), opt.master(1)));
+  // A state saved without master weights (a float32 run's, or an earlier memgrad's): the copy
+  // follows the parameter as loaded, not the weights the optimizer was built over.
+  Tensor r16 = start(kBFloat16);
+  optim::Adam from_plain({r16}, {.lr = 0.01, .master_weights = true});
+  {
+    NoGradGuard no_grad;
+    r16.fill_(0.25);
+  }
+  optim::OptimizerState without;
+  without.scalars["lr"] = 0.01;
+  from_plain.load_state_dict(without);
+  CHECK(equal(from_plain.master(0), full({kN}, 0.25)));
   // An optimizer without master weights refuses a state that has them.
   optim::Adam plain({q32, q16}, {.lr = 0.01});
   CHECK_THROWS_AS(plain.load_state_dict(saved), CheckpointError);
