@@ -13,6 +13,9 @@ import sys
 import time
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from build_config import built_with_gloo  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 LAUNCH = os.path.join(ROOT, "tools", "launch.py")
@@ -21,14 +24,6 @@ TRAIN_MLP = os.path.join(BUILD, "examples", "train_mlp")
 TRAIN_CHARLM = os.path.join(BUILD, "examples", "train_charlm")
 MNIST = "/usr/share/datasets/fashion-mnist"
 LICENSES = "/usr/share/common-licenses"  # train_charlm's default text
-
-
-def built_with_gloo():
-    try:
-        with open(os.path.join(BUILD, "memgrad_build_config.h"), encoding="utf-8") as f:
-            return "#define MEMGRAD_WITH_GLOO 1" in f.read()
-    except OSError:
-        return False
 
 
 def launch(args, env=None, timeout=60):
@@ -112,7 +107,7 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("[rank 0] rank 0 printed this before it died", proc.stdout)
         self.assertIn("[launch] rank 0 was killed by SIGKILL", proc.stdout)
 
-    @unittest.skipUnless(os.path.exists(DIST_TESTS) and built_with_gloo(),
+    @unittest.skipUnless(os.path.exists(DIST_TESTS) and built_with_gloo(BUILD),
                          "the distributed suite is not built, or the build has no Gloo")
     def test_a_rank_that_throws_fails_the_launch_fast_naming_it(self):
         for n in (2, 4):
@@ -144,7 +139,7 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("limit of 128 (ulimit -n)", limited.stderr)
         self.assertNotIn("[launch]", limited.stdout)  # refused before any rank started
 
-    @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo() and os.path.isdir(MNIST),
+    @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo(BUILD) and os.path.isdir(MNIST),
                          f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
     def test_train_mlp_ddp_and_zero_train_alike_on_two_ranks(self):
         # The same global batches, so DDP and every ZeRO stage reach the same test accuracy
@@ -160,7 +155,7 @@ class LaunchTest(unittest.TestCase):
             accuracies[mode[-1]] = final[0].split()[5]
         self.assertEqual(len(set(accuracies.values())), 1, accuracies)
 
-    @unittest.skipUnless(os.path.exists(TRAIN_CHARLM) and built_with_gloo() and
+    @unittest.skipUnless(os.path.exists(TRAIN_CHARLM) and built_with_gloo(BUILD) and
                          os.path.isdir(LICENSES),
                          f"train_charlm is not built, the build has no Gloo, or {LICENSES} is "
                          "missing")

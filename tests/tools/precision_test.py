@@ -17,6 +17,9 @@ import subprocess
 import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from build_config import built_with_gloo  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 LAUNCH = os.path.join(ROOT, "tools", "launch.py")
@@ -48,14 +51,6 @@ CHARLM_ARGS = ["--layers", "1", "--width", "64", "--heads", "4", "--context", "3
 MLP_ARGS = ["--epochs", "1", "--batch-size", "128"]
 
 
-def built_with_gloo():
-    try:
-        with open(os.path.join(BUILD, "memgrad_build_config.h"), encoding="utf-8") as f:
-            return "#define MEMGRAD_WITH_GLOO 1" in f.read()
-    except OSError:
-        return False
-
-
 def run(command, ranks=1, timeout=120):
     if ranks > 1:
         command = [sys.executable, LAUNCH, "--build-dir", BUILD, "-n", str(ranks), "--"] + command
@@ -84,66 +79,62 @@ def mlp_loss(output, steps):
     return float(done[-1].split(" loss ")[1].split()[0])
 
 
-@unittest.skipUnless(os.path.exists(TRAIN_CHARLM) and os.path.isdir(LICENSES),
-                     f"train_charlm is not built or {LICENSES} is missing")
-class CharLMPrecision(unittest.TestCase):
-    def single(self, precision, steps):
-        status, out = run([TRAIN_CHARLM, "--steps", str(steps), "--precision", precision] +
-                          CHARLM_ARGS)
+class PrecisionCase:
+    """The tests of one program; a subclass names it, its arguments and how to read its losses
+    (a tuple: the running training loss, and train_charlm's validation loss)."""
+    NAME, PROGRAM, ARGS, STEP_FLAG = "", "", [], ""
+    CONVERGENCE_STEPS, ZERO_STEPS = 0, 0
+
+    def losses(self, output, steps):
+        raise NotImplementedError
+
+    def run_losses(self, precision, steps, extra=(), ranks=1):
+        status, out = run([self.PROGRAM, self.STEP_FLAG, str(steps), "--precision", precision,
+                           *extra] + self.ARGS, ranks)
         self.assertEqual(status, 0, out)  # 2: a row of the first-step report did not match
-        return charlm_losses(out, steps)
+        return self.losses(out, steps)
 
     def test_every_precision_trains_like_float32(self):
-        fp32 = self.single("fp32", 60)
+        fp32 = self.run_losses("fp32", self.CONVERGENCE_STEPS)
         for precision in MODES:
             with self.subTest(precision=precision):
-                train, val = self.single(precision, 60)
-                self.assertLessEqual(abs(train - fp32[0]), CONVERGENCE, (precision, train, fp32))
-                self.assertLessEqual(abs(val - fp32[1]), CONVERGENCE, (precision, val, fp32))
+                got = self.run_losses(precision, self.CONVERGENCE_STEPS)
+                for value, reference in zip(got, fp32):
+                    self.assertLessEqual(abs(value - reference), CONVERGENCE,
+                                         (precision, got, fp32))
 
-    @unittest.skipUnless(built_with_gloo(), "the build has no Gloo")
     def test_master_weights_with_zero_on_2_and_4_ranks_train_as_one_process(self):
-        steps = 12
-        alone = {p: self.single(p, steps) for p in ("master-fp16", "master-bf16")}
-        for precision, ranks, stage in ZEROS["train_charlm"]:
+        if not built_with_gloo(BUILD):
+            self.skipTest("the build has no Gloo")
+        steps = self.ZERO_STEPS
+        alone = {p: self.run_losses(p, steps) for p in ("master-fp16", "master-bf16")}
+        for precision, ranks, stage in ZEROS[self.NAME]:
             with self.subTest(precision=precision, ranks=ranks, stage=stage):
-                status, out = run([TRAIN_CHARLM, "--steps", str(steps), "--precision", precision,
-                                   "--zero", stage] + CHARLM_ARGS, ranks)
-                self.assertEqual(status, 0, out)
-                train, val = charlm_losses(out, steps)
-                self.assertLessEqual(abs(train - alone[precision][0]), RANKS["train"],
-                                     (train, alone[precision]))
-                self.assertLessEqual(abs(val - alone[precision][1]), RANKS["validation"],
-                                     (val, alone[precision]))
+                got = self.run_losses(precision, steps, ["--zero", stage], ranks)
+                for value, reference, tolerance in zip(got, alone[precision],
+                                                       (RANKS["train"], RANKS["validation"])):
+                    self.assertLessEqual(abs(value - reference), tolerance,
+                                         (got, alone[precision]))
+
+
+@unittest.skipUnless(os.path.exists(TRAIN_CHARLM) and os.path.isdir(LICENSES),
+                     f"train_charlm is not built or {LICENSES} is missing")
+class CharLMPrecision(PrecisionCase, unittest.TestCase):
+    NAME, PROGRAM, ARGS, STEP_FLAG = "train_charlm", TRAIN_CHARLM, CHARLM_ARGS, "--steps"
+    CONVERGENCE_STEPS, ZERO_STEPS = 60, 12
+
+    def losses(self, output, steps):
+        return charlm_losses(output, steps)
 
 
 @unittest.skipUnless(os.path.exists(TRAIN_MLP) and os.path.isdir(MNIST),
                      f"train_mlp is not built or {MNIST} is missing")
-class MlpPrecision(unittest.TestCase):
-    def single(self, precision, steps):
-        status, out = run([TRAIN_MLP, "--max-steps", str(steps), "--precision", precision] +
-                          MLP_ARGS)
-        self.assertEqual(status, 0, out)
-        return mlp_loss(out, steps)
+class MlpPrecision(PrecisionCase, unittest.TestCase):
+    NAME, PROGRAM, ARGS, STEP_FLAG = "train_mlp", TRAIN_MLP, MLP_ARGS, "--max-steps"
+    CONVERGENCE_STEPS, ZERO_STEPS = 40, 6
 
-    def test_every_precision_trains_like_float32(self):
-        fp32 = self.single("fp32", 40)
-        for precision in MODES:
-            with self.subTest(precision=precision):
-                loss = self.single(precision, 40)
-                self.assertLessEqual(abs(loss - fp32), CONVERGENCE, (precision, loss, fp32))
-
-    @unittest.skipUnless(built_with_gloo(), "the build has no Gloo")
-    def test_master_weights_with_zero_on_2_and_4_ranks_train_as_one_process(self):
-        steps = 6
-        alone = {p: self.single(p, steps) for p in ("master-fp16", "master-bf16")}
-        for precision, ranks, stage in ZEROS["train_mlp"]:
-            with self.subTest(precision=precision, ranks=ranks, stage=stage):
-                status, out = run([TRAIN_MLP, "--max-steps", str(steps), "--precision", precision,
-                                   "--zero", stage] + MLP_ARGS, ranks)
-                self.assertEqual(status, 0, out)
-                self.assertLessEqual(abs(mlp_loss(out, steps) - alone[precision]), RANKS["train"],
-                                     (precision, ranks, stage, alone[precision]))
+    def losses(self, output, steps):
+        return (mlp_loss(output, steps),)
 
     def test_amp_and_precision_cannot_disagree(self):
         status, out = run([TRAIN_MLP, "--amp", "--precision", "master-bf16", "--max-steps", "1"])
