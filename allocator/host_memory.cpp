@@ -13,10 +13,18 @@ namespace {
 
 size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
+// A request larger than the machine is refused before the C library or the kernel sees it:
+// what a 4 TiB malloc does (fail, overcommit, or abort under a sanitizer) differs between
+// libraries, and mprotect would promise pages that could never be backed.
+bool larger_than_machine(size_t nbytes) {
+  static const size_t physical = physical_host_bytes();
+  return nbytes > physical;
+}
+
 }  // namespace
 
 void* HostMemory::allocate(size_t nbytes) {
-  if (nbytes == 0) return nullptr;
+  if (nbytes == 0 || larger_than_machine(nbytes)) return nullptr;
   // aligned_alloc needs a size that is a multiple of the alignment.
   void* ptr = std::aligned_alloc(kAlignment, round_up(nbytes, kAlignment));
   if (ptr != nullptr) in_use_.fetch_add(nbytes, std::memory_order_relaxed);
@@ -62,6 +70,7 @@ VirtualRegion HostMemory::reserve(size_t nbytes) {
 }
 
 bool HostMemory::map(const VirtualRegion& region, size_t offset, size_t nbytes) {
+  if (larger_than_machine(nbytes)) return false;
   if (mprotect(region.base + offset, nbytes, PROT_READ | PROT_WRITE) != 0) return false;
   in_use_.fetch_add(nbytes, std::memory_order_relaxed);
   return true;

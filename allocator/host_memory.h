@@ -25,7 +25,8 @@ class HostMemory final : public MemorySource {
  public:
   HostMemory() = default;
 
-  // Allocates: nbytes of page-aligned host memory. Returns nullptr when the C library has none.
+  // Allocates: nbytes of page-aligned host memory. Returns nullptr when the C library has none
+  // or nbytes exceeds the machine's physical memory (never asked of the C library).
   void* allocate(size_t nbytes) override;
   void free(void* ptr, size_t nbytes) override;
 

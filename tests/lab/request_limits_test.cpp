@@ -12,6 +12,7 @@
 #include "allocator/bounded_memory.h"
 #include "allocator/config.h"
 #include "allocator/error.h"
+#include "allocator/host_memory.h"
 #include "allocator/pinned_host_allocator.h"
 #include "lab/policy_registry.h"
 #include "tests/support/allocator_invariants.h"
@@ -98,6 +99,34 @@ TEST_CASE("every policy answers a request larger than the device with a counted 
       Block b = alloc->allocate(kMiB);
       CHECK_EQ(alloc->memory_allocated(), b.nbytes);
       alloc->free(b);
+    }
+  }
+}
+
+TEST_CASE("host memory refuses a request larger than the machine without asking the C library") {
+  // The C library's answer to a 4 TiB malloc varies (nullptr, an overcommitted pointer, or, under
+  // AddressSanitizer, an abort): the source answers first, and every policy turns its nullptr
+  // into a counted OOM that names the machine's memory.
+  const size_t physical = physical_host_bytes();
+  HostMemory host;
+  CHECK_EQ(host.allocate(physical + 1), nullptr);
+  CHECK_EQ(host.bytes_in_use(), 0);
+  for (const std::string& name : known_policy_names()) {
+    SUBCASE(name.c_str()) {
+      std::unique_ptr<PolicyAllocator> alloc = policy_over(name, host);
+      for (size_t nbytes : {physical + 4096, size_t{4} << 40}) {
+        CAPTURE(nbytes);
+        try {
+          (void)alloc->allocate(nbytes);
+          FAIL("a request larger than the machine was served");
+        } catch (const OutOfMemoryError& e) {
+          CHECK_FALSE(e.info().too_large);
+          CHECK_EQ(e.info().capacity, physical);
+        }
+      }
+      CHECK_EQ(alloc->stats().num_ooms, 2);
+      CHECK_EQ(alloc->memory_allocated(), 0);
+      CHECK_EQ(host.bytes_in_use(), 0);
     }
   }
 }
