@@ -79,22 +79,24 @@ std::string this_host() {
   return name;
 }
 
-// Whether the process `pid` of this host has exited (gone, or a zombie not yet reaped).
-bool process_gone(int64_t pid) {
-  if (pid <= 0) return false;
-  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+// The state letter of process `pid` of this host in /proc/PID/stat (R running, S sleeping, T
+// stopped, Z zombie, ...), 'X' when it is gone, '?' when it cannot be read.
+char process_state(int64_t pid) {
+  if (pid <= 0) return '?';
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH ? 'X' : '?';
   std::ifstream stat(fmt::format("/proc/{}/stat", pid));
   std::string line;
-  if (!std::getline(stat, line)) return true;
+  if (!std::getline(stat, line)) return 'X';
   const size_t close = line.rfind(')');  // the state follows the command name in parentheses
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  const char state = line[close + 2];
-  return state == 'Z' || state == 'X';
+  if (close == std::string::npos || close + 2 >= line.size()) return '?';
+  return line[close + 2];
 }
 
-// The peers of `peers` that have exited, and those that cannot be checked from here.
+// The peers of `peers` that have exited, those stopped (by SIGSTOP, a terminal or a debugger: alive
+// but never reaching a collective), and those that cannot be checked from here.
 struct Diagnosis {
   std::vector<int> gone;
+  std::vector<int> stopped;
   std::vector<int> elsewhere;  // on another host
 };
 
@@ -105,9 +107,11 @@ Diagnosis diagnose(const std::vector<detail::PeerInfo>& peers, int rank) {
     if (static_cast<int>(r) == rank) continue;
     if (peers[r].host != host) {
       d.elsewhere.push_back(static_cast<int>(r));
-    } else if (process_gone(peers[r].pid)) {
-      d.gone.push_back(static_cast<int>(r));
+      continue;
     }
+    const char state = process_state(peers[r].pid);
+    if (state == 'Z' || state == 'X') d.gone.push_back(static_cast<int>(r));
+    if (state == 'T' || state == 't') d.stopped.push_back(static_cast<int>(r));
   }
   return d;
 }
@@ -337,6 +341,15 @@ void ProcessGroup::fail(const char* op, const std::string& transport_message) {
       names.push_back(fmt::format("rank {} (pid {})", r, transport_->peers()[r].pid));
     }
     who = fmt::format("{} {} exited", fmt::join(names, ", "), d.gone.size() == 1 ? "has" : "have");
+  } else if (!d.stopped.empty()) {
+    std::vector<std::string> names;
+    for (int r : d.stopped) {
+      names.push_back(fmt::format("rank {} (pid {})", r, transport_->peers()[r].pid));
+    }
+    who = fmt::format(
+        "no rank on this host has exited, but {} {} stopped (a SIGSTOP, a terminal or a "
+        "debugger) and never reached this collective (waited up to {} ms, MEMGRAD_DIST_TIMEOUT)",
+        fmt::join(names, ", "), d.stopped.size() == 1 ? "is" : "are", options_.timeout.count());
   } else {
     who = fmt::format(
         "no rank on this host has exited; a rank may be stuck before this "
@@ -353,7 +366,9 @@ void ProcessGroup::fail(const char* op, const std::string& transport_message) {
                                op, rank_, sequence_, d.gone, options_.timeout.count(),
                                transport_message);
   failure_ = std::make_exception_ptr(error);
-  if (!d.gone.empty()) write_failure_note({d.gone, error.what()});
+  // With nobody gone the note says so ("gone" and no rank): the launcher then looks for the
+  // rank that is still running, stuck, instead of naming this one.
+  write_failure_note({d.gone, error.what()});
   throw error;
 }
 

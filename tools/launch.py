@@ -9,22 +9,27 @@ cores; torchrun does the same). PROGRAM is a path or command, or the name of a m
 
 Every line a rank prints (stdout and stderr) is printed with its rank in front: "[rank 1] ...",
 as the rank prints it (ranks run under coreutils' `stdbuf -oL -eL`, so C stdio sends each line
-at once instead of a block at exit). Impossible requests are refused before any rank starts: a
+at once instead of a block at exit), and a progress bar's redraws as they come
+(MEMGRAD_PROGRESS=live: in place on a terminal, a line a second otherwise). Impossible requests are refused before any rank starts: a
 --store folder that cannot be made, more ranks than the open-file limit lets connect to each
-other.
+other, or than the ephemeral ports Gloo's pairs listen on (N (N - 1) of them: 168 ranks with
+Linux's default range).
 When a rank exits with a non-zero status (or dies of a signal), the launcher says which, stops the
 others (SIGTERM to each rank's process group, SIGKILL after --grace seconds) and exits with that
 rank's status (128 + the signal for a signal). The rank named is the one that failed first: a rank
 whose collective failed because peers had exited says so in its MEMGRAD_ERROR_FILE
 (distributed/failure_note.h), and the launcher names the peer instead, however close
 together the processes ended. The ranks' own timeouts (MEMGRAD_DIST_TIMEOUT)
-make them fail when a peer dies without the launcher noticing, on another host.
+make them fail when a peer dies without the launcher noticing, on another host. When a rank's
+collective times out with every peer alive, the ranks still running a moment later never reached
+it: the launcher names them (and what they are doing: sleeping, stopped by a signal, ...) as stuck.
 
 Several hosts: run one process per rank there yourself (or with a scheduler) with RANK,
 WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (a redis-server every host reaches) and
 GLOO_SOCKET_IFNAME; README.md, "Training on several processes", says how.
 """
 import argparse
+import codecs
 import os
 import resource
 import shutil
@@ -65,7 +70,25 @@ def parse_args(argv):
         parser.error(f"-n {opts.nproc}: each rank would keep about {opts.nproc + 64} files open "
                      f"(a connection to every other rank), more than this machine's limit of "
                      f"{files} (ulimit -n)")
+    # Gloo's TCP transport (Debian's) listens on a port of its own for each pair it connects: N
+    # ranks on one host hold N (N - 1) ports at once, all from the kernel's ephemeral range. Past
+    # it, ranks fail in the rendezvous ("bind: Address already in use").
+    low, high = ephemeral_port_range()
+    if opts.nproc * (opts.nproc - 1) > high - low + 1:
+        parser.error(f"-n {opts.nproc}: Gloo's ranks would listen on {opts.nproc * (opts.nproc - 1)} "
+                     f"ports (one per ordered pair of ranks), more than the {high - low + 1} "
+                     f"ephemeral ports of this machine (net.ipv4.ip_local_port_range {low}-{high})")
     return opts
+
+
+def ephemeral_port_range():
+    """The kernel's range of ports for programs that bind to port 0 (Linux's default if unread)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low, high = map(int, f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def resolve_program(command, build_dir):
@@ -82,19 +105,84 @@ def resolve_program(command, build_dir):
 
 
 class Printer:
-    """Prints lines of several ranks without interleaving within a line."""
+    """Prints lines of several ranks without interleaving within a line, and the progress lines
+    ranks redraw in place ("\\r" and the new text, as a training program's bar does with
+    MEMGRAD_PROGRESS=live): on a terminal redrawn in place too; in a pipe or a file, at most one
+    a second per rank, each as a line of its own."""
+
+    THROTTLE = 1.0  # seconds between a rank's progress lines when launch's output is no terminal
 
     def __init__(self):
         self.lock = threading.Lock()
+        self.tty = sys.stdout.isatty()
+        self.drawn = None  # on a terminal: the rank whose progress line is drawn, unfinished
 
     def line(self, text):
         with self.lock:
+            if self.drawn is not None:  # finish the progress line before another line
+                sys.stdout.write("\n")
+                self.drawn = None
             sys.stdout.write(text)
             sys.stdout.flush()
 
+    def progress(self, rank, text, last_shown):
+        """Shows rank's redrawn line; returns when it was last shown (for the throttle)."""
+        now = time.monotonic()
+        if self.tty:
+            with self.lock:
+                if self.drawn not in (None, rank):
+                    sys.stdout.write("\n")
+                sys.stdout.write(f"\r[rank {rank}] {text}\033[K")
+                sys.stdout.flush()
+                self.drawn = rank
+            return now
+        if last_shown is not None and now - last_shown < self.THROTTLE:
+            return last_shown
+        self.line(f"[rank {rank}] {text}\n")
+        return now
+
+    def finish_progress(self, rank, text):
+        """Ends rank's redrawn line with its last text: in place on a terminal."""
+        with self.lock:
+            if self.drawn is not None and self.drawn != rank:
+                sys.stdout.write("\n")
+            sys.stdout.write(f"\r[rank {rank}] {text}\033[K\n" if self.tty
+                             else f"[rank {rank}] {text}\n")
+            sys.stdout.flush()
+            self.drawn = None
+
     def forward(self, rank, stream):
-        for raw in iter(stream.readline, b""):
-            self.line(f"[rank {rank}] " + raw.decode("utf-8", "replace").rstrip("\n") + "\n")
+        """Copies rank's output as it comes: lines whole, redraws as progress."""
+        pending = ""      # text after the last line end or redraw
+        redrawing = False  # whether `pending` follows a "\r" (a redraw not yet ended)
+        shown = None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a character may span reads
+        fd = stream.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            pending += decoder.decode(chunk)
+            while True:
+                cut = min((i for i in (pending.find("\n"), pending.find("\r")) if i >= 0),
+                          default=-1)
+                if cut < 0:
+                    break
+                text, end, pending = pending[:cut], pending[cut], pending[cut + 1:]
+                if end == "\n":
+                    if redrawing:  # the redrawn line's last state, ended
+                        self.finish_progress(rank, text)
+                    else:
+                        self.line(f"[rank {rank}] {text}\n")
+                    redrawing = False
+                else:  # a redraw starts here; the text before it was a line's start or a redraw
+                    if text and not redrawing:
+                        self.line(f"[rank {rank}] {text}\n")
+                    redrawing = True
+            if redrawing and pending:
+                shown = self.progress(rank, pending, shown)
+        if pending:
+            self.line(f"[rank {rank}] {pending}\n")
         stream.close()
 
 
@@ -103,6 +191,7 @@ def rank_env(rank, world, store, error_file):
                LOCAL_WORLD_SIZE=str(world), MEMGRAD_STORE_PATH=store,
                MEMGRAD_ERROR_FILE=error_file)
     env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("MEMGRAD_PROGRESS", "live")  # progress bars redraw though stdout is a pipe
     # stdbuf works by preloading libstdbuf.so; a program built with AddressSanitizer refuses to
     # start unless ASan's runtime comes first, though libstdbuf replaces no allocation function.
     if "verify_asan_link_order" not in env.get("ASAN_OPTIONS", ""):
@@ -111,16 +200,40 @@ def rank_env(rank, world, store, error_file):
     return env
 
 
-def gone_in_note(path):
-    """The ranks a rank's failure note names as exited before it failed ([] without a note)."""
+def read_note(path):
+    """The ranks a rank's failure note names as exited before it failed: None without a note,
+    [] when its collective timed out with every peer alive (distributed/failure_note.h)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             words = f.readline().split()
     except OSError:
-        return []
+        return None
     if not words or words[0] != "gone":
-        return []
+        return None
     return [int(w) for w in words[1:] if w.isdigit()]
+
+
+STATES = {"R": "running", "S": "sleeping", "D": "waiting on a device or disk",
+          "T": "stopped by a signal", "t": "stopped by a debugger"}
+
+
+def state_of(pid):
+    """What /proc says process pid is doing ("sleeping", "stopped by a signal", ...)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            letter = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "state unknown"
+    return STATES.get(letter, f"state {letter}")
+
+
+def stuck_ranks(procs, settle):
+    """The ranks still running `settle` seconds from now: after a collective timed out with every
+    peer alive, the peers that wait in it fail within moments; those left never joined it."""
+    deadline = time.monotonic() + settle
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [r for r, p in enumerate(procs) if p.poll() is None]
 
 
 def reap(p, timeout):
@@ -142,7 +255,7 @@ def root_failure(rank, procs, error_file, grace):
     """The rank that failed first: from `rank`, follows each failure note to the first rank it
     names whose own status is non-zero (a rank found exited has, or is a moment from, ended)."""
     for _ in procs:
-        cause = next((g for g in gone_in_note(error_file(rank))
+        cause = next((g for g in read_note(error_file(rank)) or []
                       if g != rank and 0 <= g < len(procs)
                       and reap(procs[g], grace) not in (None, 0)), None)
         if cause is None:
@@ -157,6 +270,7 @@ def stop(procs, grace):
         if p.poll() is None:
             try:
                 os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(p.pid, signal.SIGCONT)  # a stopped rank handles SIGTERM only when resumed
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + grace
@@ -251,12 +365,21 @@ def launch(opts):
             reaped_first = failed[0]
             rank = root_failure(reaped_first, procs, error_file, opts.grace)
             failed = (rank, procs[rank].returncode)
+            stuck = (stuck_ranks(procs, min(opts.grace, 2.0))
+                     if read_note(error_file(rank)) == [] else [])
             others = [r for r, p in enumerate(procs) if p.poll() is None]
-            printer.line(f"[launch] rank {rank} {describe(failed[1])}"
-                         + (f" (rank {reaped_first} failed after it, finding it gone)"
-                            if rank != reaped_first else "")
-                         + (f"; stopping ranks {', '.join(map(str, others))}" if others else "")
-                         + "\n")
+            if stuck:
+                names = ", ".join(f"rank {r} ({state_of(procs[r].pid)})" for r in stuck)
+                printer.line(f"[launch] {names} never reached the collective that rank {rank} "
+                             f"waited in: rank {rank} {describe(failed[1])} when it timed out "
+                             f"(MEMGRAD_DIST_TIMEOUT); stopping ranks "
+                             f"{', '.join(map(str, others))}\n")
+            else:
+                printer.line(f"[launch] rank {rank} {describe(failed[1])}"
+                             + (f" (rank {reaped_first} failed after it, finding it gone)"
+                                if rank != reaped_first else "")
+                             + (f"; stopping ranks {', '.join(map(str, others))}" if others else "")
+                             + "\n")
             stop(procs, opts.grace)
         for t in readers:
             t.join(timeout=2)

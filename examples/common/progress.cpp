@@ -4,15 +4,27 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
 namespace memgrad::examples {
+namespace {
+
+// MEMGRAD_PROGRESS=live: redraw as on a terminal though stdout is a pipe (./memgrad launch sets
+// it, and shows the redraws as they come).
+bool live_requested() {
+  const char* mode = std::getenv("MEMGRAD_PROGRESS");
+  return mode != nullptr && std::strcmp(mode, "live") == 0;
+}
+
+}  // namespace
 
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled)
     : label_(std::move(label)),
       total_(total),
-      tty_(isatty(STDOUT_FILENO) != 0),
+      tty_(isatty(STDOUT_FILENO) != 0 || live_requested()),
       enabled_(enabled),
       start_(std::chrono::steady_clock::now()) {}
 

@@ -1,8 +1,9 @@
 // A one-line progress bar for training loops: "epoch 2/10 [#####-----] 235/469 loss 0.41 acc
 // 85.3% 1.2s". Both metrics are running averages over the batches: the loss, and the accuracy
 // (the share of predictions whose argmax is the label: images for train_mlp, next characters for
-// train_charlm). On a terminal it redraws in place; otherwise (logs, docs) it prints one line
-// per epoch so the output stays readable.
+// train_charlm). On a terminal, or with MEMGRAD_PROGRESS=live (which ./memgrad launch sets for
+// its ranks, whose stdout is a pipe), it redraws in place ("\r" and the line, at each percent);
+// otherwise (logs, docs) it prints one line per epoch so the output stays readable.
 #pragma once
 
 #include <chrono>

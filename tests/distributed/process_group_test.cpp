@@ -316,7 +316,25 @@ int prints_then_dies_worker() {
   return 0;
 }
 
+// Under ./memgrad launch: rank 0 joins the group and then stops itself (SIGSTOP) or sleeps,
+// never reaching the barrier rank 1 waits in (MEMGRAD_DIST_TIMEOUT short). The launcher must
+// name rank 0 as the stuck one, not rank 1 whose barrier timed out.
+int stuck_peer_worker(bool stop_itself) {
+  auto pg = init_process_group(Backend::Gloo);
+  if (pg->rank() == 0) {
+    if (stop_itself) std::raise(SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  pg->barrier();
+  return 0;
+}
+int stopped_peer_worker() { return stuck_peer_worker(true); }
+int sleeping_peer_worker() { return stuck_peer_worker(false); }
+
 const bool kRegistered =
+    memgrad::testing::register_worker("stopped_peer", stopped_peer_worker) &&
+    memgrad::testing::register_worker("sleeping_peer", sleeping_peer_worker) &&
     memgrad::testing::register_worker("throws", throws_worker) &&
     memgrad::testing::register_worker("prints_then_dies", prints_then_dies_worker) &&
     memgrad::testing::register_worker("exits_after_init", exits_after_init_worker) &&

@@ -138,6 +138,86 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("-n 100: each rank would keep about 164 files open", limited.stderr)
         self.assertIn("limit of 128 (ulimit -n)", limited.stderr)
         self.assertNotIn("[launch]", limited.stdout)  # refused before any rank started
+        # More ranks than the ephemeral ports every pair's listener takes one of (-n 200 ran 40 s
+        # before its ranks failed with "bind: Address already in use").
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = map(int, f.read().split())
+        n = next(n for n in range(2, 1025) if n * (n - 1) > high - low + 1)
+        ports = launch(["-n", str(n), "--", "true"])
+        self.assertEqual(ports.returncode, 2, ports.stdout + ports.stderr)
+        self.assertIn(f"-n {n}: Gloo's ranks would listen on {n * (n - 1)} ports", ports.stderr)
+        self.assertIn(f"net.ipv4.ip_local_port_range {low}-{high}", ports.stderr)
+        self.assertNotIn("[launch]", ports.stdout)
+
+    @unittest.skipUnless(os.path.exists(DIST_TESTS) and built_with_gloo(BUILD),
+                         "the distributed suite is not built, or the build has no Gloo")
+    def test_a_stuck_rank_is_named_not_the_one_whose_collective_timed_out(self):
+        # Rank 0 stops itself (SIGSTOP) or sleeps after joining; rank 1's barrier times out.
+        for worker, state in (("stopped_peer", "stopped by a signal"), ("sleeping_peer", "sleeping")):
+            start = time.monotonic()
+            proc = launch(["-n", "2", "--grace", "1", "--", DIST_TESTS],
+                          env={"MEMGRAD_TEST_WORKER": worker, "MEMGRAD_DIST_TIMEOUT": "2"})
+            self.assertLess(time.monotonic() - start, 15, proc.stdout)
+            self.assertEqual(proc.returncode, 1, proc.stdout)
+            self.assertIn(f"[launch] rank 0 ({state}) never reached the collective that rank 1 "
+                          f"waited in: rank 1 exited with status 1 when it timed out", proc.stdout)
+        # The rank that timed out can see a stopped peer too, and says so in its own error.
+        self.assertNotIn("is stopped", proc.stdout)
+        proc = launch(["-n", "2", "--grace", "1", "--", DIST_TESTS],
+                      env={"MEMGRAD_TEST_WORKER": "stopped_peer", "MEMGRAD_DIST_TIMEOUT": "2"})
+        self.assertRegex(proc.stdout, r"\[rank 1\] uncaught: \[barrier\] collective #1 failed on "
+                                      r"rank 1: no rank on this host has exited, but rank 0 "
+                                      r"\(pid \d+\) is stopped")
+
+    @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo(BUILD) and os.path.isdir(MNIST),
+                         f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
+    def test_rank_0s_progress_line_arrives_while_it_trains(self):
+        # launch's output is a pipe here, as the ranks' is: the bar's redraws come through as
+        # lines (at most one a second), each well before the epoch ends.
+        import re
+        proc = subprocess.Popen([sys.executable, LAUNCH, "--build-dir", BUILD, "-n", "2", "--",
+                                 TRAIN_MLP, "--ddp", "--epochs", "1", "--max-steps", "150"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        arrivals = []
+        for line in proc.stdout:
+            arrivals.append((time.monotonic(), line))
+        self.assertEqual(proc.wait(timeout=120), 0, "".join(line for _, line in arrivals))
+        progress = [(t, int(m.group(1))) for t, line in arrivals
+                    if (m := re.match(r"\[rank 0\] epoch 1/1 \[[#-]+\] (\d+)/468 loss", line))
+                    and "test acc" not in line]
+        end = next(t for t, line in arrivals if "final test accuracy" in line)
+        text = "".join(line for _, line in arrivals)
+        self.assertGreaterEqual(len(progress), 2, text)  # the first redraw, and one a second after
+        self.assertLess(progress[0][1], 150, text)
+        self.assertGreater(end - progress[0][0], 0.5, text)  # shown while rank 0 trained on
+        self.assertEqual([n for _, n in progress], sorted(n for _, n in progress), text)
+        self.assertNotIn("\r", text)
+
+    @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo(BUILD) and os.path.isdir(MNIST),
+                         f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
+    def test_on_a_terminal_the_progress_line_is_redrawn_in_place(self):
+        import pty
+        main, terminal = pty.openpty()
+        proc = subprocess.Popen([sys.executable, LAUNCH, "--build-dir", BUILD, "-n", "2", "--",
+                                 TRAIN_MLP, "--ddp", "--epochs", "1", "--max-steps", "20"],
+                                stdout=terminal, stderr=terminal, stdin=subprocess.DEVNULL)
+        os.close(terminal)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: every writer of the terminal has exited
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(main)
+        self.assertEqual(proc.wait(timeout=120), 0, out)
+        text = out.decode("utf-8", "replace")
+        redraws = text.count("\r[rank 0] epoch 1/1 [")
+        self.assertGreaterEqual(redraws, 2, text)  # 1/468, then each percent
+        # The redraws share one line: the next line starts after the finished bar.
+        self.assertRegex(text, r"\r\[rank 0\] epoch 1/1 \[[#-]+\] 20/468 [^\r\n]*test acc")
 
     @unittest.skipUnless(os.path.exists(TRAIN_MLP) and built_with_gloo(BUILD) and os.path.isdir(MNIST),
                          f"train_mlp is not built, the build has no Gloo, or {MNIST} is missing")
