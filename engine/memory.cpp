@@ -47,6 +47,11 @@ struct Registry {
   std::array<std::atomic<PolicyAllocator*>, kNumSlots> slots{};
   std::vector<std::unique_ptr<MemorySource>> sources;        // kept for the life of the process
   std::vector<std::unique_ptr<PolicyAllocator>> allocators;  // likewise, including replaced ones
+  struct Installed {
+    int slot;
+    AllocatorConfig config;  // the options it was built with
+  };
+  std::vector<Installed> installed;  // allocators[i]'s slot and options
   std::array<AllocatorConfig, kNumSlots> configs{};
   std::array<bool, kNumSlots> configured{};
   size_t cpu_limit = 0;  // 0: host memory
@@ -133,23 +138,42 @@ int snapshot_index(int slot) {
   return (slot - 1) % kMaxDeviceIndex;
 }
 
+// The allocator whose snapshot stands for `slot` at exit: its current one, unless that recorded
+// nothing and an allocator it replaced did (a program that measures several settings, each on
+// a fresh allocator, and restores the device at the end); then the last of those. Its index in
+// r.allocators, or -1 when the slot records nothing.
+int snapshot_allocator(const Registry& r, int slot) {
+  int current = -1, last_recorded = -1;
+  for (size_t i = 0; i < r.allocators.size(); ++i) {
+    if (r.installed[i].slot != slot || !r.allocators[i]->trace().enabled()) continue;
+    const bool current_one =
+        r.allocators[i].get() == r.slots[static_cast<size_t>(slot)].load(std::memory_order_acquire);
+    if (current_one) current = static_cast<int>(i);
+    if (!r.allocators[i]->trace().events().empty()) last_recorded = static_cast<int>(i);
+  }
+  if (current >= 0 && (!r.allocators[static_cast<size_t>(current)]->trace().events().empty() ||
+                       last_recorded < 0)) {
+    return current;
+  }
+  return last_recorded;
+}
+
 // At exit (MEMGRAD_SNAPSHOT): each recording device's snapshot, pickle or JSON by extension.
 // Returns false when one could not be written (reported on stderr).
 bool write_snapshots(Registry& r) {
   bool ok = true;
-  std::vector<int> slots;
+  std::vector<int> chosen;
   for (size_t s = 0; s < r.slots.size(); ++s) {
-    const PolicyAllocator* a = r.slots[s].load(std::memory_order_acquire);
-    if (a != nullptr && a->trace().enabled()) slots.push_back(static_cast<int>(s));
+    if (const int i = snapshot_allocator(r, static_cast<int>(s)); i >= 0) chosen.push_back(i);
   }
-  for (int s : slots) {
-    PolicyAllocator& a = *r.slots[static_cast<size_t>(s)].load(std::memory_order_acquire);
+  for (int i : chosen) {
+    PolicyAllocator& a = *r.allocators[static_cast<size_t>(i)];
+    const Registry::Installed& how = r.installed[static_cast<size_t>(i)];
     const std::string name = a.source().name();
     const std::string path =
-        slots.size() == 1 ? *r.snapshot_path : trace_file_for(*r.snapshot_path, name);
+        chosen.size() == 1 ? *r.snapshot_path : trace_file_for(*r.snapshot_path, name);
     try {
-      write_snapshot_file(path,
-                          memory_snapshot(a, r.configs[static_cast<size_t>(s)], snapshot_index(s)));
+      write_snapshot_file(path, memory_snapshot(a, how.config, snapshot_index(how.slot)));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[memgrad] error: MEMGRAD_SNAPSHOT: %s\n", e.what());
       ok = false;
@@ -232,6 +256,7 @@ PolicyAllocator& install(Registry& r, Device d) {
   }
   r.sources.push_back(make_source(r, d));
   r.allocators.push_back(make_allocator(r.configs[static_cast<size_t>(slot)], *r.sources.back()));
+  r.installed.push_back({slot, r.configs[static_cast<size_t>(slot)]});
   PolicyAllocator* allocator = r.allocators.back().get();
   maybe_trace(r, *allocator);
   attach_device_hooks(d, *allocator);

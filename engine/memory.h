@@ -25,6 +25,9 @@
 //                             exit each device's memory snapshot (PyTorch's format, see
 //                             engine/memory_snapshot.h) is written there: pickle, or JSON for a
 //                             ".json" path; several devices and "{rank}" as for MEMGRAD_TRACE.
+//                             A device whose allocator was replaced (set_sim_capacity,
+//                             set_allocator_config) writes its current allocator's snapshot, or,
+//                             when that one recorded nothing, the last replaced one that did.
 #pragma once
 
 #include <cstddef>

@@ -28,9 +28,16 @@ namespace memgrad {
 // memoizes every str and container). A snapshot's trace as a tree takes about 390 bytes per
 // event of six fields, which the pickle holds in about 57: 7 times the pickle's size (CPython's
 // pickle.load needs about as much; the overload below streams it instead). The worst input,
-// nothing but EMPTY_LIST opcodes, needs about 95 bytes per byte. Time: about 2 s for 100 MB
-// (bench/pickle_bench.cpp).
+// nothing but EMPTY_LIST opcodes, would need about 95 bytes per byte: it is refused when the
+// budget below runs out. Time: about 2 s for 100 MB (bench/pickle_bench.cpp).
 PyValue read_pickle(std::string_view bytes);
+
+// What read_pickle builds is bounded by its input: the values read take at most
+// kPickleBudgetFactor times the input's bytes plus kPickleBudgetFloor (each value's slot and
+// each str's and container's heap block counted, memo fetches shared); past it, a PickleError.
+// A snapshot takes about 7 to 14 times its pickle; nothing but EMPTY_LIST opcodes, about 90.
+inline constexpr size_t kPickleBudgetFactor = 24;
+inline constexpr size_t kPickleBudgetFloor = size_t{64} << 20;
 
 // Takes the items of the lists inside one list of a pickled dict as read_pickle reads them (for
 // a memory snapshot, the trace entries of device_traces[d]), instead of their lists: a caller

@@ -187,6 +187,19 @@ class ContextTable {
 
 // ---- the trace -> requests ----
 
+// Reserved bytes as segment events move them: 128-bit, so no sequence of sizes up to 2^62 can
+// wrap them. A count above 2^62 bytes is no device's: TraceError naming `where`.
+using ReservedBytes = __int128;
+
+void check_reserved(ReservedBytes reserved, const Place& where) {
+  if (reserved > kMaxField) {
+    throw TraceError(fmt::format("{}: more than 2^62 bytes reserved at once (no device holds "
+                                 "that; the sizes are corrupt)",
+                                 where.str()),
+                     where.str());
+  }
+}
+
 struct LiveBlock {
   uint64_t size = 0;
   StreamId stream = kDefaultStream;
@@ -203,7 +216,10 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
     if (static_cast<int>(field(seg, "device", where)) != device) continue;
     uint64_t address = field(seg, "address", where);
     const uint64_t total = field(seg, "total_size", where);
-    out.recorded_peak_reserved += total;  // reserved at the end, for now
+    out.recorded_peak_reserved += total;  // reserved at the end, for now (each total <= 2^62)
+    check_reserved(out.recorded_peak_reserved, where);
+    out.reserved_at_end = out.recorded_peak_reserved;
+    ++out.segments_at_end;
     const PyValue* pool = seg.find("segment_pool_id");
     if (pool != nullptr &&
         (pool->kind() == PyValue::Kind::Tuple || pool->kind() == PyValue::Kind::List)) {
@@ -220,6 +236,12 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
       const std::string bwhere = fmt::format("{}.blocks[{}]", where, b);
       const PyValue& block = dict_item(blocks[b], bwhere);
       const uint64_t size = field(block, "size", bwhere);
+      if (size > total - std::min(total, address - field(seg, "address", where))) {
+        throw TraceError(fmt::format("{}: the blocks up to this one hold more than the segment's "
+                                     "total_size, {}",
+                                     bwhere, total),
+                         bwhere, "size");
+      }
       const PyValue* state = block.find("state");
       const bool active =
           state != nullptr && state->kind() == PyValue::Kind::Str && state->as_str() != "inactive";
@@ -455,18 +477,34 @@ TraceEvent trace_event_of(const RecordedEvent& r, const ContextTable& table) {
   return t;
 }
 
-// The most reserved bytes the segment events reach from `start`.
-size_t peak_reserved(const RecordedEvents& events, size_t start) {
-  int64_t reserved = static_cast<int64_t>(start), peak = reserved;
-  for (const RecordedEvent& e : events) {
-    if (e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentMap) {
-      reserved += static_cast<int64_t>(e.nbytes);
-    } else if (e.action == TraceAction::SegmentFree || e.action == TraceAction::SegmentUnmap) {
-      reserved -= static_cast<int64_t>(e.nbytes);
-    }
-    peak = std::max(peak, reserved);
+// +nbytes for an event that reserves, -nbytes for one that releases, 0 for the others.
+ReservedBytes reserved_change(const RecordedEvent& e) {
+  if (e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentMap) {
+    return static_cast<ReservedBytes>(e.nbytes);
   }
-  return static_cast<size_t>(std::max<int64_t>(peak, 0));
+  if (e.action == TraceAction::SegmentFree || e.action == TraceAction::SegmentUnmap) {
+    return -static_cast<ReservedBytes>(e.nbytes);
+  }
+  return 0;
+}
+
+// The reserved bytes as a size (a negative count, from a trace that releases more than it
+// reserved, is 0).
+size_t reserved_size(ReservedBytes reserved) {
+  return static_cast<size_t>(std::max<ReservedBytes>(reserved, 0));
+}
+
+// The most reserved bytes the segment events reach from `start` (TraceError above 2^62).
+size_t peak_reserved(const RecordedEvents& events, size_t start) {
+  ReservedBytes reserved = static_cast<ReservedBytes>(start), peak = reserved;
+  for (const RecordedEvent& e : events) {
+    reserved += reserved_change(e);
+    if (reserved > peak) {
+      peak = reserved;
+      check_reserved(peak, "device_traces (the segment events from the start)");
+    }
+  }
+  return reserved_size(peak);
 }
 
 // Whether the run of segment frees (or unmaps) starting at `first` is an empty_cache() call
@@ -488,7 +526,7 @@ bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved,
     return false;
   }
   size_t next = first;
-  size_t released = 0;
+  ReservedBytes released = 0;
   while (next < events.size() && (events[next].action == TraceAction::SegmentFree ||
                                   events[next].action == TraceAction::SegmentUnmap ||
                                   events[next].action == TraceAction::Oom)) {
@@ -498,7 +536,7 @@ bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved,
   if (next == events.size()) return true;
   const RecordedEvent& after = events[next];
   if (moves_pages && after.action == TraceAction::SegmentMap) {
-    size_t mapped = 0;
+    ReservedBytes mapped = 0;
     for (size_t i = next; i < events.size() && events[i].action == TraceAction::SegmentMap; ++i) {
       mapped += events[i].nbytes;
     }
@@ -558,6 +596,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
   }
   ContextTable contexts;
   const RecordedEvents recorded = read_events(trace_value, out.device, streamed, contexts, out);
+  out.history_events = recorded.size();
 
   // Blocks from before the history: freed without an alloc, or live at the end without one.
   std::map<uint64_t, LiveBlock> before;  // address -> size, in address order
@@ -587,15 +626,10 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
 
   // The requests, with empty_cache() where a burst of segment frees shows one, and the peak of
   // the reserved bytes the segment events imply (walked back from the end).
-  int64_t reserved = static_cast<int64_t>(out.recorded_peak_reserved);
-  for (const RecordedEvent& e : recorded) {
-    if (e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentMap) {
-      reserved -= static_cast<int64_t>(e.nbytes);
-    } else if (e.action == TraceAction::SegmentFree || e.action == TraceAction::SegmentUnmap) {
-      reserved += static_cast<int64_t>(e.nbytes);
-    }
-  }
-  out.recorded_peak_reserved = static_cast<size_t>(std::max<int64_t>(reserved, 0));
+  ReservedBytes reserved = static_cast<ReservedBytes>(out.recorded_peak_reserved);
+  for (const RecordedEvent& e : recorded) reserved -= reserved_change(e);
+  check_reserved(reserved, "the start of device_traces (the segments walked back)");
+  out.recorded_peak_reserved = reserved_size(reserved);
   const size_t whole_peak = peak_reserved(recorded, out.recorded_peak_reserved);
   // What the device let the allocator reserve: its capacity x fraction when known, else the
   // most it ever reserved.
@@ -609,7 +643,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
       return a == TraceAction::SegmentFree || a == TraceAction::SegmentUnmap;
     };
     if (releases(e.action) && (i == 0 || !releases(recorded[i - 1].action)) &&
-        is_empty_cache(recorded, i, static_cast<size_t>(std::max<int64_t>(reserved, 0)), limit,
+        is_empty_cache(recorded, i, reserved_size(reserved), limit,
                        out.config.garbage_collection_threshold > 0.0,
                        out.config.policy == "passthrough" || out.config.policy == "planned",
                        out.config.policy == "stitch")) {
@@ -621,7 +655,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
       out.segments_before_oom = out.recorded_segments.size();
     }
     if (e.action == TraceAction::Oom && out.capacity == 0) {
-      out.capacity = static_cast<size_t>(std::max<int64_t>(reserved, 0)) + e.address;
+      out.capacity = reserved_size(reserved) + e.address;
       out.notes.push_back(
           fmt::format("the device's capacity is not recorded: taken as the "
                       "reserved bytes at the first OOM plus its device_free, {} "
@@ -639,12 +673,8 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     if (e.action == TraceAction::FreeCompleted) e.action = TraceAction::FreeRequested;
     if (is_segment_action(e.action)) {
       out.recorded_segments.push_back(e);
-      const int64_t n = static_cast<int64_t>(e.nbytes);
-      const bool grows =
-          e.action == TraceAction::SegmentAlloc || e.action == TraceAction::SegmentMap;
-      reserved += grows ? n : -n;
-      out.recorded_peak_reserved =
-          std::max(out.recorded_peak_reserved, static_cast<size_t>(std::max<int64_t>(reserved, 0)));
+      reserved += reserved_change(recorded[i]);
+      out.recorded_peak_reserved = std::max(out.recorded_peak_reserved, reserved_size(reserved));
     }
     out.events.push_back(e);
   }

@@ -43,7 +43,10 @@ struct ImportedSnapshot {
   size_t frees_before_history = 0;            // frees of such blocks within the trace
   size_t failed_requests = 0;                 // oom events, replayed as allocations never freed
   size_t snapshot_markers = 0;                // snapshot entries (no requests: skipped)
-  AllocatorConfig config;                     // the caching policy with the snapshot's settings
+  size_t history_events = 0;   // the device's trace entries that are events (0: no history)
+  size_t segments_at_end = 0;  // the device's segments in `segments`
+  size_t reserved_at_end = 0;  // and their bytes
+  AllocatorConfig config;      // the caching policy with the snapshot's settings
   // What the replay cannot model, one line each with the choice made (several streams,
   // private pools, an overflowed ring buffer, settings memgrad lacks, several devices).
   std::vector<std::string> notes;

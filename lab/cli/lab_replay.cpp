@@ -13,7 +13,9 @@
 //       notes. --validate replays it once more with the policy and settings it was recorded
 //       with and compares every segment decision (segment_alloc, segment_free, segment_map,
 //       segment_unmap: action and size, in order) and the peak reserved with the recorded ones:
-//       "identical", or the first divergence with the events around it (exit status 4).
+//       "identical", or the first divergence with the events around it (exit status 4). A
+//       snapshot with no history (segments, no events) is one line, "nothing to replay" (exit
+//       status 0, or 3 with --validate: nothing was compared).
 //   lab_replay plot TRACE [--out-dir DIR] [--policy P --capacity SIZE]
 //       writes an SVG timeline (trace_to_svg) and a Chrome-trace JSON for Perfetto, of the
 //       recorded trace or of its replay under policy P; prints the file names.
@@ -274,6 +276,7 @@ RecordedTrace read_requests(const std::string& path, std::optional<int> device,
   head.resize(static_cast<size_t>(file.gcount()));
   if (!is_snapshot_bytes(head)) {
     RecordedTrace trace = read_trace_file(path);
+    imported.history_events = trace.events.size();
     imported.config = AllocatorConfig::parse("policy:" + trace.policy);
     imported.capacity = trace.capacity;
     for (const TraceEvent& e : trace.events) {
@@ -376,6 +379,20 @@ int cmd_replay(const std::string& path, const std::string& policy_flag,
                bool validate_flag) {
   ImportedSnapshot imported;
   const RecordedTrace trace = read_requests(path, device, imported);
+  if (imported.history_events == 0) {
+    // Segments and blocks but no events: PyTorch's _snapshot() without _record_memory_history.
+    if (imported.device_name.empty()) {
+      fmt::print("trace {}: no events: nothing to replay\n", path);
+    } else {
+      fmt::print(
+          "snapshot {} (device {}): {} segments, {} reserved, {} blocks allocated, and no "
+          "history (device_traces[{}] has no events; PyTorch records them after "
+          "torch.cuda.memory._record_memory_history()): nothing to replay\n",
+          path, trace.device, imported.segments_at_end, mib(imported.reserved_at_end),
+          imported.live_before_history, imported.device);
+    }
+    return validate_flag ? 3 : 0;  // nothing was validated
+  }
   const ReplayPlan plan = plan_replay(trace.events);
   // A recording that ran out of memory is replayed on its own device's size when known: that
   // size decided the OOM. Otherwise on 4x the ideal peak, the same on every machine.

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "allocator/error.h"
 #include "interop/error.h"
 #include "interop/pickle_reader.h"
@@ -253,6 +255,29 @@ TEST_CASE("nesting deeper than kPyMaxDepth is refused, and kPyMaxDepth itself is
   CHECK_EQ(e.opcode, 'a');
   CHECK(std::string(e.what()).find("nested deeper than 1000") != std::string::npos);
   CHECK(read_error(std::string("\x80\x02", 2) + std::string(kPyMaxDepth + 1, '(')).opcode == '(');
+}
+
+TEST_CASE("what a pickle builds is bounded by its size: a pickle of empty lists is refused early") {
+  // A list of n empty lists: 1 byte of input each, about 90 bytes built each.
+  const auto empty_lists = [](size_t n) {
+    return std::string("\x80\x02](", 4) + std::string(n, ']') + "e.";
+  };
+  const size_t n = 4 << 20;
+  const std::string bomb = empty_lists(n);
+  const size_t budget = kPickleBudgetFloor + kPickleBudgetFactor * bomb.size();
+  const PickleError e = read_error(bomb);
+  CHECK_EQ(e.opcode, ']');
+  // Refused where the budget ran out, long before the end (each list is charged its slot and its
+  // heap block, so at most budget / sizeof(PyValue) of them are read).
+  CHECK_LT(e.offset, budget / sizeof(PyValue));
+  CHECK_GT(e.offset, budget / 128);
+  CHECK(std::string(e.what()).find(fmt::format("{} times the pickle's {} bytes plus 64 MiB",
+                                               kPickleBudgetFactor, bomb.size())) !=
+        std::string::npos);
+  // The same shape below the budget reads, and so does a list of n Nones (24 bytes each).
+  CHECK_EQ(read_pickle(empty_lists(100000)).items().size(), 100000);
+  const std::string nones = std::string("\x80\x02](", 4) + std::string(n, 'N') + "e.";
+  CHECK_EQ(read_pickle(nones).items().size(), n);
 }
 
 TEST_CASE(

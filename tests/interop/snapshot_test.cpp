@@ -461,6 +461,65 @@ TEST_CASE("a malformed snapshot is a TraceError naming the place and the value")
         std::string::npos);
 }
 
+TEST_CASE("segment sizes near 2^62 are refused where their sums would pass 2^62, not wrapped") {
+  const auto error_of = [](const PyValue& s) -> std::string {
+    try {
+      import_snapshot(s);
+    } catch (const TraceError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const int64_t huge = int64_t{1} << 62;
+  const auto segment = [](int64_t address, std::vector<int64_t> block_sizes) {
+    PyValue::Items blocks;
+    int64_t total = 0;
+    for (int64_t size : block_sizes) {
+      blocks.push_back(PyValue::dict({{"size", size}, {"state", "inactive"}}));
+      total += size;
+    }
+    return PyValue::dict({{"device", 0},
+                          {"address", address},
+                          {"total_size", total},
+                          {"stream", 0},
+                          {"blocks", PyValue::list(std::move(blocks))}});
+  };
+  const auto event = [](const char* action, int64_t size) {
+    return PyValue::dict({{"action", action}, {"addr", 0}, {"size", size}, {"stream", 0}});
+  };
+  const auto snapshot = [](PyValue::Items segments, PyValue::Items events) {
+    return PyValue::dict({{"segments", PyValue::list(std::move(segments))},
+                          {"device_traces", PyValue::list({PyValue::list(std::move(events))})}});
+  };
+  // Two segments of 2^62 at the end: 2^63 reserved.
+  CHECK(error_of(snapshot({segment(0, {huge}), segment(huge, {huge})}, {}))
+            .find("segments[1]: more than 2^62 bytes reserved at once") != std::string::npos);
+  // One at the end, two freed before it was made: 2^63 at the start, walked back.
+  CHECK(error_of(snapshot({segment(0, {huge})},
+                          {event("segment_free", huge), event("segment_free", huge),
+                           event("segment_alloc", huge)}))
+            .find("the start of device_traces (the segments walked back): more than 2^62 bytes "
+                  "reserved") != std::string::npos);
+  // The start is empty, the peak in the middle is 2^63.
+  CHECK(error_of(snapshot({}, {event("segment_alloc", huge), event("segment_alloc", huge),
+                               event("segment_free", huge), event("segment_free", huge)}))
+            .find("device_traces (the segment events from the start): more than 2^62") !=
+        std::string::npos);
+  // Block sizes that sum to the total only modulo 2^64: named at the first block past it.
+  PyValue::Items blocks;
+  for (int64_t size : {huge, huge, huge, huge, int64_t{4096}}) {
+    blocks.push_back(PyValue::dict({{"size", size}, {"state", "inactive"}}));
+  }
+  const PyValue wrapped = PyValue::dict({{"device", 0},
+                                         {"address", 0},
+                                         {"total_size", 4096},
+                                         {"stream", 0},
+                                         {"blocks", PyValue::list(std::move(blocks))}});
+  CHECK(error_of(snapshot({wrapped}, {}))
+            .find("segments[0].blocks[0]: the blocks up to this one hold more than the segment's "
+                  "total_size, 4096") != std::string::npos);
+}
+
 TEST_CASE("mutated snapshot pickles are read and imported, or refused with a typed error") {
   const std::string good = record("caching").pickle;
   std::mt19937_64 rng(5);

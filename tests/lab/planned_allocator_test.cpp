@@ -8,10 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -521,6 +523,74 @@ TEST_CASE("the training traces replay on their plan within 1.05x of the ideal pe
     CHECK_EQ(r.stats.num_device_alloc, 1);  // the arena, and nothing else
     CHECK_LE(static_cast<double>(r.peak_reserved), 1.05 * static_cast<double>(requests.ideal_peak));
   }
+}
+
+TEST_CASE("mutated plan files are read and served without overlap, or refused with a PlanError") {
+  // A bounded fuzzer of the plan reader: bytes changed, numbers replaced by extreme ones, files
+  // cut short. Each mutant is a PlanError, or a plan whose blocks never overlap while two steps
+  // run on it (a request the device cannot hold is an OutOfMemoryError, which is allowed).
+  const std::string good = plan_to_json(plan_recording({known_step(0), known_step(1)}, 0));
+  std::vector<size_t> numbers;  // where each number of the file starts
+  for (size_t i = 0; i < good.size(); ++i) {
+    const bool starts = (std::isdigit(static_cast<unsigned char>(good[i])) || good[i] == '-') &&
+                        (i == 0 || !std::isdigit(static_cast<unsigned char>(good[i - 1])));
+    if (starts) numbers.push_back(i);
+  }
+  REQUIRE(numbers.size() > 10);
+  const char* extremes[] = {"-1",
+                            "0",
+                            "1",
+                            "4611686018427387904",
+                            "9223372036854775807",
+                            "18446744073709551615",
+                            "1e300",
+                            "0.5",
+                            "-9223372036854775808",
+                            "99999999999999999999999"};
+  const std::string bytes = "0123456789-e.{}[],\":x ";
+  std::mt19937_64 rng(27);
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  size_t refused = 0, served = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string text = good;
+    switch (round % 3) {
+      case 0:
+        for (int k = 0; k < 1 + round % 4; ++k) text[pick(text.size())] = bytes[pick(bytes.size())];
+        break;
+      case 1: {
+        const size_t at = numbers[pick(numbers.size())];
+        size_t end = at + 1;
+        while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+        text.replace(at, end - at, extremes[pick(std::size(extremes))]);
+        break;
+      }
+      default: text.resize(pick(text.size())); break;
+    }
+    CAPTURE(text);
+    std::optional<MemoryPlan> plan;
+    try {
+      plan = plan_from_json(text, "mutant.json");
+    } catch (const PlanError&) {
+      ++refused;
+      continue;
+    }
+    ++served;
+    BoundedMemory memory(64 * kMiB, "sim:0");
+    PlannedAllocator alloc(memory, std::move(*plan));
+    std::map<uint64_t, Block> live;
+    try {
+      for (uint64_t step = 0; step < 2; ++step) {
+        run_step(alloc, known_step(step), live);
+        REQUIRE_EQ(overlap_in(live), "");
+      }
+    } catch (const OutOfMemoryError&) {
+    }
+    for (auto& [id, block] : live) alloc.free(block);
+    CHECK_EQ(alloc.memory_allocated(), 0);
+  }
+  MESSAGE(refused << " mutants refused, " << served << " served");
+  CHECK_GT(refused, 10000);
+  CHECK_GT(served, 300);
 }
 
 TEST_CASE("plans of huge requests do not overflow; files that never end are refused") {

@@ -201,6 +201,13 @@ class MemgradSnapshots(unittest.TestCase):
             with self.subTest(program=name):
                 self.assertEqual(status, 0, stderr)
                 self.assertTrue(files, f"{name} wrote no snapshot")
+                # Its history: requests, not only the snapshot entry taken at exit (a program
+                # that measures on fresh allocators and restores the device writes the last
+                # allocator that recorded, not the empty one it restored).
+                for path in files:
+                    events = [e for t in load(path)["device_traces"] for e in t
+                              if e["action"] == "alloc"]
+                    self.assertTrue(events, f"{os.path.basename(path)} holds no allocation")
 
     def test_every_snapshot_follows_the_viewers_rules(self):
         for path in self.pickles():
@@ -477,6 +484,28 @@ class PytorchFixtures(unittest.TestCase):
                     "--validate", "--policy", "caching", "--timed-passes", "1"])
         self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
         self.assertIn("<- first difference", proc.stdout)
+
+    def test_a_snapshot_without_history_is_one_line_and_nothing_to_replay(self):
+        # PyTorch's torch.cuda.memory._snapshot() without _record_memory_history: segments only.
+        snapshot = load(self.RUN)
+        snapshot["device_traces"] = [[]]
+        path = os.path.join(Recorded.tmp, "no-history.pickle")
+        with open(path, "wb") as f:
+            pickle.dump(snapshot, f, protocol=4)
+        segments = len(snapshot["segments"])
+        reserved = sum(seg["total_size"] for seg in snapshot["segments"]) / 2**20
+        blocks = sum(block["state"] == "active_allocated"
+                     for seg in snapshot["segments"] for block in seg["blocks"])
+        for flag, status in (([], 0), (["--validate"], 3)):
+            proc = replay(path, *flag)
+            self.assertEqual(proc.returncode, status, proc.stdout + proc.stderr)
+            self.assertEqual(proc.stderr, "")
+            self.assertEqual(proc.stdout.splitlines()[-1],
+                             f"snapshot {path} (device cuda:0): {segments} segments, "
+                             f"{reserved:.2f} MiB reserved, {blocks} blocks allocated, and no "
+                             f"history (device_traces[0] has no events; PyTorch records them "
+                             f"after torch.cuda.memory._record_memory_history()): nothing to "
+                             f"replay")
 
     def test_pickles_written_by_cpython_replay_as_the_json(self):
         snapshot = load(self.RUN)
