@@ -79,7 +79,15 @@ void TraceRecorder::enable(size_t max_entries) {
   overflowed_ = false;
   max_entries_ = max_entries == 0 ? 1 : max_entries;
   start_ns_ = now_ns();
+  start_epoch_us_ = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
   enabled_.store(true, std::memory_order_relaxed);
+}
+
+int64_t TraceRecorder::start_epoch_us() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return start_epoch_us_;
 }
 
 void TraceRecorder::disable() { enabled_.store(false, std::memory_order_relaxed); }

@@ -152,6 +152,9 @@ class TraceRecorder {
   size_t max_entries() const;
   // The number of events held (at most max_entries()), without copying them.
   size_t size() const;
+  // When recording started, in microseconds since the Unix epoch (the system clock): an event's
+  // wall time is this plus its time_ns / 1000, as PyTorch's time_us.
+  int64_t start_epoch_us() const;
 
   // Records one event with the calling thread's context. Call only when enabled().
   void record(TraceAction action, uint64_t address, uint64_t nbytes, uint64_t requested,
@@ -173,6 +176,7 @@ class TraceRecorder {
   std::atomic<bool> enabled_{false};
   mutable std::mutex mutex_;
   int64_t start_ns_ = 0;
+  int64_t start_epoch_us_ = 0;
   size_t max_entries_ = SIZE_MAX;
   size_t next_ = 0;  // ring position once the buffer is full
   bool overflowed_ = false;

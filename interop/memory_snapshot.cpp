@@ -32,14 +32,26 @@ std::string metadata_of(const TraceContextRecord& c) {
   return out;
 }
 
-// One synthetic frame per context: what the viewer shows when a block is hovered. Frames are
-// shared values, so each distinct context is one object in the pickle (its memo).
+// The frames of one context, innermost first as PyTorch's stack: the op, the module, the phase
+// and the label, each a frame whose "filename" says which it is (PyTorch's viewer shows a frame
+// as filename:line:name, so "op:0:matmul", "module:0:blocks.3.attn", "phase:0:forward"); memgrad
+// records no source lines. A context with none of them is one frame, "memgrad:0:(no context)".
+// Frames are shared values, so each distinct context is one object in the pickle (its memo).
 PyValue frames_of(const TraceContextRecord& c) {
-  std::string name = c.phase.empty() ? "(no phase)" : c.phase;
-  if (!c.label.empty()) name += " / " + c.label;
-  const PyValue frame =
-      PyValue::dict({{"filename", c.op.empty() ? "memgrad" : c.op}, {"line", 0}, {"name", name}});
-  return PyValue::list({frame});
+  Items frames;
+  for (const auto& [kind, value] : {std::pair<const char*, const std::string*>{"op", &c.op},
+                                    {"module", &c.module},
+                                    {"phase", &c.phase},
+                                    {"label", &c.label}}) {
+    if (!value->empty()) {
+      frames.push_back(PyValue::dict({{"filename", kind}, {"line", 0}, {"name", *value}}));
+    }
+  }
+  if (frames.empty()) {
+    frames.push_back(
+        PyValue::dict({{"filename", "memgrad"}, {"line", 0}, {"name", "(no context)"}}));
+  }
+  return PyValue::list(std::move(frames));
 }
 
 const char* state_of(const BlockSnapshot& b) {
@@ -47,10 +59,11 @@ const char* state_of(const BlockSnapshot& b) {
   return b.allocated ? "active_allocated" : "inactive";
 }
 
-// The trace as PyTorch's TraceEntry dicts. Alloc and free events carry the requested bytes;
-// a free that does not record them (the pinned policy's free_completed) takes its alloc's.
+// The trace as PyTorch's TraceEntry dicts, time_us in microseconds since the Unix epoch. Alloc
+// and free events carry the requested bytes; a free that does not record them (the pinned
+// policy's free_completed) takes its alloc's.
 Items trace_entries(const std::vector<TraceEvent>& events, const std::vector<PyValue>& frames,
-                    const std::vector<PyValue>& metadata) {
+                    const std::vector<PyValue>& metadata, int64_t start_epoch_us) {
   Items out;
   out.reserve(events.size());
   std::unordered_map<uint64_t, uint64_t> requested_at;  // live allocs: address -> bytes
@@ -59,7 +72,7 @@ Items trace_entries(const std::vector<TraceEvent>& events, const std::vector<PyV
     const PyValue& f = frames[e.context];
     const PyValue& m = metadata[e.context];
     const PyValue stream = static_cast<int64_t>(e.stream);
-    const PyValue time_us = e.time_ns / 1000;
+    const PyValue time_us = start_epoch_us + e.time_ns / 1000;  // since the epoch, as PyTorch
     const std::string action(trace_action_name(e.action));
     if (e.action == TraceAction::Snapshot) {
       // As PyTorch writes it: address 0, the active bytes, no frames (it records none).
@@ -127,13 +140,15 @@ PyValue segment_value(const SegmentSnapshot& s, int device,
                      {"size", b.nbytes},
                      {"requested_size", b.allocated || b.pending_free ? b.requested : 0},
                      {"state", state_of(b)}};
+    PyValue block_frames = PyValue::list();  // PyTorch writes [] for a free block too
     if (b.allocated || b.pending_free) {
       active += b.nbytes;
       requested += b.requested;
       if (b.allocated) allocated += b.nbytes;
       const auto it = live.find(b.address);
-      block.emplace_back("frames", it != live.end() ? frames[it->second] : PyValue::list());
+      if (it != live.end()) block_frames = frames[it->second];
     }
+    block.emplace_back("frames", std::move(block_frames));
     blocks.push_back(PyValue::dict(std::move(block)));
   }
   return PyValue::dict({{"device", device},
@@ -178,7 +193,7 @@ PyValue memory_snapshot(PolicyAllocator& allocator, const AllocatorConfig& confi
     segments.push_back(segment_value(s, device_index, live, frames));
   }
   Items traces(static_cast<size_t>(device_index), PyValue::list());
-  traces.push_back(PyValue::list(trace_entries(events, frames, metadata)));
+  traces.push_back(PyValue::list(trace_entries(events, frames, metadata, trace.start_epoch_us())));
   Entries settings = allocator_settings_of(config).entries();
   settings.emplace_back("trace_alloc_max_entries", trace.max_entries() == SIZE_MAX
                                                        ? int64_t{-1}

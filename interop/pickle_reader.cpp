@@ -260,22 +260,11 @@ class PickleReader {
     return value;
   }
 
-  // A LONG1/LONG4 payload: little-endian two's complement, which must fit int64 (bytes past
-  // the eighth may only repeat the sign).
+  // A LONG1/LONG4 payload: little-endian two's complement; an Int, or a BigInt outside int64.
   PyValue read_long(uint64_t nbytes) {
     const uint8_t* bytes = take(nbytes);
-    if (nbytes == 0) return int64_t{0};
-    const bool negative = (bytes[nbytes - 1] & 0x80) != 0;
-    const uint8_t sign_byte = negative ? 0xff : 0x00;
-    bool fits = nbytes <= 8 || ((bytes[7] & 0x80) != 0) == negative;
-    for (uint64_t i = 8; i < nbytes && fits; ++i) fits = bytes[i] == sign_byte;
-    if (!fits) fail(fmt::format("an int of {} bytes outside int64", nbytes));
-    uint64_t value = negative ? ~uint64_t{0} : 0;
-    for (uint64_t i = 0; i < std::min<uint64_t>(nbytes, 8); ++i) {
-      value &= ~(uint64_t{0xff} << (8 * i));
-      value |= uint64_t{bytes[i]} << (8 * i);
-    }
-    return static_cast<int64_t>(value);
+    return PyValue::int_from_bytes(
+        std::string_view(reinterpret_cast<const char*>(bytes), static_cast<size_t>(nbytes)));
   }
 
   PyValue read_str(uint64_t nbytes) {
@@ -639,14 +628,18 @@ class PickleReader {
       case op::kBinInt1:
       case op::kBinInt2:
       case op::kBinInt:
-      case op::kLong1:
-      case op::kLong4:
       case op::kBinFloat:
       case op::kBinGet:
       case op::kLongBinGet: charge(0); break;
       case op::kShortBinUnicode:
       case op::kBinUnicode:
       case op::kBinUnicode8: charge(kHeapBlock + stack_.back().as_str().size()); break;
+      case op::kLong1:
+      case op::kLong4:
+        charge(stack_.back().kind() == PyValue::Kind::BigInt
+                   ? kHeapBlock + stack_.back().big_int_bytes().size()
+                   : 0);
+        break;
       case op::kEmptyList:
       case op::kEmptyDict:
       case op::kEmptyTuple:

@@ -74,6 +74,7 @@ class PickleWriter {
       case PyValue::Kind::None: put(op::kNone); break;
       case PyValue::Kind::Bool: put(value.as_bool() ? op::kNewTrue : op::kNewFalse); break;
       case PyValue::Kind::Int: save_int(value.as_int()); break;
+      case PyValue::Kind::BigInt: save_long(value.big_int_bytes()); break;
       case PyValue::Kind::Float: save_float(value.as_float()); break;
       case PyValue::Kind::Str: save_str(value.as_str()); break;
       case PyValue::Kind::List: save_list(value); break;
@@ -111,6 +112,18 @@ class PickleWriter {
       put(static_cast<uint8_t>(nbytes));
       for (int i = 0; i < nbytes; ++i) put(byte_at(i));
     }
+  }
+
+  // An int outside int64, from its bytes: LONG1 below 256 bytes, else LONG4.
+  void save_long(const std::string& bytes) {
+    if (bytes.size() < 256) {
+      put(op::kLong1);
+      put(static_cast<uint8_t>(bytes.size()));
+    } else {
+      put(op::kLong4);
+      put_le(bytes.size(), 4);
+    }
+    for (char c : bytes) put(static_cast<uint8_t>(c));
   }
 
   void save_float(double value) {

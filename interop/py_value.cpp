@@ -91,8 +91,15 @@ PyValue from_json_at(const nlohmann::json& json, int depth) {
     case nlohmann::json::value_t::null: return {};
     case nlohmann::json::value_t::boolean: return json.get<bool>();
     case nlohmann::json::value_t::number_integer: return json.get<int64_t>();
-    case nlohmann::json::value_t::number_unsigned:
-      return json.get<uint64_t>();  // throws above INT64_MAX
+    case nlohmann::json::value_t::number_unsigned: {
+      const uint64_t n = json.get<uint64_t>();
+      if (n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return static_cast<int64_t>(n);
+      }
+      std::string bytes(9, '\0');  // a zero sign byte above the eight
+      for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>(n >> (8 * i));
+      return PyValue::int_from_bytes(bytes);
+    }
     case nlohmann::json::value_t::number_float: return json.get<double>();
     case nlohmann::json::value_t::string: return json.get_ref<const std::string&>();
     case nlohmann::json::value_t::array: {
@@ -205,7 +212,8 @@ PyValue::Kind PyValue::kind() const {
     case 5:
       return std::get<std::shared_ptr<detail::PySequence>>(value_)->tuple ? Kind::Tuple
                                                                           : Kind::List;
-    default: return Kind::Dict;
+    case 6: return Kind::Dict;
+    default: return Kind::BigInt;
   }
 }
 
@@ -219,6 +227,7 @@ std::string_view PyValue::kind_name() const {
     case Kind::List: return "list";
     case Kind::Tuple: return "tuple";
     case Kind::Dict: return "dict";
+    case Kind::BigInt: return "big int";  // an int outside int64
   }
   return "?";
 }
@@ -235,6 +244,34 @@ bool PyValue::as_bool() const {
 int64_t PyValue::as_int() const {
   if (const int64_t* value = std::get_if<int64_t>(&value_)) return *value;
   throw_kind("int");
+}
+
+PyValue PyValue::int_from_bytes(std::string_view little_endian) {
+  std::string bytes(little_endian);
+  if (bytes.empty()) return int64_t{0};
+  const bool negative = (static_cast<uint8_t>(bytes.back()) & 0x80) != 0;
+  const char sign = negative ? '\xff' : '\x00';
+  // Drop sign bytes the byte below them repeats.
+  while (bytes.size() > 1 && bytes.back() == sign &&
+         ((static_cast<uint8_t>(bytes[bytes.size() - 2]) & 0x80) != 0) == negative) {
+    bytes.pop_back();
+  }
+  if (bytes.size() <= 8) {
+    uint64_t value = negative ? ~uint64_t{0} : 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      value &= ~(uint64_t{0xff} << (8 * i));
+      value |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+    }
+    return static_cast<int64_t>(value);
+  }
+  return PyValue(Storage(std::make_shared<const detail::PyBigInt>(detail::PyBigInt{bytes})));
+}
+
+const std::string& PyValue::big_int_bytes() const {
+  if (const auto* node = std::get_if<std::shared_ptr<const detail::PyBigInt>>(&value_)) {
+    return (*node)->bytes;
+  }
+  throw_kind("int outside int64");
 }
 
 double PyValue::as_float() const {
@@ -303,6 +340,9 @@ int PyValue::depth() const {
 }
 
 const void* PyValue::identity() const {
+  if (const auto* node = std::get_if<std::shared_ptr<const detail::PyBigInt>>(&value_)) {
+    return node->get();
+  }
   if (const auto* node = std::get_if<std::shared_ptr<const std::string>>(&value_)) {
     return node->get();
   }
@@ -320,6 +360,17 @@ nlohmann::json PyValue::to_json() const {
     case Kind::None: return nullptr;
     case Kind::Bool: return as_bool();
     case Kind::Int: return as_int();
+    case Kind::BigInt: {
+      // JSON (nlohmann's) holds up to 2^64 - 1: a non-negative BigInt of 8 bytes and a sign byte.
+      const std::string& bytes = big_int_bytes();
+      if (bytes.size() == 9 && bytes[8] == '\0') {
+        uint64_t n = 0;
+        for (size_t i = 0; i < 8; ++i) n |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+        return n;
+      }
+      throw PyValueError("an int JSON can hold (-2^63 to 2^64 - 1)",
+                         fmt::format("an int of {} bytes", bytes.size()));
+    }
     case Kind::Float: return as_float();
     case Kind::Str: return as_str();
     case Kind::List:
@@ -350,6 +401,7 @@ bool operator==(const PyValue& a, const PyValue& b) {
     case PyValue::Kind::None: return true;
     case PyValue::Kind::Bool: return a.as_bool() == b.as_bool();
     case PyValue::Kind::Int: return a.as_int() == b.as_int();
+    case PyValue::Kind::BigInt: return a.big_int_bytes() == b.big_int_bytes();
     case PyValue::Kind::Float: return a.as_float() == b.as_float();
     case PyValue::Kind::Str: return a.as_str() == b.as_str();
     case PyValue::Kind::List:

@@ -1,9 +1,12 @@
 // PyValue: a small tree of Python builtin values, the model behind memgrad's pickle codec.
 //
 // None, bool, int (int64), float (double), str (UTF-8), list, tuple and dict (str or int keys, in
-// insertion order, as Python keeps them). It lets memgrad write the memory snapshots PyTorch's
-// viewer opens and read the ones PyTorch writes (interop/pickle_reader.h) without knowing anything
-// about Python objects; it knows nothing about tensors either.
+// insertion order, as Python keeps them). An int outside int64 (a frame's line of 2^64 - 1 in a
+// real snapshot) is kept as a BigInt, its bytes as the pickle has them: as_int() refuses it, so
+// a reader that needs the number says so, and one that does not skips it. It lets memgrad write the
+// memory snapshots PyTorch's viewer opens and read the ones PyTorch writes
+// (interop/pickle_reader.h) without knowing anything about Python objects; it knows nothing about
+// tensors either.
 //
 // Memory: a value is immutable once built. Copying one copies a reference: a str, list, tuple or
 // dict lives in one reference-counted node that every copy shares (a value inside a container
@@ -51,13 +54,14 @@ size_t find_invalid_utf8(std::string_view text);
 namespace detail {
 struct PySequence;
 struct PyMapping;
+struct PyBigInt;
 class PickleReader;
 }  // namespace detail
 
 class PyValue {
  public:
   // Python's types; kind_name() spells them as Python's type() does.
-  enum class Kind : uint8_t { None, Bool, Int, Float, Str, List, Tuple, Dict };
+  enum class Kind : uint8_t { None, Bool, Int, Float, Str, List, Tuple, Dict, BigInt };
   using Items = std::vector<PyValue>;                        // a list's or tuple's elements
   using Entries = std::vector<std::pair<PyValue, PyValue>>;  // a dict's (key, value) pairs
 
@@ -82,6 +86,9 @@ class PyValue {
   static PyValue list(Items items = {});
   static PyValue tuple(Items items = {});
   static PyValue dict(Entries entries = {});
+  // An int from its little-endian two's complement bytes (a pickle's LONG1/LONG4 payload): an
+  // Int when it fits int64, else a BigInt holding the bytes (trailing sign bytes dropped).
+  static PyValue int_from_bytes(std::string_view little_endian);
 
   // The value's kind, and its name as Python's type() gives it: "NoneType", "bool", "int",
   // "float", "str", "list", "tuple" or "dict".
@@ -99,6 +106,8 @@ class PyValue {
   const Items& items() const;
   // A dict's entries, in insertion order.
   const Entries& entries() const;
+  // A BigInt's bytes: little-endian two's complement, the fewest that keep the sign.
+  const std::string& big_int_bytes() const;
 
   // A dict's value for a str or int key; PyValueError (naming the keys present) when absent.
   // Lookups scan the entries: dicts here are records of a few keys, not large maps.
@@ -133,7 +142,8 @@ class PyValue {
   friend class detail::PickleReader;  // fills containers in place while reading a pickle
   using Storage =
       std::variant<std::monostate, bool, int64_t, double, std::shared_ptr<const std::string>,
-                   std::shared_ptr<detail::PySequence>, std::shared_ptr<detail::PyMapping>>;
+                   std::shared_ptr<detail::PySequence>, std::shared_ptr<detail::PyMapping>,
+                   std::shared_ptr<const detail::PyBigInt>>;
   explicit PyValue(Storage value) : value_(std::move(value)) {}
 
   template <std::integral T>
@@ -162,6 +172,10 @@ struct PySequence {
 };
 
 // A dict's entries, shared by every PyValue that refers to them.
+struct PyBigInt {
+  std::string bytes;  // little-endian two's complement, more than 8 bytes or outside int64
+};
+
 struct PyMapping {
   PyValue::Entries entries;
   int depth = 1;      // 1 + the deepest value's depth

@@ -120,21 +120,38 @@ TraceContextRecord context_of(const PyValue& e) {
       frames->items().empty()) {
     return {};
   }
-  const PyValue& f = frames->items().front();
-  if (f.kind() != PyValue::Kind::Dict) return {};
-  const PyValue* file = f.find("filename");
-  const PyValue* name = f.find("name");
+  const auto text = [](const PyValue& frame, std::string_view key) -> std::string {
+    const PyValue* v = frame.kind() == PyValue::Kind::Dict ? frame.find(key) : nullptr;
+    return v != nullptr && v->kind() == PyValue::Kind::Str ? v->as_str() : std::string();
+  };
+  // memgrad's frames say which part of the context each is (memory_snapshot.cpp)...
   TraceContextRecord c;
-  if (file != nullptr && file->kind() == PyValue::Kind::Str) c.op = file->as_str();
-  if (name != nullptr && name->kind() == PyValue::Kind::Str) c.phase = name->as_str();
-  return c;
+  bool memgrads = true;
+  for (const PyValue& frame : frames->items()) {
+    const std::string kind = text(frame, "filename"), name = text(frame, "name");
+    if (kind == "op") {
+      c.op = name;
+    } else if (kind == "module") {
+      c.module = name;
+    } else if (kind == "phase") {
+      c.phase = name;
+    } else if (kind == "label") {
+      c.label = name;
+    } else if (kind != "memgrad") {
+      memgrads = false;
+    }
+  }
+  if (memgrads) return c;
+  // ...PyTorch's are source lines: the innermost names the place.
+  const PyValue& innermost = frames->items().front();
+  return {text(innermost, "name"), text(innermost, "filename"), "", ""};
 }
 
 // The contexts and the streams of a trace's entries, each distinct one once.
 class ContextTable {
  public:
   uint32_t intern(TraceContextRecord c) {
-    const auto key = std::make_tuple(c.phase, c.op, c.label);
+    const auto key = std::make_tuple(c.phase, c.op, c.label, c.module);
     const auto it = index_.find(key);
     if (it != index_.end()) return it->second;
     records_.push_back(std::move(c));
@@ -176,7 +193,7 @@ class ContextTable {
   StreamId stream(uint32_t index) const { return streams_[index]; }
 
  private:
-  std::map<std::tuple<std::string, std::string, std::string>, uint32_t> index_;
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, uint32_t> index_;
   std::vector<TraceContextRecord> records_;
   PyValue last_frames_;        // the frames object of the last entry interned
   uint32_t last_context_ = 0;  // and its context
@@ -189,7 +206,7 @@ class ContextTable {
 
 // Reserved bytes as segment events move them: 128-bit, so no sequence of sizes up to 2^62 can
 // wrap them. A count above 2^62 bytes is no device's: TraceError naming `where`.
-using ReservedBytes = __int128;
+__extension__ using ReservedBytes = __int128;  // __extension__: GCC's, not ISO C++
 
 void check_reserved(ReservedBytes reserved, const Place& where) {
   if (reserved > kMaxField) {
@@ -621,7 +638,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
   out.events.reserve(request_bound(recorded, before.size()));
   for (const auto& [address, block] : before) {
     out.events.push_back({TraceAction::Alloc, block.stream, 0, address, block.size, block.size, 0,
-                          0, contexts.intern({"before history", "", ""})});
+                          0, contexts.intern({"before history", "", "", ""})});
   }
 
   // The requests, with empty_cache() where a burst of segment frees shows one, and the peak of

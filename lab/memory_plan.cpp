@@ -15,6 +15,9 @@
 namespace memgrad {
 namespace {
 
+// Sums of sizes that may pass 2^64 (GCC's 128-bit integer; __extension__: not ISO C++).
+__extension__ using Wide = __int128;
+
 constexpr size_t kGranule = 512;  // every block is a multiple of it (kMinBlockSize)
 constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 60;  // the request guard of Allocator
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
@@ -253,17 +256,17 @@ size_t place_greedy_by_size(std::vector<Item>& items) {
 // The most bytes live at one allocation index (every item counted over its lifetime), in 128
 // bits: requests of up to 2^60 bytes each, any number of them. Beyond size_t: a PlanError.
 size_t ideal_of(const std::vector<Item>& items, size_t count) {
-  std::vector<__int128> delta(count + 1, 0);
+  std::vector<Wide> delta(count + 1, 0);
   for (const Item& item : items) {
     delta[item.begin] += item.nbytes;
     delta[item.end] -= item.nbytes;
   }
-  __int128 live = 0, most = 0;
+  Wide live = 0, most = 0;
   for (size_t t = 0; t < count; ++t) {
     live += delta[t];
     most = std::max(most, live);
   }
-  if (most > static_cast<__int128>(SIZE_MAX)) {
+  if (most > static_cast<Wide>(SIZE_MAX)) {
     throw PlanError("plan: the requests live at once need more than 2^64 bytes");
   }
   return static_cast<size_t>(most);

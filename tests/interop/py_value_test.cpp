@@ -165,9 +165,12 @@ TEST_CASE("from_json builds lists and dicts, and round-trips through to_json") {
   CHECK(value.to_json() == json);
 }
 
-TEST_CASE("from_json refuses numbers above INT64_MAX and nesting past the limit") {
-  CHECK_THROWS_AS(PyValue::from_json(nlohmann::json::parse("[18446744073709551615]")),
-                  PyValueError);
+TEST_CASE(
+    "from_json keeps numbers above INT64_MAX as big ints and refuses nesting past the limit") {
+  const PyValue big = PyValue::from_json(nlohmann::json::parse("[18446744073709551615]")).item(0);
+  CHECK(big.kind() == PyValue::Kind::BigInt);
+  CHECK_THROWS_AS((void)big.as_int(), PyValueError);
+  CHECK_EQ(big.big_int_bytes(), std::string("\xff\xff\xff\xff\xff\xff\xff\xff\x00", 9));
   const std::string deep = std::string(kPyMaxDepth + 1, '[') + std::string(kPyMaxDepth + 1, ']');
   CHECK_THROWS_AS(PyValue::from_json(nlohmann::json::parse(deep)), PyValueError);
   const std::string limit = std::string(kPyMaxDepth, '[') + std::string(kPyMaxDepth, ']');

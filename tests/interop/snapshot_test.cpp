@@ -461,6 +461,35 @@ TEST_CASE("a malformed snapshot is a TraceError naming the place and the value")
         std::string::npos);
 }
 
+TEST_CASE("a frame's line of 2^64 - 1 imports; a big int where a size is read names the field") {
+  // A real snapshot's frame, line 2^64 - 1 (an unknown line, as the C++ unwinder reports it).
+  const PyValue line =
+      read_pickle(std::string("\x80\x02\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00.", 14));
+  const PyValue frame = PyValue::dict({{"filename", "??"}, {"line", line}, {"name", "f"}});
+  const auto alloc = [&](PyValue size) {
+    return PyValue::dict({{"action", "alloc"},
+                          {"addr", 4096},
+                          {"size", std::move(size)},
+                          {"stream", 0},
+                          {"frames", PyValue::list({frame})}});
+  };
+  const auto snapshot = [](PyValue event) {
+    return PyValue::dict({{"segments", PyValue::list()},
+                          {"device_traces", PyValue::list({PyValue::list({std::move(event)})})}});
+  };
+  const ImportedSnapshot imported =
+      import_snapshot(read_pickle(write_pickle(snapshot(alloc(512)), 2)));
+  REQUIRE_EQ(imported.events.size(), 1);
+  CHECK_EQ(imported.events[0].nbytes, 512);
+  try {
+    import_snapshot(snapshot(alloc(line)));
+    FAIL("a size outside int64 was read");
+  } catch (const TraceError& e) {
+    CHECK(std::string(e.what()).find("device_traces[0][0]: \"size\" is a big int, "
+                                     "expected an int") != std::string::npos);
+  }
+}
+
 TEST_CASE("segment sizes near 2^62 are refused where their sums would pass 2^62, not wrapped") {
   const auto error_of = [](const PyValue& s) -> std::string {
     try {
