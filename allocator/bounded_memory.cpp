@@ -55,6 +55,15 @@ void* BoundedMemory::allocate(size_t nbytes) {
   const size_t rounded = round_up(nbytes, kGranularity);
   std::lock_guard<std::mutex> lock(mutex_);
   if (in_use_ + rounded > capacity_) return nullptr;
+  if (next_expected_ < expected_.size()) {
+    const auto [offset, expected] = expected_[next_expected_];
+    if (expected == rounded && take_range(offset, rounded)) {
+      ++next_expected_;
+      in_use_ += rounded;
+      return base_ + offset;
+    }
+    expected_.clear();  // the layout is no longer the recorded one
+  }
   for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
     if (it->second < rounded) continue;
     const size_t offset = it->first;
@@ -65,6 +74,28 @@ void* BoundedMemory::allocate(size_t nbytes) {
     return base_ + offset;
   }
   return nullptr;
+}
+
+void BoundedMemory::follow_placements(std::vector<std::pair<size_t, size_t>> expected) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [offset, nbytes] : expected) nbytes = round_up(nbytes, kGranularity);
+  expected_ = std::move(expected);
+  next_expected_ = 0;
+}
+
+bool BoundedMemory::take_range(size_t offset, size_t nbytes) {
+  if (offset % kGranularity != 0 || offset > range_nbytes_ || nbytes > range_nbytes_ - offset) {
+    return false;
+  }
+  auto it = free_ranges_.upper_bound(offset);
+  if (it == free_ranges_.begin()) return false;
+  --it;
+  const size_t start = it->first, end = it->first + it->second;
+  if (offset + nbytes > end) return false;
+  free_ranges_.erase(it);
+  if (offset > start) free_ranges_.emplace(start, offset - start);
+  if (offset + nbytes < end) free_ranges_.emplace(offset + nbytes, end - offset - nbytes);
+  return true;
 }
 
 void BoundedMemory::free(void* ptr, size_t nbytes) {

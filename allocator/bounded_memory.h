@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "allocator/memory_source.h"
 
@@ -45,6 +46,13 @@ class BoundedMemory final : public MemorySource {
   size_t alignment() const override { return kGranularity; }
   std::string name() const override { return name_; }
   bool host_accessible() const override { return true; }
+  // Follows a recorded layout: the k-th allocate() of expected[k].second bytes (rounded) is
+  // placed at offset expected[k].first when that range is free, so segments keep the order by
+  // address they had where recorded (a caching allocator breaks ties between equal free blocks
+  // by address). The first request that differs in size, or whose place is taken or outside the
+  // range, ends the list: first fit from then on.
+  void follow_placements(std::vector<std::pair<size_t, size_t>> expected);
+
   // Start of the reserved range; `ptr - address_base()` is a deterministic device address.
   uintptr_t address_base() const override { return reinterpret_cast<uintptr_t>(base_); }
 
@@ -71,10 +79,16 @@ class BoundedMemory final : public MemorySource {
   char* base_ = nullptr;
 
   mutable std::mutex mutex_;
-  size_t in_use_ = 0;                       // guarded by mutex_
-  std::map<size_t, size_t> free_ranges_;    // offset -> nbytes, address-ordered, coalesced
-  std::map<size_t, size_t> regions_;        // reserved regions: offset -> nbytes
-  std::map<size_t, size_t> region_mapped_;  // reserved regions: offset -> mapped bytes
+  size_t in_use_ = 0;                                // guarded by mutex_
+  std::map<size_t, size_t> free_ranges_;             // offset -> nbytes, address-ordered, coalesced
+  std::map<size_t, size_t> regions_;                 // reserved regions: offset -> nbytes
+  std::map<size_t, size_t> region_mapped_;           // reserved regions: offset -> mapped bytes
+  std::vector<std::pair<size_t, size_t>> expected_;  // follow_placements(): offset, bytes
+  size_t next_expected_ = 0;
+
+  // Requires mutex_. Takes [offset, offset + nbytes) out of the free ranges; false when it is
+  // not wholly free.
+  bool take_range(size_t offset, size_t nbytes);
 
   // Requires mutex_. The region starting at `region.base`; throws InternalError when unknown.
   std::map<size_t, size_t>::iterator find_region(const VirtualRegion& region, size_t offset,

@@ -118,6 +118,44 @@ CachingAllocator::BlockRecord* CachingAllocator::alloc_segment(BlockPool& pool, 
   return block;
 }
 
+std::optional<PolicyAllocator::Seeded> CachingAllocator::place_seed(const SeedSegment& seed) {
+  BlockPool& pool = seed.small_pool ? small_ : large_;
+  void* ptr = obtain_segment(stat_pool(pool), seed.nbytes, seed.stream);
+  if (ptr == nullptr) return std::nullopt;
+  auto* segment = new detail::Segment{static_cast<char*>(ptr), seed.nbytes, seed.stream,
+                                      seed.small_pool, nullptr};
+  segments_.insert(segment);
+  Seeded out;
+  BlockRecord* prev = nullptr;
+  char* at = segment->ptr;
+  for (const SeedBlock& b : seed.blocks) {
+    BlockRecord* block = records_.make();
+    block->ptr = at;
+    block->size = b.nbytes;
+    block->stream = seed.stream;
+    block->segment = segment;
+    block->prev = prev;
+    (prev != nullptr ? prev->next : segment->head) = block;
+    if (b.allocated) {
+      block->allocated = true;
+      block->requested_size = b.requested;
+      out.allocated.emplace_back(block->ptr, block->size, stat_pool(pool), block);
+    }
+    at += b.nbytes;
+    prev = block;
+  }
+  // Cached once linked, so that is_split() sees the neighbours.
+  for (BlockRecord* block = segment->head; block != nullptr; block = block->next) {
+    if (block->allocated) continue;
+    pool.insert(block);
+    if (block->is_split()) {
+      out.free_splits.blocks += 1;
+      out.free_splits.bytes += static_cast<int64_t>(block->size);
+    }
+  }
+  return out;
+}
+
 bool CachingAllocator::should_split(const BlockRecord* block, size_t size) const {
   const size_t remaining = block->size - size;
   if (block->segment->small_pool) return remaining >= kMinBlockSize;

@@ -57,6 +57,8 @@ class CachingAllocator final : public PolicyAllocator {
   // Always true: PyTorch retries (and counts the retry) whatever was released.
   bool release_cached() override;
   void describe(std::vector<SegmentSnapshot>& out) const override;
+  // A segment of exactly segment.nbytes in its pool, its blocks linked as described.
+  std::optional<Seeded> place_seed(const SeedSegment& segment) override;
   // Waits when other streams used the block (record_stream).
   bool defer_free(const Block& block) override;
   void note_stream_use(const Block& block, StreamId stream) override;

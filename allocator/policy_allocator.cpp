@@ -103,6 +103,37 @@ Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
   return Block{placed.ptr, placed.nbytes, nbytes, stream, placed.pool, placed.record};
 }
 
+std::optional<std::vector<Block>> PolicyAllocator::seed(const SeedSegment& segment) {
+  size_t tiled = 0;
+  for (const SeedBlock& b : segment.blocks) {
+    internal_check(
+        b.nbytes > 0 && b.nbytes % kMinBlockSize == 0 && b.nbytes <= segment.nbytes - tiled,
+        "seed: blocks must be multiples of 512 bytes that tile the segment");
+    tiled += b.nbytes;
+  }
+  internal_check(
+      segment.nbytes > 0 && tiled == segment.nbytes && segment.nbytes <= kMaxAllocationBytes,
+      "seed: the blocks must tile the segment exactly");
+  std::lock_guard<std::mutex> guard(mutex_);
+  const std::optional<Seeded> seeded = place_seed(segment);
+  if (!seeded) return std::nullopt;
+  MemoryStats& s = books_->stats_;
+  std::vector<Block> out;
+  size_t next = 0;
+  for (const Placement& placed : seeded->allocated) {
+    while (!segment.blocks[next].allocated) ++next;
+    const size_t requested = segment.blocks[next++].requested;
+    count_alloc(s, placed.pool, placed.nbytes, requested);
+    if (is_oversize(placed.nbytes)) s.oversize_allocations.increase(1);
+    trace_event(TraceAction::Alloc, placed.ptr, placed.nbytes, requested, segment.stream);
+    out.push_back(
+        Block{placed.ptr, placed.nbytes, requested, segment.stream, placed.pool, placed.record});
+  }
+  const StatPool pool = segment.small_pool ? StatPool::SmallPool : StatPool::LargePool;
+  count_split(s, pool, seeded->free_splits);
+  return out;
+}
+
 void PolicyAllocator::throw_too_large(size_t nbytes) const {
   OutOfMemoryInfo info = oom_info(source_, nbytes, nbytes, stats());
   info.too_large = true;

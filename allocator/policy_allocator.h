@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,20 @@ struct Request {
   size_t nbytes = 0;  // 1 to kMaxAllocationBytes: what the caller asked for
   StreamId stream = kDefaultStream;
   bool retry = false;  // the one retry after release_cached()
+};
+
+// A segment as a replay finds it at the start of a recorded history (PolicyAllocator::seed):
+// its size, stream and pool, and the blocks that tile it in address order, allocated or free.
+struct SeedBlock {
+  size_t nbytes = 0;     // the block's bytes (a multiple of 512)
+  size_t requested = 0;  // an allocated block's requested bytes
+  bool allocated = false;
+};
+struct SeedSegment {
+  size_t nbytes = 0;
+  StreamId stream = kDefaultStream;
+  bool small_pool = false;
+  std::vector<SeedBlock> blocks;
 };
 
 // Where a policy put a request: the answer of PolicyAllocator::place.
@@ -91,6 +106,13 @@ class PolicyAllocator {
   // Returns cached memory that holds no allocated block to the source (what release_cached
   // releases). Allocated memory is never touched.
   void empty_cache();
+  // Makes `segment` as it is described: a segment of exactly its bytes on its stream and pool,
+  // its allocated blocks handed out (returned in address order, counted and traced as allocations
+  // are) and its free blocks cached, as a replay's start state. nullopt when the policy cannot
+  // make a segment to order (only the caching policy can) or the source refuses it (nothing
+  // obtained or counted then). Blocks that do not tile the segment in multiples of 512 bytes are
+  // an InternalError (the caller checks what it reads).
+  std::optional<std::vector<Block>> seed(const SeedSegment& segment);
   // The segments and their blocks, sorted by address. Allocates: host memory only.
   std::vector<SegmentSnapshot> snapshot() const;
   // The policy's name as MEMGRAD_ALLOC_CONF spells it: "caching", "passthrough", ...
@@ -164,6 +186,14 @@ class PolicyAllocator {
   // with finish_free(), once the streams that used the block are done. The default waits for
   // nothing. A policy that keeps a block's live state should check it here or in take_back.
   virtual bool defer_free(const Block& /*block*/) { return false; }
+  // Recreates `segment` (seed()) with obtain_segment(): the placements of its allocated blocks in
+  // address order and the inactive_split tally of its free ones; nullopt, having obtained
+  // nothing, when the policy cannot (the default) or the source refuses the segment.
+  struct Seeded {
+    std::vector<Placement> allocated;
+    SplitTally free_splits;  // the segment's free blocks, when it has more than one block
+  };
+  virtual std::optional<Seeded> place_seed(const SeedSegment& /*segment*/) { return std::nullopt; }
   // `stream` also uses `block` (record_stream). The default ignores it.
   virtual void note_stream_use(const Block& /*block*/, StreamId /*stream*/) {}
   // The bytes the policy obtains from its source for a request of `nbytes` (its segment size):

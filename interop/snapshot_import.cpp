@@ -27,6 +27,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "allocator/caching_allocator.h"
+#include "allocator/sizes.h"
 #include "interop/allocator_settings.h"
 #include "interop/error.h"
 #include "interop/pickle_reader.h"
@@ -218,13 +220,24 @@ void check_reserved(ReservedBytes reserved, const Place& where) {
 }
 
 struct LiveBlock {
-  uint64_t size = 0;
+  uint64_t size = 0;  // requested bytes
   StreamId stream = kDefaultStream;
+  uint64_t block_size = 0;  // the block's bytes, when the final segments say (0: unknown)
+};
+
+// A segment of the device at the end of the history, as `segments` lists it.
+struct FinalSegment {
+  uint64_t address = 0;
+  uint64_t nbytes = 0;
+  StreamId stream = kDefaultStream;
+  bool small_pool = false;
+  bool expandable = false;
 };
 
 // The blocks active at the end on `device` (address -> requested bytes) and notes on pools.
 std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, int device,
-                                                ImportedSnapshot& out) {
+                                                ImportedSnapshot& out,
+                                                std::vector<FinalSegment>& finals) {
   std::map<uint64_t, LiveBlock> live;
   size_t private_pools = 0;
   for (size_t s = 0; s < segments.size(); ++s) {
@@ -248,6 +261,14 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
       }
     }
     const StreamId stream = stream_of(seg, where);
+    const PyValue* type = seg.find("segment_type");
+    const PyValue* expandable = seg.find("is_expandable");
+    finals.push_back({address, total, stream,
+                      type != nullptr && type->kind() == PyValue::Kind::Str
+                          ? type->as_str() == "small"
+                          : total == kSmallBuffer,
+                      expandable != nullptr && expandable->kind() == PyValue::Kind::Bool &&
+                          expandable->as_bool()});
     const PyValue::Items& blocks = list_at(seg, "blocks", where);
     for (size_t b = 0; b < blocks.size(); ++b) {
       const std::string bwhere = fmt::format("{}.blocks[{}]", where, b);
@@ -265,7 +286,7 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
       if (active) {
         const uint64_t requested =
             block.find("requested_size") != nullptr ? field(block, "requested_size", bwhere) : size;
-        live[address] = {requested, stream};
+        live[address] = {requested, stream, size};
       }
       address += size;
     }
@@ -581,6 +602,98 @@ size_t request_bound(const RecordedEvents& recorded, size_t before) {
   return bound;
 }
 
+// The segments and blocks the history starts from: the final segments, less those the history
+// obtained and plus those it released (walked back from the end, as PyTorch's viewer does), each
+// tiled by the blocks live before the history and free gaps between them. A block freed within
+// the history without its allocation has its requested bytes rounded as the caching policy rounds
+// them (the final segments give the others' sizes). nullopt, with out.start_note saying why, when
+// the history cannot be walked back exactly: expandable segments (mapped page by page), a segment
+// event the final segments contradict, a block outside every segment or overlapping another.
+std::optional<StartState> start_state(const std::vector<FinalSegment>& finals,
+                                      const RecordedEvents& recorded, const ContextTable& contexts,
+                                      const std::map<uint64_t, LiveBlock>& before,
+                                      ImportedSnapshot& out) {
+  const auto give_up = [&](std::string why) -> std::optional<StartState> {
+    out.start_note = std::move(why);
+    return std::nullopt;
+  };
+  if (out.config.policy != "caching") {
+    return give_up(fmt::format("recorded with {}: only the caching policy's segments are rebuilt",
+                               out.config.to_string()));
+  }
+  std::map<uint64_t, FinalSegment> segments;
+  for (const FinalSegment& f : finals) {
+    if (f.expandable) return give_up("expandable segments are mapped page by page");
+    segments[f.address] = f;
+  }
+  for (auto e = recorded.rbegin(); e != recorded.rend(); ++e) {
+    if (e->action == TraceAction::SegmentMap || e->action == TraceAction::SegmentUnmap) {
+      return give_up("expandable segments are mapped page by page");
+    }
+    if (e->action == TraceAction::SegmentAlloc) {
+      const auto it = segments.find(e->address);
+      if (it == segments.end() || it->second.nbytes != e->nbytes) {
+        return give_up(
+            fmt::format("a segment_alloc of {} bytes at {:#x} that the final segments "
+                        "do not hold",
+                        e->nbytes, e->address));
+      }
+      segments.erase(it);
+    } else if (e->action == TraceAction::SegmentFree) {
+      if (segments.contains(e->address)) {
+        return give_up(fmt::format("a segment_free at {:#x}, a segment held then", e->address));
+      }
+      segments[e->address] = {e->address, e->nbytes, contexts.stream(e->stream),
+                              e->nbytes == kSmallBuffer, false};
+    }
+  }
+  StartState start;
+  std::map<uint64_t, size_t> event_of;  // a block from before the history -> its Alloc event
+  for (const auto& [address, block] : before) event_of.emplace(address, event_of.size());
+  auto block = before.begin();
+  for (const auto& [address, seg] : segments) {
+    if (block != before.end() && block->first < address) {
+      return give_up(
+          fmt::format("a block at {:#x}, from before the history, is in no segment", block->first));
+    }
+    SeedSegment seed{seg.nbytes, seg.stream, seg.small_pool, {}};
+    uint64_t at = address;
+    const uint64_t end = address + seg.nbytes;
+    for (; block != before.end() && block->first < end; ++block) {
+      const LiveBlock& b = block->second;
+      const uint64_t nbytes =
+          b.block_size > 0 ? b.block_size : CachingAllocator::round_size(b.size, out.config);
+      if (block->first < at || nbytes > end - block->first) {
+        return give_up(
+            fmt::format("the block at {:#x} ({} bytes) overlaps another or its "
+                        "segment's end",
+                        block->first, nbytes));
+      }
+      if (block->first > at) seed.blocks.push_back({block->first - at, 0, false});
+      seed.blocks.push_back({nbytes, b.size, true});
+      start.alloc_events.push_back(event_of.at(block->first));
+      at = block->first + nbytes;
+    }
+    if (at < end) seed.blocks.push_back({end - at, 0, false});
+    // A gap that is no multiple of 512 bytes cannot be a block.
+    for (const SeedBlock& s : seed.blocks) {
+      if (s.nbytes % kMinBlockSize != 0) {
+        return give_up(
+            fmt::format("the segment at {:#x} would hold a block of {} bytes, not a "
+                        "multiple of {}",
+                        address, s.nbytes, kMinBlockSize));
+      }
+    }
+    start.segments.push_back(std::move(seed));
+    start.addresses.push_back(address);
+  }
+  if (block != before.end()) {
+    return give_up(
+        fmt::format("a block at {:#x}, from before the history, is in no segment", block->first));
+  }
+  return start;
+}
+
 // import_snapshot, with the entries of device_traces[d] taken from `streamed` where it took them.
 ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
                              TraceSink* streamed) {
@@ -602,7 +715,8 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     if (info->find("capacity") != nullptr) out.capacity = field(*info, "capacity", "memgrad");
   }
   read_allocator_settings(snapshot.find("allocator_settings"), out.config, out.notes);
-  std::map<uint64_t, LiveBlock> live_at_end = final_live_blocks(segments, out.device, out);
+  std::vector<FinalSegment> finals;
+  std::map<uint64_t, LiveBlock> live_at_end = final_live_blocks(segments, out.device, out, finals);
   if (traces.empty())
     throw TraceError("device_traces: empty (no history was recorded)", "device_traces");
   const PyValue& trace_value = traces[static_cast<size_t>(out.device)];
@@ -640,6 +754,7 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
     out.events.push_back({TraceAction::Alloc, block.stream, 0, address, block.size, block.size, 0,
                           0, contexts.intern({"before history", "", "", ""})});
   }
+  out.start = start_state(finals, recorded, contexts, before, out);
 
   // The requests, with empty_cache() where a burst of segment frees shows one, and the peak of
   // the reserved bytes the segment events imply (walked back from the end).
@@ -654,18 +769,22 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
       out.capacity > 0
           ? static_cast<size_t>(static_cast<double>(out.capacity) * out.config.memory_fraction)
           : whole_peak;
+  size_t retries = 0;
   for (size_t i = 0; i < recorded.size(); ++i) {
     TraceEvent e = trace_event_of(recorded[i], contexts);
     const auto releases = [](TraceAction a) {
       return a == TraceAction::SegmentFree || a == TraceAction::SegmentUnmap;
     };
-    if (releases(e.action) && (i == 0 || !releases(recorded[i - 1].action)) &&
-        is_empty_cache(recorded, i, reserved_size(reserved), limit,
-                       out.config.garbage_collection_threshold > 0.0,
-                       out.config.policy == "passthrough" || out.config.policy == "planned",
-                       out.config.policy == "stitch")) {
-      out.events.push_back(
-          {TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0, e.context});
+    if (releases(e.action) && (i == 0 || !releases(recorded[i - 1].action))) {
+      if (is_empty_cache(recorded, i, reserved_size(reserved), limit,
+                         out.config.garbage_collection_threshold > 0.0,
+                         out.config.policy == "passthrough" || out.config.policy == "planned",
+                         out.config.policy == "stitch")) {
+        out.events.push_back(
+            {TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0, e.context});
+      } else {
+        ++retries;  // the release before a retried segment allocation, or the policy's own
+      }
     }
     if (e.action == TraceAction::Oom && !out.recorded_oom) {
       out.recorded_oom = true;
@@ -694,6 +813,16 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
       out.recorded_peak_reserved = std::max(out.recorded_peak_reserved, reserved_size(reserved));
     }
     out.events.push_back(e);
+  }
+  if (out.capacity == 0 && retries > 0 && out.config.policy == "caching") {
+    // The device ran out where each release was followed by a segment allocation that did not fit
+    // under the peak: a device of the peak's size runs out at the same requests.
+    out.capacity = whole_peak;
+    out.notes.push_back(fmt::format(
+        "the device's capacity is not recorded: taken as the peak reserved, {} bytes ({} "
+        "release{} of the cache before a segment allocation above it show{} where the device "
+        "ran out)",
+        whole_peak, retries, retries == 1 ? "" : "s", retries == 1 ? "s" : ""));
   }
   out.contexts = contexts.take();
   return out;

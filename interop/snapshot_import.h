@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "allocator/config.h"
+#include "allocator/policy_allocator.h"
 #include "allocator/trace.h"
 #include "interop/py_value.h"
 
@@ -25,6 +26,15 @@ PyValue read_snapshot_file(const std::string& path);
 bool is_snapshot_bytes(std::string_view bytes);
 
 // A snapshot read back as one device's request stream.
+// The state a recorded history starts from: its segments in address order (blocks tiling each,
+// allocated or free) and, for each allocated block in that order, the index in
+// ImportedSnapshot::events of the allocation "before history" it stands for.
+struct StartState {
+  std::vector<SeedSegment> segments;
+  std::vector<uint64_t> addresses;  // each segment's recorded address
+  std::vector<size_t> alloc_events;
+};
+
 struct ImportedSnapshot {
   int device = 0;           // the device index whose trace it is
   std::string device_name;  // memgrad's name when memgrad wrote it, else "cuda:N"
@@ -46,7 +56,12 @@ struct ImportedSnapshot {
   size_t history_events = 0;   // the device's trace entries that are events (0: no history)
   size_t segments_at_end = 0;  // the device's segments in `segments`
   size_t reserved_at_end = 0;  // and their bytes
-  AllocatorConfig config;      // the caching policy with the snapshot's settings
+  // The segments and blocks at the start of the history (the final ones walked back through it),
+  // which a replay recreates before its first request; nullopt when that cannot be exact, with
+  // the reason in start_note.
+  std::optional<StartState> start;
+  std::string start_note;
+  AllocatorConfig config;  // the caching policy with the snapshot's settings
   // What the replay cannot model, one line each with the choice made (several streams,
   // private pools, an overflowed ring buffer, settings memgrad lacks, several devices).
   std::vector<std::string> notes;

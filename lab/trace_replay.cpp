@@ -54,6 +54,32 @@ double timed_pass(const ReplayPlan& plan, const AllocatorConfig& config, size_t 
   return end == 0 ? 0.0 : elapsed.count() / static_cast<double>(end);
 }
 
+// Recreates `start` on `alloc`: each allocated block goes to the slot of the plan's allocation
+// it stands for, which `seeded` marks as served. Returns why it could not ("" when it could).
+std::string seed_start(const StartState& start, const ReplayPlan& plan, PolicyAllocator& alloc,
+                       std::vector<Block>& blocks, std::vector<bool>& seeded) {
+  std::map<size_t, size_t> op_of_event;
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    if (plan.ops[i].alloc) op_of_event.emplace(plan.ops[i].event, i);
+  }
+  size_t next = 0;
+  for (const SeedSegment& segment : start.segments) {
+    const std::optional<std::vector<Block>> made = alloc.seed(segment);
+    if (!made) {
+      return fmt::format("the {} policy cannot recreate a segment of {} bytes", alloc.policy_name(),
+                         segment.nbytes);
+    }
+    for (const Block& block : *made) {
+      internal_check(next < start.alloc_events.size(), "a start state with too few allocations");
+      const auto it = op_of_event.find(start.alloc_events[next++]);
+      internal_check(it != op_of_event.end(), "a start state's block stands for no allocation");
+      blocks[plan.ops[it->second].slot] = block;
+      seeded[it->second] = true;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 ReplayPlan plan_replay(const std::vector<TraceEvent>& events) {
@@ -113,9 +139,15 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
   r.policy = config.policy;
   r.capacity = capacity;
   BoundedMemory memory(capacity, "sim:0");
+  if (!options.placements.empty()) memory.follow_placements(options.placements);
   std::unique_ptr<PolicyAllocator> alloc = make_allocator(config, memory);
-  if (options.record_trace) alloc->trace().enable();
   std::vector<Block> blocks(plan.slots);
+  std::vector<bool> seeded(plan.ops.size());
+  if (options.start != nullptr) {
+    r.start_refused = seed_start(*options.start, plan, *alloc, blocks, seeded);
+    if (!r.start_refused.empty()) return r;
+  }
+  if (options.record_trace) alloc->trace().enable();
   double fragmentation_sum = 0.0;
   size_t fragmentation_count = 0;
   size_t tracked_peak = 0;  // reserved after a request, at most
@@ -131,7 +163,9 @@ ReplayResult replay(const ReplayPlan& plan, const AllocatorConfig& config, size_
       scope.emplace(&options.contexts->at(plan.contexts[i]));
     }
     try {
-      if (op.alloc) {
+      if (seeded[i]) {
+        ++r.allocs;  // made with the start state
+      } else if (op.alloc) {
         blocks[op.slot] = alloc->allocate(op.nbytes, op.stream);
         ++r.allocs;
       } else if (op.empty_cache) {

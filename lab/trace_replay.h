@@ -24,6 +24,7 @@
 #include "allocator/policy_allocator.h"
 #include "allocator/stats.h"
 #include "allocator/trace.h"
+#include "interop/snapshot_import.h"
 #include "interop/trace_reader.h"
 
 namespace memgrad {
@@ -71,7 +72,8 @@ struct ReplayResult {
   FragmentationReport fragmentation_report_at_peak;
   double hard_mean = 0.0;
   double soft_mean = 0.0;
-  int64_t source_calls = 0;  // num_device_alloc + num_device_free (page maps for expandable)
+  std::string start_refused;  // why ReplayOptions::start could not be recreated ("": it was)
+  int64_t source_calls = 0;   // num_device_alloc + num_device_free (page maps for expandable)
   bool oom = false;
   size_t oom_event = 0;  // trace event index of the request that failed
   size_t oom_op = 0;     // its index in the plan
@@ -86,6 +88,14 @@ struct ReplayOptions {
   int timed_passes = 0;       // extra passes, each on a fresh device, timed without stats reads
   bool record_trace = false;  // fill ReplayResult::events (contexts: those of `contexts`)
   const std::vector<TraceContextRecord>* contexts = nullptr;  // the recording's, for the trace
+  // The segments and blocks to recreate before the first request (PolicyAllocator::seed), with
+  // the plan's allocations they stand for, which are then not served again: a recorded history
+  // replayed from the state it started in. The trace (record_trace) starts after them. A policy
+  // that cannot seed is refused: ReplayResult::start_refused says so and nothing is served.
+  const StartState* start = nullptr;
+  // Where the simulated device places its first segments (offset, bytes), in order: a recorded
+  // layout followed (BoundedMemory::follow_placements); empty: first fit.
+  std::vector<std::pair<size_t, size_t>> placements;
   // Called with the allocator at the end of the serving pass, before its live blocks are freed
   // (to read what a policy counts beyond the stats, e.g. the planned policy's fallbacks).
   std::function<void(const PolicyAllocator&)> inspect = nullptr;

@@ -300,6 +300,26 @@ RecordedTrace read_requests(const std::string& path, std::optional<int> device,
   trace.capacity = imported.capacity;
   trace.events = std::move(imported.events);
   trace.contexts = imported.contexts;
+  if (imported.start) {
+    size_t blocks = 0, allocated = 0, reserved = 0;
+    for (const SeedSegment& seg : imported.start->segments) {
+      reserved += seg.nbytes;
+      for (const SeedBlock& b : seg.blocks) {
+        blocks += b.allocated ? 1 : 0;
+        allocated += b.allocated ? b.nbytes : 0;
+      }
+    }
+    fmt::print(
+        "start state: {} segments ({}), {} blocks allocated ({}), {} free in them: the final "
+        "segments walked back through the history\n",
+        imported.start->segments.size(), mib(reserved), blocks, mib(allocated),
+        mib(reserved - allocated));
+  } else if (imported.live_before_history > 0 && !imported.start_note.empty()) {
+    fmt::print(
+        "note: the start state is not rebuilt ({}): --validate compares from the first "
+        "segment event after the blocks from before the history\n",
+        imported.start_note);
+  }
   for (const std::string& note : imported.notes) fmt::print("note: {}\n", note);
   if (imported.failed_requests > 0) {
     fmt::print(
@@ -316,17 +336,46 @@ RecordedTrace read_requests(const std::string& path, std::optional<int> device,
   return trace;
 }
 
+// The recorded segments' places relative to the lowest of them, in the order the replay obtains
+// them: the start state's, then each segment_alloc's. Among equal free blocks the caching
+// allocator takes the lowest address, so the replay follows the recorded order by address.
+std::vector<std::pair<size_t, size_t>> recorded_placements(const StartState& start,
+                                                           const ImportedSnapshot& imported) {
+  std::vector<std::pair<uint64_t, uint64_t>> recorded;
+  for (size_t i = 0; i < start.segments.size(); ++i) {
+    recorded.emplace_back(start.addresses[i], start.segments[i].nbytes);
+  }
+  for (const TraceEvent& e : imported.recorded_segments) {
+    if (e.action == TraceAction::SegmentAlloc) recorded.emplace_back(e.address, e.nbytes);
+  }
+  uint64_t lowest = UINT64_MAX;
+  for (const auto& [address, nbytes] : recorded) lowest = std::min(lowest, address);
+  std::vector<std::pair<size_t, size_t>> placements;
+  for (const auto& [address, nbytes] : recorded) placements.emplace_back(address - lowest, nbytes);
+  return placements;
+}
+
 // Replays `plan` with the recording's own policy and settings and compares its segment
 // decisions with the recorded ones. Returns 0 when identical, 4 otherwise.
 int validate(const ReplayPlan& plan, const RecordedTrace& trace, const ImportedSnapshot& imported,
              size_t capacity) {
-  const ReplayResult r = replay(plan, imported.config, capacity, {.record_trace = true});
-  // Segments of blocks from before the history are not in the recording: skip the replay's
-  // events up to its last allocation of such a block.
+  // From the recorded start state when it was rebuilt (the trace then starts after it); else the
+  // blocks from before the history come first, and the replay's events up to its last
+  // allocation of such a block are not compared (the recording has no events for them).
+  const StartState* start = imported.start ? &*imported.start : nullptr;
+  const ReplayResult r = replay(plan, imported.config, capacity,
+                                {.record_trace = true,
+                                 .start = start,
+                                 .placements = start ? recorded_placements(*start, imported)
+                                                     : std::vector<std::pair<size_t, size_t>>{}});
+  if (!r.start_refused.empty()) {
+    fmt::print("\nvalidate: not compared: {}\n", r.start_refused);
+    return 4;
+  }
   std::vector<TraceEvent> replayed;
   size_t allocs = 0;
   for (const TraceEvent& e : r.events) {
-    if (allocs >= imported.live_before_history) replayed.push_back(e);
+    if (start != nullptr || allocs >= imported.live_before_history) replayed.push_back(e);
     if (e.action == TraceAction::Alloc) ++allocs;
   }
   size_t segment_events = 0;
@@ -353,8 +402,8 @@ int validate(const ReplayPlan& plan, const RecordedTrace& trace, const ImportedS
                imported.recorded_oom ? "did" : "did not");
   }
   const std::optional<SegmentDivergence> d = compare_segments(recorded, replayed);
-  const bool same_peak =
-      imported.live_before_history > 0 || r.peak_reserved == imported.recorded_peak_reserved;
+  const bool same_peak = (start == nullptr && imported.live_before_history > 0) ||
+                         r.peak_reserved == imported.recorded_peak_reserved;
   if (!d && same_peak && r.oom == imported.recorded_oom) {
     fmt::print(
         "validate: identical: {} segment events (action and size, in order), peak reserved "

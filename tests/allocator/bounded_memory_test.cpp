@@ -113,6 +113,43 @@ TEST_CASE("bounded memory is real host memory and freed pages read as zero when 
   m.free(q, n);
 }
 
+TEST_CASE("bounded memory follows recorded placements until the first request that differs") {
+  BoundedMemory memory(64 * kMiB, "sim:0");
+  const auto offset = [&](void* p) {
+    return reinterpret_cast<uintptr_t>(p) - memory.address_base();
+  };
+  // Recorded: 2 MiB at 40 MiB, 20 MiB at 0, 1000 bytes (rounded to 1024) at 30 MiB, then 4 MiB
+  // at 50 MiB.
+  memory.follow_placements(
+      {{40 * kMiB, 2 * kMiB}, {0, 20 * kMiB}, {30 * kMiB, 1000}, {50 * kMiB, 4 * kMiB}});
+  void* a = memory.allocate(2 * kMiB);
+  void* b = memory.allocate(20 * kMiB);
+  void* c = memory.allocate(1024);
+  CHECK_EQ(offset(a), 40 * kMiB);
+  CHECK_EQ(offset(b), 0);
+  CHECK_EQ(offset(c), 30 * kMiB);
+  CHECK_EQ(memory.bytes_in_use(), 22 * kMiB + 1024);
+  // A request of another size ends the list: first fit (right after b), and so for the rest.
+  void* d = memory.allocate(8 * kMiB);
+  CHECK_EQ(offset(d), 20 * kMiB);
+  void* e = memory.allocate(4 * kMiB);
+  CHECK_NE(offset(e), 50 * kMiB);
+  // The capacity still decides: 64 MiB in all.
+  CHECK_EQ(memory.allocate(40 * kMiB), nullptr);
+  for (auto [p, n] :
+       {std::pair{a, 2 * kMiB}, {b, 20 * kMiB}, {c, size_t{1024}}, {d, 8 * kMiB}, {e, 4 * kMiB}}) {
+    memory.free(p, n);
+  }
+  CHECK_EQ(memory.bytes_in_use(), 0);
+  // A place already taken ends the list too.
+  void* f = memory.allocate(kMiB);  // at 0
+  memory.follow_placements({{0, kMiB}});
+  void* g = memory.allocate(kMiB);
+  CHECK_EQ(offset(g), kMiB);
+  memory.free(f, kMiB);
+  memory.free(g, kMiB);
+}
+
 TEST_CASE("a bounded memory of zero capacity is a ConfigError") {
   CHECK_THROWS_WITH_AS(BoundedMemory(0, "sim:0"), doctest::Contains("capacity must be > 0"),
                        ConfigError);

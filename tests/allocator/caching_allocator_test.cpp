@@ -3,6 +3,9 @@
 // large segments below 10 MiB, 2 MiB-rounded segments above.
 #include <doctest/doctest.h>
 
+#include <optional>
+#include <vector>
+
 #include "allocator/bounded_memory.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/error.h"
@@ -190,6 +193,56 @@ TEST_CASE("empty_cache releases only segments with nothing allocated") {
   CHECK_EQ(d.alloc.memory_reserved(), 2 * MiB);
   CHECK_EQ(d.memory.bytes_in_use(), 2 * MiB);
   d.alloc.free(small);
+  d.alloc.empty_cache();
+  CHECK_EQ(d.alloc.memory_reserved(), 0);
+  CHECK_EQ(d.memory.bytes_in_use(), 0);
+}
+
+TEST_CASE("seed makes a segment to order: its blocks handed out or cached, counted as allocated") {
+  // A 20 MiB large segment as a recording ended it: 2 MiB allocated, 3 MiB free, 15 MiB
+  // allocated; then a 2 MiB small one, wholly free.
+  Device d;
+  const std::optional<std::vector<Block>> large = d.alloc.seed(
+      {20 * kMiB,
+       kDefaultStream,
+       false,
+       {{2 * kMiB, 2000000, true}, {3 * kMiB, 0, false}, {15 * kMiB, 15 * kMiB, true}}});
+  REQUIRE(large.has_value());
+  REQUIRE_EQ(large->size(), 2);
+  CHECK_EQ(offset(d, (*large)[0]), 0);
+  CHECK_EQ((*large)[0].nbytes, 2 * MiB);
+  CHECK_EQ((*large)[0].requested, 2000000);
+  CHECK_EQ(offset(d, (*large)[1]), 5 * MiB);
+  const std::optional<std::vector<Block>> small =
+      d.alloc.seed({2 * kMiB, kDefaultStream, true, {{2 * kMiB, 0, false}}});
+  REQUIRE(small.has_value());
+  CHECK(small->empty());
+  const MemoryStats s = d.alloc.stats();
+  CHECK_EQ(s.reserved_bytes.all().current, 22 * MiB);
+  CHECK_EQ(s.segment.all().current, 2);
+  CHECK_EQ(s.allocated_bytes.all().current, 17 * MiB);
+  CHECK_EQ(s.requested_bytes.all().current, 2000000 + 15 * MiB);
+  CHECK_EQ(s.allocation.all().current, 2);
+  CHECK_EQ(s.inactive_split.all().current, 1);  // the 3 MiB gap; the whole small one is no split
+  CHECK_EQ(s.inactive_split_bytes.all().current, 3 * MiB);
+  const std::vector<SegmentSnapshot> layout = d.alloc.snapshot();
+  REQUIRE_EQ(layout.size(), 2);
+  REQUIRE_EQ(layout[0].blocks.size(), 3);
+  CHECK(!layout[0].small_pool);
+  CHECK((layout[0].blocks[0].allocated && !layout[0].blocks[1].allocated &&
+         layout[0].blocks[2].allocated));
+  CHECK_EQ(layout[0].blocks[1].nbytes, 3 * MiB);
+  REQUIRE_EQ(layout[1].blocks.size(), 1);
+  CHECK(layout[1].small_pool);
+  // A 3 MiB request is served from the gap and a 4 KiB one from the small segment: no new one.
+  const Block gap = d.alloc.allocate(3 * MiB);
+  CHECK_EQ(offset(d, gap), 2 * MiB);
+  const Block tiny = d.alloc.allocate(4096);
+  CHECK_EQ(d.alloc.memory_reserved(), 22 * MiB);
+  CHECK_EQ(s.num_device_alloc + 0, d.alloc.stats().num_device_alloc);
+  // Freed, the blocks merge back into whole segments that empty_cache() returns.
+  for (const Block& b : {(*large)[0], (*large)[1], gap, tiny}) d.alloc.free(b);
+  CHECK_EQ(d.alloc.stats().inactive_split.all().current, 0);
   d.alloc.empty_cache();
   CHECK_EQ(d.alloc.memory_reserved(), 0);
   CHECK_EQ(d.memory.bytes_in_use(), 0);

@@ -461,6 +461,141 @@ TEST_CASE("a malformed snapshot is a TraceError naming the place and the value")
         std::string::npos);
 }
 
+TEST_CASE("a replay starts from the segments the history started with, wholly free ones too") {
+  // As PyTorch records after warm-up: a 20 MiB segment cached and wholly free when recording
+  // began serves a 5 MiB request (no segment_alloc), then empty_cache() releases it; a 2 MiB
+  // segment of stream 7 holds a block from before the history at its end and stays.
+  const int64_t big = int64_t{1} << 40, small = big + (64 << 20);
+  const auto event = [](const char* action, int64_t addr, int64_t size, int64_t stream) {
+    return PyValue::dict({{"action", action}, {"addr", addr}, {"size", size}, {"stream", stream}});
+  };
+  const PyValue kept_segment = PyValue::dict(
+      {{"device", 0},
+       {"address", small},
+       {"total_size", 2 << 20},
+       {"stream", 7},
+       {"segment_type", "small"},
+       {"blocks",
+        PyValue::list(
+            {PyValue::dict(
+                 {{"size", 4096}, {"requested_size", 4000}, {"state", "active_allocated"}}),
+             PyValue::dict({{"size", (2 << 20) - 4096}, {"state", "inactive"}})})}});
+  const PyValue snapshot =
+      PyValue::dict({{"segments", PyValue::list({kept_segment})},
+                     {"device_traces",
+                      PyValue::list({PyValue::list({event("alloc", big, 5 << 20, 0),
+                                                    event("free_requested", big, 5 << 20, 0),
+                                                    event("free_completed", big, 5 << 20, 0),
+                                                    event("segment_free", big, 20 << 20, 0)})})}});
+  const ImportedSnapshot imported = import_snapshot(snapshot);
+  REQUIRE(imported.start.has_value());
+  REQUIRE_EQ(imported.start->segments.size(), 2);
+  const SeedSegment& first = imported.start->segments[0];
+  CHECK_EQ(first.nbytes, 20 << 20);
+  CHECK_FALSE(first.small_pool);
+  REQUIRE_EQ(first.blocks.size(), 1);
+  CHECK_FALSE(first.blocks[0].allocated);
+  const SeedSegment& second = imported.start->segments[1];
+  CHECK_EQ(second.stream, 7);
+  CHECK(second.small_pool);
+  REQUIRE_EQ(second.blocks.size(), 2);
+  CHECK(second.blocks[0].allocated);
+  CHECK_EQ(second.blocks[0].requested, 4000);
+  CHECK_EQ(imported.start->alloc_events, std::vector<size_t>{0});
+  CHECK_EQ(imported.recorded_peak_reserved, 22 << 20);
+  // From that state the replay makes the recorded decisions: no segment for the 5 MiB request,
+  // and empty_cache() releasing the 20 MiB one.
+  const ReplayPlan plan = plan_replay(imported.events);
+  const ReplayResult from_start =
+      replay(plan, imported.config, 256 * kMiB, {.record_trace = true, .start = &*imported.start});
+  CHECK_EQ(from_start.start_refused, "");
+  CHECK_FALSE(compare_segments(imported.recorded_segments, from_start.events).has_value());
+  CHECK_EQ(from_start.peak_reserved, 22 << 20);
+  // From an empty device it makes a segment the recording never made.
+  const ReplayResult from_empty = replay(plan, imported.config, 256 * kMiB, {.record_trace = true});
+  const std::optional<SegmentDivergence> d =
+      compare_segments(imported.recorded_segments, from_empty.events);
+  REQUIRE(d.has_value());
+  CHECK_EQ(d->expected, "segment_free 20971520");
+  CHECK_EQ(d->got, "segment_alloc 2097152");
+  // A policy that cannot make segments to order says so and serves nothing.
+  AllocatorConfig passthrough;
+  passthrough.policy = "passthrough";
+  const ReplayResult refused = replay(plan, passthrough, 256 * kMiB, {.start = &*imported.start});
+  CHECK_EQ(refused.start_refused,
+           "the passthrough policy cannot recreate a segment of 20971520 bytes");
+  CHECK_EQ(refused.allocs, 0);
+}
+
+TEST_CASE(
+    "a release of the cache before a segment that did not fit replays on a device of the peak") {
+  // Recorded without a capacity: a 40 MiB segment holds a live block; a 20 MiB one of stream 0
+  // is cached, wholly free. A 30 MiB request on stream 1 fits in no free block of its stream,
+  // its cudaMalloc fails, PyTorch releases the cache (segment_free, no request) and retries. On a
+  // device of the peak reserved (40 + 30 MiB) the replay fails and retries at the same request;
+  // on a larger one it would not release anything.
+  const int64_t a = int64_t{1} << 40, b = a + (64 << 20), c = a + (128 << 20);
+  const auto event = [](const char* action, int64_t addr, int64_t size, int64_t stream) {
+    return PyValue::dict({{"action", action}, {"addr", addr}, {"size", size}, {"stream", stream}});
+  };
+  const auto segment = [](int64_t address, int64_t total, int64_t stream, int64_t used) {
+    return PyValue::dict(
+        {{"device", 0},
+         {"address", address},
+         {"total_size", total},
+         {"stream", stream},
+         {"segment_type", "large"},
+         {"blocks",
+          PyValue::list({PyValue::dict(
+              {{"size", used}, {"requested_size", used}, {"state", "active_allocated"}})})}});
+  };
+  const PyValue snapshot = PyValue::dict(
+      {{"segments",
+        PyValue::list({segment(a, 40 << 20, 0, 40 << 20), segment(c, 30 << 20, 1, 30 << 20)})},
+       {"device_traces", PyValue::list({PyValue::list({event("segment_free", b, 20 << 20, 0),
+                                                       event("segment_alloc", c, 30 << 20, 1),
+                                                       event("alloc", c, 30 << 20, 1)})})}});
+  const ImportedSnapshot imported = import_snapshot(snapshot);
+  REQUIRE(imported.start.has_value());
+  CHECK_EQ(imported.start->segments.size(), 2);
+  CHECK_EQ(imported.capacity, 70 << 20);
+  REQUIRE_FALSE(imported.notes.empty());
+  CHECK(imported.notes.back().find("taken as the peak reserved, 73400320 bytes (1 release") !=
+        std::string::npos);
+  const ReplayPlan plan = plan_replay(imported.events);
+  for (size_t capacity : {imported.capacity, size_t{256} << 20}) {
+    CAPTURE(capacity);
+    const ReplayResult r =
+        replay(plan, imported.config, capacity, {.record_trace = true, .start = &*imported.start});
+    const std::optional<SegmentDivergence> d =
+        compare_segments(imported.recorded_segments, r.events);
+    CHECK_EQ(d.has_value(), capacity != imported.capacity);
+    CHECK_EQ(r.stats.num_alloc_retries, capacity == imported.capacity ? 1 : 0);
+  }
+}
+
+TEST_CASE("the start state is not rebuilt where the history cannot be walked back exactly") {
+  const auto event = [](const char* action, int64_t addr, int64_t size) {
+    return PyValue::dict({{"action", action}, {"addr", addr}, {"size", size}, {"stream", 0}});
+  };
+  // A segment_alloc of a segment the final segments do not hold.
+  const ImportedSnapshot contradicted = import_snapshot(PyValue::dict(
+      {{"segments", PyValue::list()},
+       {"device_traces",
+        PyValue::list({PyValue::list({event("segment_alloc", 1 << 30, 2 << 20)})})}}));
+  CHECK_FALSE(contradicted.start.has_value());
+  CHECK(contradicted.start_note.find("a segment_alloc of 2097152 bytes at 0x40000000") !=
+        std::string::npos);
+  // Expandable segments: mapped page by page.
+  const ImportedSnapshot mapped = import_snapshot(PyValue::dict(
+      {{"segments", PyValue::list()},
+       {"device_traces",
+        PyValue::list({PyValue::list({event("segment_map", 1 << 30, 2 << 20),
+                                      event("segment_unmap", 1 << 30, 2 << 20)})})}}));
+  CHECK_FALSE(mapped.start.has_value());
+  CHECK_EQ(mapped.start_note, "expandable segments are mapped page by page");
+}
+
 TEST_CASE("a frame's line of 2^64 - 1 imports; a big int where a size is read names the field") {
   // A real snapshot's frame, line 2^64 - 1 (an unknown line, as the C++ unwinder reports it).
   const PyValue line =

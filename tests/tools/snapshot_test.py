@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -160,6 +161,7 @@ def record(name, argv, path):
 
 
 def setUpModule():
+    Recorded.started = time.time()
     Recorded.tmp = tempfile.mkdtemp(prefix="memgrad-snapshots-")
     jobs = []
     for program in behaviour_programs():
@@ -234,6 +236,30 @@ class MemgradSnapshots(unittest.TestCase):
                 last = traces[-1][-1]
                 self.assertEqual((last["action"], last["addr"]), ("snapshot", 0))
                 self.assertNotIn("frames", last)
+
+    def test_times_are_epoch_microseconds_and_frames_name_the_context(self):
+        # PyTorch writes time_us since the Unix epoch; its viewer shows each frame as
+        # filename:line:name, which memgrad fills with the op, module, phase and label.
+        started = int(Recorded.started * 1e6)
+        now = int(time.time() * 1e6)
+        kinds = set()
+        for path in self.pickles():
+            with self.subTest(snapshot=os.path.basename(path)):
+                snapshot = load(path)
+                for trace in snapshot["device_traces"]:
+                    for e in trace:
+                        self.assertTrue(started <= e["time_us"] <= now, e)
+                        for frame in e.get("frames", []):
+                            kinds.add(frame["filename"])
+                            self.assertEqual(frame["line"], 0)
+                            self.assertTrue(frame["name"])
+                for seg in snapshot["segments"]:
+                    for block in seg["blocks"]:
+                        self.assertIn("frames", block)  # [] for a free block, as PyTorch
+                        if block["state"] == "inactive":
+                            self.assertEqual(block["frames"], [])
+        self.assertEqual(kinds - {"op", "module", "phase", "label", "memgrad"}, set())
+        self.assertTrue({"op", "module", "phase"} <= kinds, kinds)
 
     def test_every_snapshot_replays_identically(self):
         for path in self.pickles():
@@ -616,6 +642,41 @@ class CommittedPytorchSnapshots(unittest.TestCase):
                 proc = replay(path, "--validate")
                 self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
                 self.assertIn("validate: identical", proc.stdout)
+
+
+SHARED_SNAPSHOTS = os.path.join(os.path.dirname(ROOT), "shared", "reference",
+                                "real-pytorch-snapshots")
+
+
+class SharedPytorchSnapshots(unittest.TestCase):
+    """Snapshots PyTorch users recorded on real GPUs (read where they are, never copied): each
+    replays from the start state rebuilt from its final segments (the first line says which)."""
+
+    # file: (segments, blocks allocated) at the start of its history
+    IDENTICAL = {
+        "jasper_snapshot.pickle": (3, 31),  # one wholly free 2 MiB segment at the start
+        "kk_cs336_systems_memory_logs_memory_ctx128_forward.pickle": (227, 324),  # line 2^64-1
+        "wedson_medium_128_inference.pickle": (98, 223),  # four wholly free segments
+        # 10 streams; 39 releases of the cache before retried segment allocations, which need
+        # the peak as the device's size and the recorded order of segments by address.
+        "maphsge_04d383c_snapshot.pickle": (131, 195),
+    }
+
+    def test_they_replay_identically_from_their_start_state(self):
+        if not os.path.isdir(SHARED_SNAPSHOTS):
+            self.skipTest(f"{SHARED_SNAPSHOTS} is not on this machine")
+        for name, (segments, blocks) in self.IDENTICAL.items():
+            with self.subTest(snapshot=name):
+                proc = replay(os.path.join(SHARED_SNAPSHOTS, name), "--validate")
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                self.assertRegex(proc.stdout, rf"(?m)^start state: {segments} segments \([0-9.]+ "
+                                              rf"MiB\), {blocks} blocks allocated")
+                self.assertIn("validate: identical", proc.stdout)
+        proc = replay(os.path.join(SHARED_SNAPSHOTS, "maphsge_04d383c_snapshot.pickle"),
+                      "--validate")
+        self.assertIn("note: the device's capacity is not recorded: taken as the peak reserved, "
+                      "22519218176 bytes (39 releases", proc.stdout)
+        self.assertIn("validate: identical: 1163 segment events", proc.stdout)
 
 
 if __name__ == "__main__":
