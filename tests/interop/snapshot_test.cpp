@@ -75,6 +75,16 @@ Recorded record(const std::string& policy) {
   return r;
 }
 
+// The TraceError import_snapshot(s) throws, or "(no error)".
+std::string import_error(const PyValue& s) {
+  try {
+    import_snapshot(s);
+  } catch (const TraceError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 }  // namespace
 
 TEST_SUITE("interop") {
@@ -424,29 +434,21 @@ TEST_CASE("allocator settings memgrad lacks are named in one note, with the choi
 }
 
 TEST_CASE("a malformed snapshot is a TraceError naming the place and the value") {
-  const auto error_of = [](const PyValue& s) -> std::string {
-    try {
-      import_snapshot(s);
-    } catch (const TraceError& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
   auto with_trace = [](PyValue event) {
     return PyValue::dict({{"segments", PyValue::list()},
                           {"device_traces", PyValue::list({PyValue::list({std::move(event)})})}});
   };
-  CHECK(error_of(PyValue::list()).find("a list, expected a dict") != std::string::npos);
-  CHECK(error_of(PyValue::dict({{"segments", PyValue::list()}})).find("no \"device_traces\"") !=
+  CHECK(import_error(PyValue::list()).find("a list, expected a dict") != std::string::npos);
+  CHECK(import_error(PyValue::dict({{"segments", PyValue::list()}})).find("no \"device_traces\"") !=
         std::string::npos);
-  CHECK(error_of(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", 0}, {"size", -1}})))
+  CHECK(import_error(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", 0}, {"size", -1}})))
             .find("device_traces[0][0]: \"size\" is -1") != std::string::npos);
-  CHECK(error_of(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", "x"}, {"size", 1}})))
+  CHECK(import_error(with_trace(PyValue::dict({{"action", "alloc"}, {"addr", "x"}, {"size", 1}})))
             .find("\"addr\" is a str, expected an int") != std::string::npos);
-  CHECK(error_of(with_trace(PyValue::dict({{"action", "explode"}, {"addr", 0}, {"size", 1}})))
+  CHECK(import_error(with_trace(PyValue::dict({{"action", "explode"}, {"addr", 0}, {"size", 1}})))
             .find("unknown action 'explode'") != std::string::npos);
-  CHECK(error_of(with_trace(
-                     PyValue::dict({{"action", "alloc"}, {"addr", 0}, {"size", int64_t{1} << 61}})))
+  CHECK(import_error(with_trace(PyValue::dict(
+                         {{"action", "alloc"}, {"addr", 0}, {"size", int64_t{1} << 61}})))
             .find("above 1 EiB") != std::string::npos);
   const PyValue bad_tiling = PyValue::dict(
       {{"segments", PyValue::list({PyValue::dict(
@@ -457,7 +459,7 @@ TEST_CASE("a malformed snapshot is a TraceError naming the place and the value")
                          {"blocks", PyValue::list({PyValue::dict(
                                         {{"size", 512}, {"state", "inactive"}})})}})})},
        {"device_traces", PyValue::list({PyValue::list()})}});
-  CHECK(error_of(bad_tiling).find("segments[0]: block sizes sum to 512, total_size is 4096") !=
+  CHECK(import_error(bad_tiling).find("segments[0]: block sizes sum to 512, total_size is 4096") !=
         std::string::npos);
 }
 
@@ -626,14 +628,6 @@ TEST_CASE("a frame's line of 2^64 - 1 imports; a big int where a size is read na
 }
 
 TEST_CASE("segment sizes near 2^62 are refused where their sums would pass 2^62, not wrapped") {
-  const auto error_of = [](const PyValue& s) -> std::string {
-    try {
-      import_snapshot(s);
-    } catch (const TraceError& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
   const int64_t huge = int64_t{1} << 62;
   const auto segment = [](int64_t address, std::vector<int64_t> block_sizes) {
     PyValue::Items blocks;
@@ -656,17 +650,17 @@ TEST_CASE("segment sizes near 2^62 are refused where their sums would pass 2^62,
                           {"device_traces", PyValue::list({PyValue::list(std::move(events))})}});
   };
   // Two segments of 2^62 at the end: 2^63 reserved.
-  CHECK(error_of(snapshot({segment(0, {huge}), segment(huge, {huge})}, {}))
+  CHECK(import_error(snapshot({segment(0, {huge}), segment(huge, {huge})}, {}))
             .find("segments[1]: more than 2^62 bytes reserved at once") != std::string::npos);
   // One at the end, two freed before it was made: 2^63 at the start, walked back.
-  CHECK(error_of(snapshot({segment(0, {huge})},
-                          {event("segment_free", huge), event("segment_free", huge),
-                           event("segment_alloc", huge)}))
+  CHECK(import_error(snapshot({segment(0, {huge})},
+                              {event("segment_free", huge), event("segment_free", huge),
+                               event("segment_alloc", huge)}))
             .find("the start of device_traces (the segments walked back): more than 2^62 bytes "
                   "reserved") != std::string::npos);
   // The start is empty, the peak in the middle is 2^63.
-  CHECK(error_of(snapshot({}, {event("segment_alloc", huge), event("segment_alloc", huge),
-                               event("segment_free", huge), event("segment_free", huge)}))
+  CHECK(import_error(snapshot({}, {event("segment_alloc", huge), event("segment_alloc", huge),
+                                   event("segment_free", huge), event("segment_free", huge)}))
             .find("device_traces (the segment events from the start): more than 2^62") !=
         std::string::npos);
   // Block sizes that sum to the total only modulo 2^64: named at the first block past it.
@@ -679,7 +673,7 @@ TEST_CASE("segment sizes near 2^62 are refused where their sums would pass 2^62,
                                          {"total_size", 4096},
                                          {"stream", 0},
                                          {"blocks", PyValue::list(std::move(blocks))}});
-  CHECK(error_of(snapshot({wrapped}, {}))
+  CHECK(import_error(snapshot({wrapped}, {}))
             .find("segments[0].blocks[0]: the blocks up to this one hold more than the segment's "
                   "total_size, 4096") != std::string::npos);
 }
