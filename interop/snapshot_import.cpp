@@ -248,8 +248,6 @@ std::map<uint64_t, LiveBlock> final_live_blocks(const PyValue::Items& segments, 
     const uint64_t total = field(seg, "total_size", where);
     out.recorded_peak_reserved += total;  // reserved at the end, for now (each total <= 2^62)
     check_reserved(out.recorded_peak_reserved, where);
-    out.reserved_at_end = out.recorded_peak_reserved;
-    ++out.segments_at_end;
     const PyValue* pool = seg.find("segment_pool_id");
     if (pool != nullptr &&
         (pool->kind() == PyValue::Kind::Tuple || pool->kind() == PyValue::Kind::List)) {
@@ -545,23 +543,23 @@ size_t peak_reserved(const RecordedEvents& events, size_t start) {
   return reserved_size(peak);
 }
 
-// Whether the run of segment frees (or unmaps) starting at `first` is an empty_cache() call
-// rather than the allocator's own release:
-// - under a policy that gives a segment back when its block is freed (passthrough, and planned
-//   before its plan; the caching policy and the lab's others keep free segments until
-//   empty_cache() or a failed segment allocation), the segment_free follows that block's
-//   free_completed;
-// - a retry after a failed segment allocation frees cached segments and then obtains one that
-//   would not have fitted (`reserved` + its size above `limit`);
-// - garbage collection frees and then serves a request from the cache (only with a threshold);
-// - the stitch policy (`moves_pages`) unmaps free pages and maps as many bytes or more right
-//   after, for the request it serves.
-// Anything else freed cached segments on request.
-bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved, size_t limit,
-                    bool garbage_collection, bool releases_on_free, bool moves_pages) {
+// What released the run of segment frees (or unmaps) starting at `first`:
+// - OwnRelease: under a policy that gives a segment back when its block is freed (passthrough,
+//   and planned before its plan; the caching policy and the lab's others keep free segments
+//   until empty_cache() or a failed segment allocation), the segment_free follows that block's
+//   free_completed; the stitch policy (`moves_pages`) unmaps free pages and maps as many bytes
+//   or more right after, for the request it serves; garbage collection frees and then serves a
+//   request from the cache (only with a threshold);
+// - Retry: a retry after a failed segment allocation frees cached segments and then obtains one
+//   that would not have fitted (`reserved` + its size above `limit`);
+// - EmptyCache: anything else freed cached segments on request.
+enum class Release { EmptyCache, Retry, OwnRelease };
+
+Release release_of(const RecordedEvents& events, size_t first, size_t reserved, size_t limit,
+                   bool garbage_collection, bool releases_on_free, bool moves_pages) {
   if (releases_on_free && first > 0 && events[first - 1].action == TraceAction::FreeCompleted &&
       events[first - 1].address == events[first].address) {
-    return false;
+    return Release::OwnRelease;
   }
   size_t next = first;
   ReservedBytes released = 0;
@@ -571,20 +569,20 @@ bool is_empty_cache(const RecordedEvents& events, size_t first, size_t reserved,
     if (events[next].action != TraceAction::Oom) released += events[next].nbytes;
     ++next;
   }
-  if (next == events.size()) return true;
+  if (next == events.size()) return Release::EmptyCache;
   const RecordedEvent& after = events[next];
   if (moves_pages && after.action == TraceAction::SegmentMap) {
     ReservedBytes mapped = 0;
     for (size_t i = next; i < events.size() && events[i].action == TraceAction::SegmentMap; ++i) {
       mapped += events[i].nbytes;
     }
-    if (mapped >= released) return false;
+    if (mapped >= released) return Release::OwnRelease;
   }
   if (after.action == TraceAction::SegmentAlloc || after.action == TraceAction::SegmentMap) {
-    return reserved + after.nbytes <= limit;
+    return reserved + after.nbytes <= limit ? Release::EmptyCache : Release::Retry;
   }
-  if (after.action == TraceAction::Alloc) return !garbage_collection;
-  return true;
+  if (after.action == TraceAction::Alloc && garbage_collection) return Release::OwnRelease;
+  return Release::EmptyCache;
 }
 
 // At least as many requests as import_tree makes of `recorded` after `before` blocks: one per
@@ -717,6 +715,8 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
   read_allocator_settings(snapshot.find("allocator_settings"), out.config, out.notes);
   std::vector<FinalSegment> finals;
   std::map<uint64_t, LiveBlock> live_at_end = final_live_blocks(segments, out.device, out, finals);
+  out.segments_at_end = finals.size();
+  out.reserved_at_end = out.recorded_peak_reserved;
   if (traces.empty())
     throw TraceError("device_traces: empty (no history was recorded)", "device_traces");
   const PyValue& trace_value = traces[static_cast<size_t>(out.device)];
@@ -776,15 +776,16 @@ ImportedSnapshot import_tree(const PyValue& snapshot, std::optional<int> device,
       return a == TraceAction::SegmentFree || a == TraceAction::SegmentUnmap;
     };
     if (releases(e.action) && (i == 0 || !releases(recorded[i - 1].action))) {
-      if (is_empty_cache(recorded, i, reserved_size(reserved), limit,
-                         out.config.garbage_collection_threshold > 0.0,
-                         out.config.policy == "passthrough" || out.config.policy == "planned",
-                         out.config.policy == "stitch")) {
+      const Release release =
+          release_of(recorded, i, reserved_size(reserved), limit,
+                     out.config.garbage_collection_threshold > 0.0,
+                     out.config.policy == "passthrough" || out.config.policy == "planned",
+                     out.config.policy == "stitch");
+      if (release == Release::EmptyCache) {
         out.events.push_back(
             {TraceAction::EmptyCache, kDefaultStream, e.time_ns, 0, 0, 0, 0, 0, e.context});
-      } else {
-        ++retries;  // the release before a retried segment allocation, or the policy's own
       }
+      retries += release == Release::Retry ? 1 : 0;
     }
     if (e.action == TraceAction::Oom && !out.recorded_oom) {
       out.recorded_oom = true;
