@@ -10,10 +10,10 @@ cores; torchrun does the same). PROGRAM is a path or command, or the name of a m
 Every line a rank prints (stdout and stderr) is printed with its rank in front: "[rank 1] ...",
 as the rank prints it (ranks run under coreutils' `stdbuf -oL -eL`, so C stdio sends each line
 at once instead of a block at exit), and a progress bar's redraws as they come
-(MEMGRAD_PROGRESS=live: in place on a terminal, a line a second otherwise). Impossible requests are refused before any rank starts: a
---store folder that cannot be made, more ranks than the open-file limit lets connect to each
-other, or than the ephemeral ports Gloo's pairs listen on (N (N - 1) of them: 168 ranks with
-Linux's default range).
+(MEMGRAD_PROGRESS=live: in place on a terminal, a line a second otherwise). Impossible requests
+are refused before any rank starts: a --store folder that cannot be made, more ranks than the
+open-file limit lets connect to each other, or than the ephemeral ports Gloo's pairs listen on
+(N (N - 1) of them: 168 ranks with Linux's default range).
 When a rank exits with a non-zero status (or dies of a signal), the launcher says which, stops the
 others (SIGTERM to each rank's process group, SIGKILL after --grace seconds) and exits with that
 rank's status (128 + the signal for a signal). The rank named is the one that failed first: a rank
@@ -227,13 +227,18 @@ def state_of(pid):
     return STATES.get(letter, f"state {letter}")
 
 
-def stuck_ranks(procs, settle):
-    """The ranks still running `settle` seconds from now: after a collective timed out with every
-    peer alive, the peers that wait in it fail within moments; those left never joined it."""
-    deadline = time.monotonic() + settle
+def wait_for_all(procs, seconds):
+    """Waits until every process has ended or `seconds` have passed; returns the ranks running."""
+    deadline = time.monotonic() + seconds
     while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
         time.sleep(0.05)
     return [r for r, p in enumerate(procs) if p.poll() is None]
+
+
+def stuck_ranks(procs, settle):
+    """The ranks still running `settle` seconds from now: after a collective timed out with every
+    peer alive, the peers that wait in it fail within moments; those left never joined it."""
+    return wait_for_all(procs, settle)
 
 
 def reap(p, timeout):
@@ -273,9 +278,7 @@ def stop(procs, grace):
                 os.killpg(p.pid, signal.SIGCONT)  # a stopped rank handles SIGTERM only when resumed
             except ProcessLookupError:
                 pass
-    deadline = time.monotonic() + grace
-    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_all(procs, grace)
     for p in procs:
         if p.poll() is None:
             try:
