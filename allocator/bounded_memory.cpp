@@ -64,14 +64,12 @@ void* BoundedMemory::allocate(size_t nbytes) {
     }
     expected_.clear();  // the layout is no longer the recorded one
   }
-  for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
-    if (it->second < rounded) continue;
-    const size_t offset = it->first;
-    const size_t remaining = it->second - rounded;
-    free_ranges_.erase(it);
-    if (remaining > 0) free_ranges_.emplace(offset + rounded, remaining);
+  for (const auto& [offset, nbytes] : free_ranges_) {
+    if (nbytes < rounded) continue;
+    const size_t at = offset;  // take_range erases the entry `offset` refers to
+    internal_check(take_range(at, rounded), "BoundedMemory: a free range could not be taken");
     in_use_ += rounded;
-    return base_ + offset;
+    return base_ + at;
   }
   return nullptr;
 }
