@@ -95,15 +95,23 @@ inline double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
-// The OpenBLAS this process loaded, as "OpenBLAS <config>, core <name>, <threading>", looked up
-// at run time (dlsym) so the caller needs no OpenBLAS headers; "no OpenBLAS loaded" otherwise.
-inline std::string openblas_description() {
+// The BLAS this process loaded, looked up at run time (dlsym) so the caller needs no BLAS headers:
+// "OpenBLAS <config>, core <name>, <threading>"; "MKL <version>" for PyTorch 2.x's libtorch from
+// PyPI, which links Intel's MKL into libtorch_cpu.so; "no OpenBLAS or MKL loaded" otherwise.
+inline std::string blas_description() {
   using StringFn = char* (*)();
   using IntFn = int (*)();
+  using MklVersionFn = void (*)(char*, int);
   const auto config = reinterpret_cast<StringFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   const auto core = reinterpret_cast<StringFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   const auto parallel = reinterpret_cast<IntFn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
-  if (config == nullptr || core == nullptr) return "no OpenBLAS loaded";
+  if (config == nullptr || core == nullptr) {
+    const auto mkl = reinterpret_cast<MklVersionFn>(dlsym(RTLD_DEFAULT, "MKL_Get_Version_String"));
+    if (mkl == nullptr) return "no OpenBLAS or MKL loaded";
+    char version[256] = {};
+    mkl(version, sizeof version);
+    return std::string("MKL ") + version;
+  }
   const int mode = parallel != nullptr ? parallel() : -1;
   const char* threading = mode == 0   ? "sequential"
                           : mode == 1 ? "pthreads"
@@ -121,7 +129,7 @@ inline std::string env_or_unset(const char* name) {
 // Prints the "config:" lines every benchmark starts with: who runs, BLAS, threads, tunables.
 inline void print_config(const char* implementation, int threads) {
   std::printf("config: %s, %d threads\n", implementation, threads);
-  std::printf("config: BLAS %s\n", openblas_description().c_str());
+  std::printf("config: BLAS %s\n", blas_description().c_str());
   std::printf("config: OPENBLAS_CORETYPE=%s GLIBC_TUNABLES=%s\n",
               env_or_unset("OPENBLAS_CORETYPE").c_str(), env_or_unset("GLIBC_TUNABLES").c_str());
   std::fflush(stdout);

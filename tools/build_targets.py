@@ -138,7 +138,11 @@ def bench_targets(build_dir, args):
     defined = executables(build_dir)
     targets = []
     for bench in selected:
-        targets += [p for p in (bench.program, bench.peer) if p and p in defined]
+        peers = [bench.peer + peer.suffix for peer in run_bench.PEERS
+                 if bench.peer and opts.peer in (peer.key, "both") and not opts.no_peer
+                 and not bench.peer_build]
+        peers += [bench.peer] if bench.peer_build else []
+        targets += [p for p in (bench.program, *peers) if p in defined]
         if bench.name == "lab_scale" and "lab/cli/lab_replay" in defined:
             targets.append("lab/cli/lab_replay")  # it times `lab_replay plot` as users run it
     return targets
