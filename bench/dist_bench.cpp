@@ -12,7 +12,12 @@
 //      take without communicating, for twice the rows). A step is zero_grad + forward + backward
 //      (with DDP's bucket all-reduces) + step; rank 0's steps are timed, each on its own.
 //      ddp_2rank_speedup is one process on 2 threads over DDP's step; ddp_2rank_scaling one
-//      process on 1 thread over it (2 would be perfect scaling).
+//      process on 1 thread over it (2 would be perfect scaling). DDP runs as configured by
+//      default (buckets reduced on the communication thread while backward goes on, a first
+//      bucket of 1 MiB), and again blocking (one 25 MiB bucket reduced in backward's last hook:
+//      mlp_step_2rank_ddp_blocking_*), so the overlap's effect is measured in the same run.
+//      tools/run_bench.py runs bench/peer/torch_dist_peer.py, the same with torch.distributed,
+//      alternately with this program.
 //
 //   dist_bench [--quick] [--config]
 //
@@ -101,7 +106,13 @@ int step_rank() {
   }
   auto model = std::make_shared<Mlp>();
   std::shared_ptr<nn::UnaryModule> runner = model;
-  if (pg) runner = std::make_shared<distributed::DistributedDataParallel>(model, pg);
+  // MEMGRAD_DIST_BENCH_BLOCKING=1: DDP as it was before its communication thread, one bucket of
+  // 25 MiB reduced at the end of backward, for the same-run comparison.
+  const char* blocking_env = std::getenv("MEMGRAD_DIST_BENCH_BLOCKING");
+  const bool blocking = blocking_env != nullptr && std::string(blocking_env) == "1";
+  distributed::DDPOptions ddp_options;
+  if (blocking) ddp_options = {.first_bucket_cap_mb = 25.0, .overlap = false};
+  if (pg) runner = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
   optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   std::vector<double> step_ms;
   Tensor loss;
@@ -121,10 +132,10 @@ int step_rank() {
     final_loss = l.item<double>();
   }
   if (rank != 0) return 0;
-  const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_ddp", world)
-                             : threads == bench::kThreads
-                                 ? "mlp_step_1rank"
-                                 : fmt::format("mlp_step_1rank_{}thread", threads);
+  const std::string prefix =
+      world > 1 ? fmt::format("mlp_step_{}rank_ddp{}", world, blocking ? "_blocking" : "")
+      : threads == bench::kThreads ? "mlp_step_1rank"
+                                   : fmt::format("mlp_step_1rank_{}thread", threads);
   bench::report((prefix + "_median").c_str(), bench::median(step_ms), "ms");
   bench::report((prefix + "_p90").c_str(), bench::quantile(step_ms, 0.9), "ms");
   bench::report((prefix + "_final_loss").c_str(), final_loss, "nats");
@@ -133,10 +144,12 @@ int step_rank() {
 
 // Runs part `part` on `world` ranks of this program; returns rank 0's figure lines, or throws
 // with every rank's output when one fails.
-std::vector<std::string> run_part(const char* part, int world, int threads, bool quick_run) {
+std::vector<std::string> run_part(const char* part, int world, int threads, bool quick_run,
+                                  bool blocking = false) {
   distributed::SpawnOptions options;
   options.env = {{"MEMGRAD_DIST_BENCH", part},
                  {"MEMGRAD_DIST_BENCH_QUICK", quick_run ? "1" : "0"},
+                 {"MEMGRAD_DIST_BENCH_BLOCKING", blocking ? "1" : "0"},
                  {"OMP_NUM_THREADS", std::to_string(threads)}};
   const distributed::SpawnResult result = distributed::spawn_ranks(world, options);
   if (!result.ok()) {
@@ -176,9 +189,10 @@ int run(const bench::Flags& flags) {
                          "mlp_step_1rank_median",
                          "mlp_step_1rank_1thread_median",
                          "mlp_step_2rank_ddp_median",
+                         "mlp_step_2rank_ddp_blocking_median",
                          "ddp_2rank_speedup",
                          "ddp_2rank_scaling"};
-  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "x", "x"};
+  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "ms", "x", "x"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
     for (size_t i = 0; i < std::size(names); ++i) bench::report_missing(names[i], units[i]);
@@ -189,7 +203,9 @@ int run(const bench::Flags& flags) {
   const std::vector<std::string> one = run_part("step", 1, bench::kThreads, flags.quick);
   const std::vector<std::string> one_thread = run_part("step", 1, 1, flags.quick);
   const std::vector<std::string> two = run_part("step", 2, bench::kThreads / 2, flags.quick);
-  for (const auto* lines : {&one, &one_thread, &two}) {
+  const std::vector<std::string> two_blocking =
+      run_part("step", 2, bench::kThreads / 2, flags.quick, true);
+  for (const auto* lines : {&one, &one_thread, &two, &two_blocking}) {
     for (const std::string& line : *lines) std::printf("%s\n", line.c_str());
   }
   // speedup: against one process on the same 2 cores; scaling: against one process on 1 core

@@ -24,14 +24,16 @@ struct DistributedDataParallel::State {
     Tensor flat;                 // the bucket's bytes
     std::vector<size_t> params;  // indices into `params`
     size_t pending = 0;          // gradients still to arrive in this backward
+    std::shared_ptr<Work> work;  // its all-reduce, while in flight
   };
 
   std::shared_ptr<ProcessGroup> pg;
   DDPOptions options;
   std::vector<Param> params;
   std::vector<Bucket> buckets;
-  size_t next_bucket = 0;    // the next bucket to reduce, in order
+  size_t next_bucket = 0;    // the next bucket to start, in order
   bool sync_enabled = true;  // false inside no_sync()
+  uint64_t started = 0;
   uint64_t reduced = 0;
 
   void prepare_backward() {
@@ -64,14 +66,35 @@ struct DistributedDataParallel::State {
     Bucket& b = buckets[p.bucket];
     if (--b.pending > 0) return;
     while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) {
-      reduce(buckets[next_bucket]);
+      start(buckets[next_bucket]);
       ++next_bucket;
     }
-    if (next_bucket == buckets.size()) prepare_backward();  // ready for the next backward
+    if (next_bucket < buckets.size()) return;
+    // The last bucket has started: backward is about done. Wait for every bucket, in order.
+    for (Bucket& started_bucket : buckets) finish(started_bucket);
+    prepare_backward();  // ready for the next backward
   }
 
-  void reduce(Bucket& b) {
+  void start(Bucket& b) {
+    ++started;
+    if (options.overlap) {
+      // Unchecked: the constructor made sure every rank has these buckets.
+      b.work = pg->all_reduce_async(b.flat, ReduceOp::Avg, CallCheck::Skip);
+      return;
+    }
     pg->all_reduce(b.flat, ReduceOp::Avg);
+    copy_back(b);
+  }
+
+  // Waits for a bucket in flight and copies it back (a blocking reduction did at start).
+  void finish(Bucket& b) {
+    if (b.work == nullptr) return;
+    const std::shared_ptr<Work> work = std::move(b.work);
+    work->wait();
+    copy_back(b);
+  }
+
+  void copy_back(Bucket& b) {
     ++reduced;
     if (options.gradient_as_bucket_view) return;
     for (size_t i : b.params) {
@@ -99,11 +122,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
                                                  DDPOptions options)
     : module_(std::move(module)), pg_(std::move(pg)), state_(std::make_shared<State>()) {
   register_module("module", module_);
-  if (!(options.bucket_cap_mb > 0)) {
-    throw DistributedError(fmt::format("[DistributedDataParallel] bucket_cap_mb must be positive, "
-                                       "got {}",
-                                       options.bucket_cap_mb),
-                           "DistributedDataParallel", pg_->rank());
+  for (const auto& [name, value] :
+       {std::pair{"bucket_cap_mb", options.bucket_cap_mb},
+        std::pair{"first_bucket_cap_mb", options.first_bucket_cap_mb}}) {
+    if (!(value > 0)) {
+      throw DistributedError(
+          fmt::format("[DistributedDataParallel] {} must be positive, got {}", name, value),
+          "DistributedDataParallel", pg_->rank());
+    }
   }
   State& s = *state_;
   s.pg = pg_;
@@ -121,13 +147,15 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
   }
   for (auto& [name, t] : module_->named_buffers()) pg_->broadcast(t, 0);
 
-  // Buckets in reverse registration order, one dtype each, closed when they reach the cap.
+  // Buckets in reverse registration order, one dtype each, closed when they reach their cap
+  // (the first bucket's, then bucket_cap_mb).
   const auto cap = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
+  const auto first_cap = static_cast<int64_t>(options.first_bucket_cap_mb * 1024 * 1024);
   std::vector<std::vector<size_t>> groups;
   int64_t bytes = 0;
   for (size_t k = s.params.size(); k-- > 0;) {
     const Tensor& t = s.params[k].tensor;
-    if (groups.empty() || bytes >= cap ||
+    if (groups.empty() || bytes >= (groups.size() == 1 ? first_cap : cap) ||
         s.params[groups.back().front()].tensor.dtype() != t.dtype()) {
       groups.emplace_back();
       bytes = 0;
@@ -152,6 +180,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
     b.params = group;
     s.buckets.push_back(std::move(b));
   }
+  verify_buckets();
   s.prepare_backward();
   std::weak_ptr<State> weak = state_;
   for (size_t k = 0; k < s.params.size(); ++k) {
@@ -162,6 +191,28 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::verify_buckets() const {
+  // The parameters' broadcasts checked their dtypes and sizes across ranks, in order; the buckets
+  // depend on the options too. Rank 0's layout goes to every rank (a checked broadcast, so a
+  // different number of buckets is a CollectiveMismatchError on every rank) and each compares.
+  const std::vector<State::Bucket>& buckets = state_->buckets;
+  std::vector<int64_t> mine;
+  for (const State::Bucket& b : buckets) mine.push_back(b.flat.numel());
+  if (pg_->device().is_meta()) return;  // a rank alone, nothing moves
+  NoGradGuard no_grad;
+  const Tensor layout = from_vector(mine, {static_cast<int64_t>(mine.size())}).to(pg_->device());
+  pg_->broadcast(layout, 0);
+  const std::vector<int64_t> first = layout.to_vector<int64_t>();
+  if (first != mine) {
+    throw DistributedError(
+        fmt::format("[DistributedDataParallel] rank {}'s gradient buckets hold {} elements, rank "
+                    "0's {}: every rank must wrap the same model with the same bucket_cap_mb "
+                    "and first_bucket_cap_mb",
+                    pg_->rank(), fmt::join(mine, ", "), fmt::join(first, ", ")),
+        "DistributedDataParallel", pg_->rank());
+  }
+}
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   State& s = *state_;
@@ -219,6 +270,8 @@ int64_t DistributedDataParallel::bucket_nbytes() const {
   for (const BucketInfo& b : buckets()) total += b.allocated_nbytes;
   return total;
 }
+
+uint64_t DistributedDataParallel::buckets_started() const { return state_->started; }
 
 uint64_t DistributedDataParallel::buckets_reduced() const { return state_->reduced; }
 

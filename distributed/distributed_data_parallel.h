@@ -5,20 +5,26 @@
 //
 // How the gradients travel (PyTorch's Reducer):
 //   - at construction, rank 0's parameters and buffers are broadcast to every rank;
-//   - the parameters are grouped into buckets of at most bucket_cap_mb MiB, in reverse order of
-//     registration (backward produces the last layers' gradients first);
+//   - the parameters are grouped into buckets in reverse order of registration (backward produces
+//     the last layers' gradients first): the first bucket closes once it holds
+//     first_bucket_cap_mb MiB (1 MiB, PyTorch's), the others at bucket_cap_mb (25 MiB);
 //   - a post-accumulate hook on every parameter copies its gradient into its bucket as soon as
 //     backward has accumulated it; when every gradient of a bucket has arrived (and every earlier
-//     bucket has been reduced, so all ranks reduce the buckets in the same order) the bucket is
-//     all-reduced and averaged, during the backward pass;
-//   - the averaged values are copied back into the parameters' .grad.
-// memgrad's collectives complete before they return, so a bucket's all-reduce runs inside
-// backward but does not overlap the computation of the next gradients, as PyTorch's
-// asynchronous one does. PyTorch also caps its first bucket at 1 MiB; memgrad does not.
-//
+//     bucket has been started, so all ranks reduce the buckets in the same order) the bucket's
+//     all-reduce starts on the process group's communication thread (all_reduce_async) and
+//     backward goes on computing the next gradients meanwhile;
+//   - when the last bucket has started (in the hook of the last gradient backward produces),
+//     DDP waits for every bucket in order, averages it and copies the values back into the
+//     parameters' .grad: backward returns with the whole batch's gradients, as in PyTorch.
+// overlap = false reduces each bucket in the hook, blocking, as memgrad did before (kept for
+// comparison: `./memgrad bench dist` measures both).
 // Memory:
 //   buckets                 one flat tensor per bucket, allocated at construction and kept: as
 //                           many bytes as the gradients (each bucket rounded as one allocation).
+//                           A bucket in flight holds nothing more: the communication thread
+//                           reduces it in place (Gloo's ring keeps its own two segments of at
+//                           most 1 MiB, process_group.h), so the peaks are those of the blocking
+//                           reduction, byte for byte.
 //   gradient_as_bucket_view the parameters' .grad become views into the buckets (after the first
 //                           backward, which copies each gradient in and frees it): the gradients
 //                           and the buckets are then the same bytes, one gradient-sized copy
@@ -45,6 +51,10 @@ namespace memgrad::distributed {
 struct DDPOptions {
   double bucket_cap_mb = 25.0;  // MiB per bucket, PyTorch's default
   bool gradient_as_bucket_view = false;
+  // The first bucket's cap (the last layers' gradients, the first to arrive): small, so their
+  // all-reduce starts early in backward. PyTorch's default (dist._DEFAULT_FIRST_BUCKET_BYTES).
+  double first_bucket_cap_mb = 1.0;
+  bool overlap = true;  // reduce buckets on the communication thread while backward goes on
 };
 
 // What one bucket holds (for reports and tests).
@@ -57,8 +67,10 @@ struct BucketInfo {
 class DistributedDataParallel : public nn::UnaryModule {
  public:
   // Wraps `module` (its parameters: contiguous, on `pg`'s device, all requiring grad) and
-  // broadcasts rank 0's parameters and buffers. Allocates: the buckets (the parameters' bytes,
-  // rounded per bucket). Throws DistributedError for a parameter on another device.
+  // broadcasts rank 0's parameters and buffers, then rank 0's bucket sizes, which every rank
+  // checks against its own. Allocates: the buckets (the parameters' bytes, rounded per bucket),
+  // and for the check one int64 per bucket, freed on return. Throws DistributedError for a
+  // parameter on another device, and on a rank whose buckets differ from rank 0's.
   DistributedDataParallel(std::shared_ptr<nn::UnaryModule> module, std::shared_ptr<ProcessGroup> pg,
                           DDPOptions options = {});
   ~DistributedDataParallel() override;
@@ -93,12 +105,18 @@ class DistributedDataParallel : public nn::UnaryModule {
   std::vector<BucketInfo> buckets() const;
   // The buckets' bytes as allocated (what they add to memory_allocated()).
   int64_t bucket_nbytes() const;
-  // Buckets all-reduced since construction.
+  // Buckets whose all-reduce has started since construction (in flight or done).
+  uint64_t buckets_started() const;
+  // Buckets all-reduced (waited for and copied back) since construction.
   uint64_t buckets_reduced() const;
 
   struct State;  // shared with the parameters' hooks, which outlive nothing they use
 
  private:
+  // Throws DistributedError on a rank whose buckets differ from rank 0's (their all-reduces skip
+  // the call check).
+  void verify_buckets() const;
+
   std::shared_ptr<nn::UnaryModule> module_;
   std::shared_ptr<ProcessGroup> pg_;
   std::shared_ptr<State> state_;

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -200,6 +201,83 @@ Backend parse_backend(std::string_view name) {
       "init_process_group", -1);
 }
 
+// The communication thread: runs the jobs all_reduce_async queues, one at a time, in order.
+class ProcessGroup::Worker {
+ public:
+  Worker() : thread_([this] { loop(); }) {}
+  // Lets the queued jobs run out, then joins (each ends within the group's timeout).
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void push(std::shared_ptr<Work> work, std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.emplace_back(std::move(work), std::move(job));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and nothing left
+      auto [work, job] = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        job();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      work->complete(error);
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::pair<std::shared_ptr<Work>, std::function<void()>>> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the rest is made
+};
+
+void Work::wait() {
+  std::function<void()> finish;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [this] { return done_; });
+    if (error_ != nullptr) std::rethrow_exception(error_);
+    finish = std::move(finish_);
+    finish_ = nullptr;
+  }
+  if (finish) finish();
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void Work::complete(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  done_cv_.notify_all();
+}
+
 ProcessGroup::ProcessGroup(Backend backend, int rank, int size, Device device,
                            std::unique_ptr<detail::Transport> transport,
                            ProcessGroupOptions options)
@@ -242,7 +320,7 @@ void ProcessGroup::begin(const char* op, const Call& call, const std::exception_
   }
   const std::string reason =
       rejected != nullptr ? error_text(rejected).substr(0, kMaxReasonBytes) : std::string();
-  const auto sequence = static_cast<int64_t>(sequence_);
+  const auto sequence = static_cast<int64_t>(sequence_.load());
   const std::vector<int64_t> mine =
       rejected != nullptr
           ? std::vector<int64_t>{sequence, -call.op, 0, static_cast<int64_t>(reason.size()), -1}
@@ -300,15 +378,16 @@ void ProcessGroup::begin(const char* op, const Call& call, const std::exception_
     throw CollectiveMismatchError(
         fmt::format("[{}] collective #{} did not run: rank{} {} rejected {} own arguments, so no "
                     "rank ran it ({})",
-                    op, sequence_, rejecting.size() == 1 ? "" : "s", fmt::join(rejecting, ", "),
-                    rejecting.size() == 1 ? "its" : "their", fmt::join(lines, "; ")),
-        op, rank_, sequence_, calls, mismatch);
+                    op, sequence_.load(), rejecting.size() == 1 ? "" : "s",
+                    fmt::join(rejecting, ", "), rejecting.size() == 1 ? "its" : "their",
+                    fmt::join(lines, "; ")),
+        op, rank_, sequence_.load(), calls, mismatch);
   }
   throw CollectiveMismatchError(
       fmt::format("[{}] collective #{} does not match across ranks ({}); every rank must call the "
                   "same collectives in the same order, with tensors of the same dtype and numel",
-                  op, sequence_, fmt::join(lines, "; ")),
-      op, rank_, sequence_, calls, mismatch);
+                  op, sequence_.load(), fmt::join(lines, "; ")),
+      op, rank_, sequence_.load(), calls, mismatch);
 }
 
 std::vector<int64_t> ProcessGroup::exchange_calls(const char* op, const std::vector<int64_t>& mine,
@@ -362,8 +441,8 @@ void ProcessGroup::fail(const char* op, const std::string& transport_message) {
                        fmt::join(d.elsewhere, ", "));
   }
   const RankFailureError error(fmt::format("[{}] collective #{} failed on rank {}: {}. {}", op,
-                                           sequence_, rank_, who, transport_message),
-                               op, rank_, sequence_, d.gone, options_.timeout.count(),
+                                           sequence_.load(), rank_, who, transport_message),
+                               op, rank_, sequence_.load(), d.gone, options_.timeout.count(),
                                transport_message);
   failure_ = std::make_exception_ptr(error);
   // With nobody gone the note says so ("gone" and no rank): the launcher then looks for the
@@ -372,9 +451,10 @@ void ProcessGroup::fail(const char* op, const std::string& transport_message) {
   throw error;
 }
 
-void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+ProcessGroup::Call ProcessGroup::all_reduce_call(const Tensor& tensor, ReduceOp op,
+                                                 std::exception_ptr& rejected) const {
   Call call{kAllReduce};
-  const std::exception_ptr rejected = argument_error([&] {
+  rejected = argument_error([&] {
     check_tensor("all_reduce", "tensor", tensor);
     if (!can_sum(tensor.dtype()) || (op == ReduceOp::Avg && !is_floating(tensor.dtype()))) {
       throw DTypeError(
@@ -384,6 +464,22 @@ void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
     }
     call = {kAllReduce, static_cast<int64_t>(tensor.dtype()), tensor.numel(), -1};
   });
+  return call;
+}
+
+void ProcessGroup::finish_all_reduce(const Tensor& tensor, ReduceOp op) const {
+  tensor.impl()->storage().bump_version();
+  if (op == ReduceOp::Avg && size_ > 1) {
+    NoGradGuard no_grad;
+    Tensor t = tensor;
+    t.div_(static_cast<double>(size_));
+  }
+}
+
+void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  wait_in_flight();
+  std::exception_ptr rejected;
+  const Call call = all_reduce_call(tensor, op, rejected);
   begin("all_reduce", call, rejected);
   if (!transport_->local() && tensor.numel() > 0) {
     try {
@@ -393,15 +489,56 @@ void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
       fail("all_reduce", e.what());
     }
   }
-  tensor.impl()->storage().bump_version();
-  if (op == ReduceOp::Avg && size_ > 1) {
-    NoGradGuard no_grad;
-    Tensor t = tensor;
-    t.div_(static_cast<double>(size_));
+  finish_all_reduce(tensor, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op,
+                                                     CallCheck check) {
+  std::exception_ptr rejected;
+  const Call call = all_reduce_call(tensor, op, rejected);
+  auto work = std::make_shared<Work>();
+  if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo) {
+    all_reduce(tensor, op);  // throws the rejection after telling the peers, as all_reduce does
+    work->complete(nullptr);
+    return work;
   }
+  work->finish_ = [this, tensor, op] { finish_all_reduce(tensor, op); };
+  if (worker_ == nullptr) worker_ = std::make_unique<Worker>();
+  in_flight_.push_back(work);
+  worker_->push(work, [this, tensor, call, check] {
+    if (check == CallCheck::Exchange) {
+      begin("all_reduce", call, nullptr);
+    } else {
+      if (failure_ != nullptr) std::rethrow_exception(failure_);
+      ++sequence_;
+    }
+    if (tensor.numel() == 0) return;
+    try {
+      transport_->all_reduce_sum(tensor.impl()->data(), static_cast<size_t>(tensor.numel()),
+                                 tensor.dtype());
+    } catch (const detail::TransportFailure& e) {
+      fail("all_reduce", e.what());
+    }
+  });
+  return work;
+}
+
+void ProcessGroup::wait_in_flight() {
+  std::vector<std::shared_ptr<Work>> works = std::move(in_flight_);
+  in_flight_.clear();
+  std::exception_ptr first;
+  for (const std::shared_ptr<Work>& work : works) {
+    try {
+      work->wait();
+    } catch (...) {
+      if (first == nullptr) first = std::current_exception();
+    }
+  }
+  if (first != nullptr) std::rethrow_exception(first);
 }
 
 void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  wait_in_flight();
   Call call{kReduceScatter};
   const std::exception_ptr rejected = argument_error([&] {
     check_tensor("reduce_scatter", "output", output);
@@ -455,6 +592,7 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
 }
 
 void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
+  wait_in_flight();
   Call call{kAllGather};
   const std::exception_ptr rejected = argument_error([&] {
     check_tensor("all_gather", "output", output);
@@ -489,6 +627,7 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
 }
 
 void ProcessGroup::broadcast(const Tensor& tensor, int src) {
+  wait_in_flight();
   Call call{kBroadcast};
   const std::exception_ptr rejected = argument_error([&] {
     check_tensor("broadcast", "tensor", tensor);
@@ -511,6 +650,7 @@ void ProcessGroup::broadcast(const Tensor& tensor, int src) {
 }
 
 void ProcessGroup::barrier() {
+  wait_in_flight();
   begin("barrier", {kBarrier, 0, 0, -1}, nullptr);
   if (transport_->local()) return;
   try {

@@ -25,14 +25,21 @@
 // device tensors (one 512-byte block each, freed on return), since NCCL moves device memory only.
 // A group of one rank on Gloo needs no engine: its collectives are local copies or nothing. On
 // NCCL even a group of one runs every collective (and its call check) through NCCL.
-// Collectives are not recorded by autograd, and each one completes before it returns (no
-// asynchronous work handles).
+// Collectives are not recorded by autograd. Each completes before it returns, except
+// all_reduce_async, which runs on the group's communication thread (one per group, started by the
+// first such call) and returns a Work to wait on: data-parallel training reduces a bucket of
+// gradients while backward computes the next (DistributedDataParallel). The collectives keep one
+// order on every rank: a blocking collective first waits for the ones in flight.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,9 +62,37 @@ std::string_view backend_name(Backend backend);
 // Parses "gloo" or "nccl". Throws DistributedError for anything else.
 Backend parse_backend(std::string_view name);
 
+// Whether a collective exchanges and compares the ranks' calls first (the class comment).
+// Skip is for a caller that has made sure every rank makes the same calls, as DDP does at
+// construction for its buckets: it saves one round trip per call (about 0.1 ms on loopback when
+// idle, more when the cores are busy), and a mismatch is no longer named: it fails as Gloo does
+// (an error or the timeout).
+enum class CallCheck { Exchange, Skip };
+
 // Sum: element-wise sum over ranks. Avg: the sum divided by the number of ranks (the average
 // data-parallel training needs; Gloo has no average, so it is the sum, then a division in place).
 enum class ReduceOp { Sum, Avg };
+
+// A collective in flight (ProcessGroup::all_reduce_async), PyTorch's Work.
+class Work {
+ public:
+  // Blocks until the collective is done on this rank, then finishes it on the calling thread
+  // (the division of an average, the tensor's version bump; once). Throws what the collective
+  // threw (RankFailureError, CollectiveMismatchError), on every call.
+  void wait();
+  // Whether the communication thread is done with it (wait() then returns at once).
+  bool is_completed() const;
+
+ private:
+  friend class ProcessGroup;
+  void complete(std::exception_ptr error);  // on the communication thread
+
+  mutable std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::function<void()> finish_;  // run by the first wait() that finds it done without error
+};
 
 struct ProcessGroupOptions {
   // How long a collective (and the rendezvous) waits for a peer.
@@ -84,6 +119,16 @@ class ProcessGroup {
   // Allocates: nothing (Gloo's ring: its own two segments of at most 1 MiB, see above).
   // Version: bumps tensor's. Sends per rank: 2 (N - 1) / N x nbytes (ring).
   void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  // The same, started on the group's communication thread: it returns at once, the tensor's
+  // bytes must stay as they are until Work::wait() returns (which then divides an average and
+  // bumps the version, on the waiting thread). Arguments are checked here; a rejected call, a
+  // group of one and NCCL (whose kernels are asynchronous already) run at once and return a
+  // completed Work. Allocates: nothing (the communication thread's stack, once per group).
+  std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum,
+                                         CallCheck check = CallCheck::Exchange);
+  // Waits for every collective in flight (finishing each as Work::wait() does); every blocking
+  // collective calls it first. Throws the first error one of them threw.
+  void wait_in_flight();
 
   // input (N x k elements) is reduced over ranks and rank r receives elements [r k, (r + 1) k) of
   // the result in `output` (k elements): PyTorch's reduce_scatter_tensor. Allocates: on Gloo one
@@ -106,8 +151,8 @@ class ProcessGroup {
   // Returns when every rank has called it. Allocates: nothing.
   void barrier();
 
-  // Collectives run so far (the sequence number of the last one).
-  uint64_t collectives_run() const { return sequence_; }
+  // Collectives run so far (the sequence number of the last one started).
+  uint64_t collectives_run() const { return sequence_.load(); }
   // The most staging bytes one collective has held at once since the last reset_staging_peak()
   // (as allocated: reduce_scatter's buffer on Gloo; 0 for the others).
   int64_t staging_peak_nbytes() const { return staging_peak_; }
@@ -136,6 +181,12 @@ class ProcessGroup {
                                       const std::exception_ptr& rejected);
   [[noreturn]] void fail(const char* op, const std::string& transport_message);
   void check_tensor(const char* op, const char* what, const Tensor& t) const;
+  // all_reduce's argument checks: the call to exchange, or the error they threw (`rejected`).
+  Call all_reduce_call(const Tensor& tensor, ReduceOp op, std::exception_ptr& rejected) const;
+  // The division of an average and the version bump, after the data moved.
+  void finish_all_reduce(const Tensor& tensor, ReduceOp op) const;
+
+  class Worker;  // the communication thread (process_group.cpp)
 
   Backend backend_;
   int rank_;
@@ -143,9 +194,13 @@ class ProcessGroup {
   Device device_;
   std::unique_ptr<detail::Transport> transport_;
   ProcessGroupOptions options_;
-  uint64_t sequence_ = 0;
+  // Touched by one thread at a time (the blocking collectives wait for those in flight), but
+  // read by collectives_run() from any.
+  std::atomic<uint64_t> sequence_ = 0;
   int64_t staging_peak_ = 0;
   std::exception_ptr failure_;  // set once a collective failed: thrown again by every call
+  std::vector<std::shared_ptr<Work>> in_flight_;  // started by all_reduce_async, not waited for
+  std::unique_ptr<Worker> worker_;                // last: joined first, while the rest lives
 };
 
 // Joins `world_size` ranks through `store` (needed when world_size > 1) and returns the group.

@@ -72,6 +72,9 @@ class Benchmark(NamedTuple):
     # directory), e.g. "build-cuda": its side is labelled with it instead of libtorch.
     peer_build: Optional[str] = None
     in_default_set: bool = True  # run by a plain `./memgrad bench`
+    # A Python peer, relative to the repository, run with a Python that imports torch
+    # (Debian's python3-torch): torch.distributed for dist.
+    peer_script: Optional[str] = None
 
 
 BENCHMARKS = [
@@ -109,9 +112,11 @@ BENCHMARKS = [
                        Target("sgemm_4096x512x512", ">=", 0.95))),
     Benchmark("dist", "bench/dist_bench",
               "data parallelism on CPU ranks (Gloo, loopback): all_reduce of 64 MiB on 2 ranks "
-              "(GB/s), and the MLP training step in one process against DDP on 2 ranks, "
-              "in the same run",
-              ("--quick",)),
+              "(GB/s), and the MLP training step in one process against DDP on 2 ranks "
+              "(overlapped and blocking); vs torch.distributed's DDP on the same Gloo",
+              ("--quick",), peer_script="bench/peer/torch_dist_peer.py",
+              targets=(Target("mlp_step_2rank_ddp_median", "<=", 0.9),
+                       Target("ddp_2rank_scaling", ">=", 1.0))),
     Benchmark("estimate", "bench/estimate_bench",
               "a GPT-2 XL-shaped AdamW step (width 1600, 25 heads, context 1024) on an 80 GiB "
               "meta device at 12, 24 and 48 blocks: time (s), exact peaks, host memory; no peer",
@@ -339,6 +344,36 @@ def check_targets(bench, ours, peers):
     return failed
 
 
+def torch_interpreter():
+    """A Python that imports torch.distributed: this one, else Debian's, else None."""
+    for exe in dict.fromkeys([sys.executable, "/usr/bin/python3"]):
+        if os.access(exe, os.X_OK) and subprocess.run(
+                [exe, "-c", "import torch.distributed"], capture_output=True,
+                check=False).returncode == 0:
+            return exe
+    return None
+
+
+def script_peer_side(bench, args):
+    """The Side of a Python peer, or None after saying why it cannot run."""
+    exe = torch_interpreter()
+    if exe is None:
+        print(f"run_bench: error: peer torch.distributed missing: no Python here imports torch, "
+              f"so {bench.peer_script} cannot run (`./memgrad bench` installs Debian's "
+              f"python3-torch); `--no-peer` runs memgrad's side alone.", file=sys.stderr,
+              flush=True)
+        return None
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          bench.peer_script)
+    _, lines = run_capture([exe, script, "--config"], dict(os.environ))
+    version = next((line.split()[2].rstrip(",") for line in lines
+                    if line.startswith("config: torch.distributed")), "?")
+    print(f"peer torch.distributed {version}: {exe}; 1 thread per rank "
+          f"(torch.set_num_threads)", flush=True)
+    return Side(f"torch-{'.'.join(version.split('.')[:2])}", [exe, script, *args],
+                dict(os.environ))
+
+
 def peer_sides(bench, build_dir, which, args):
     """The Sides of the libtorch peers `which` (--peer) selects, run with `args`, or None after
     saying which is missing."""
@@ -384,7 +419,12 @@ def run_compared(bench, build_dir, args):
             peers = [Side(bench.peer_build, [peer_path, *extra], dict(os.environ))]
     else:
         ours = Side("memgrad", [path, *extra], dict(os.environ))
-        if not args.no_peer:
+        if not args.no_peer and bench.peer_script:
+            side = script_peer_side(bench, extra)
+            if side is None:
+                return 1
+            peers = [side]
+        elif not args.no_peer:
             peers = peer_sides(bench, build_dir, args.peer, extra)
             if peers is None:
                 return 1
@@ -423,7 +463,7 @@ def run(bench, build_dir, args):
               f"-Dbench=true).", file=sys.stderr, flush=True)
         return 1
     print(f"== {bench.name}: {path} ({load_average()})", flush=True)
-    if bench.peer:
+    if bench.peer or bench.peer_script:
         return run_compared(bench, build_dir, args)
     cmd = [path, *(bench.quick_args if args.quick else ())]
     status = subprocess.run(cmd, check=False).returncode

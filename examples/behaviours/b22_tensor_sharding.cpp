@@ -40,7 +40,8 @@ namespace {
 
 using distributed::ProcessGroup;
 
-constexpr int64_t kBucketCap = 25 * 1024 * 1024;  // DDP's default bucket_cap_mb, in bytes
+constexpr int64_t kBucketCap = 25 * 1024 * 1024;      // DDP's default bucket_cap_mb, in bytes
+constexpr int64_t kFirstBucketCap = 1 * 1024 * 1024;  // and its first bucket's cap
 
 int64_t padded(int64_t numel, int world) { return (numel + world - 1) / world * world; }
 
@@ -185,12 +186,15 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ModelShape& s
       if (s != Sharding::DdpBucketView) b.gradients += rounded(e.gradient * n);
     }
     if (s != Sharding::Single) {
-      // Buckets in reverse order, each closed once it holds kBucketCap bytes.
+      // Buckets in reverse order, the first closed once it holds kFirstBucketCap bytes, the
+      // others kBucketCap.
       int64_t bucket = 0;
+      bool first = true;
       for (size_t k = numels.size(); k-- > 0;) {
-        if (bucket >= kBucketCap) {
+        if (bucket >= (first ? kFirstBucketCap : kBucketCap)) {
           b.buckets += rounded(bucket);
           bucket = 0;
+          first = false;
         }
         bucket += e.gradient * numels[k];
       }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -81,7 +82,7 @@ bool env_flag(const char* name) {
   return value != nullptr && std::string(value) == "1";
 }
 
-// DDP_VIEW=1: gradient_as_bucket_view; DDP_CAP: bucket_cap_mb.
+// DDP_VIEW=1: gradient_as_bucket_view; DDP_CAP: bucket_cap_mb, the first bucket's cap too.
 int ddp_worker() {
   const bool views = env_flag("DDP_VIEW");
   const double cap = std::getenv("DDP_CAP") != nullptr ? std::atof(std::getenv("DDP_CAP")) : 25.0;
@@ -92,7 +93,9 @@ int ddp_worker() {
     NoGradGuard no_grad;
     for (Tensor p : model->parameters()) p.add_(static_cast<double>(setup.rank));
   }
-  DistributedDataParallel ddp(model, setup.pg, {cap, views});
+  DistributedDataParallel ddp(
+      model, setup.pg,
+      {.bucket_cap_mb = cap, .gradient_as_bucket_view = views, .first_bucket_cap_mb = cap});
   const Tensor xr = setup.x.narrow(0, setup.rank * setup.rows, setup.rows);
   const Tensor yr = setup.y.narrow(0, setup.rank * setup.rows, setup.rows);
   for (int step = 0; step < 2; ++step) {  // the second backward runs with .grad already views
@@ -137,39 +140,90 @@ int no_sync_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
-// Two buckets (the last layer's parameters, then the first layer's): the first is all-reduced
-// during backward, as soon as its gradients are in, before the first layer's gradients arrive.
-// Hooks registered before DDP's on the first layer's parameters see one bucket reduced; after
-// backward both are, and the gradients are the whole batch's.
+// Two buckets (the last layer's parameters, then the first layer's): the first starts its
+// all-reduce during backward, as soon as its gradients are in, before the first layer's gradients
+// arrive. Hooks registered before DDP's on the first layer's parameters see one bucket started;
+// with DDP_OVERLAP=1 none is reduced yet (it is in flight on the communication thread while
+// backward computes), without it the first is reduced already (blocking). After backward both
+// are, and the gradients are the whole batch's. And the in-flight bucket holds no byte more: the
+// step's peak of allocated bytes is the same with and without overlap (printed, compared by the
+// test case across the two runs).
 int overlap_worker() {
+  const bool overlap = env_flag("DDP_OVERLAP");
   const Setup setup;
   auto model = make_model();
   DistributedDataParallel* ddp_seen = nullptr;
-  std::vector<int64_t> reduced_at;  // buckets_reduced() as each first-layer gradient arrived
+  std::vector<uint64_t> started_at, reduced_at;  // as each first-layer gradient arrived
   for (const auto& [name, p] : model->named_parameters()) {
     if (name.rfind("0.", 0) != 0) continue;
     p.register_post_accumulate_grad_hook([&](const Tensor&) {
-      reduced_at.push_back(static_cast<int64_t>(ddp_seen->buckets_reduced()));
+      started_at.push_back(ddp_seen->buckets_started());
+      reduced_at.push_back(ddp_seen->buckets_reduced());
     });
   }
-  DistributedDataParallel ddp(model, setup.pg, {0.0002, false});
+  DistributedDataParallel ddp(
+      model, setup.pg,
+      {.bucket_cap_mb = 0.0002, .first_bucket_cap_mb = 0.0002, .overlap = overlap});
   ddp_seen = &ddp;
   check(ddp.buckets().size() == 2, fmt::format("{} buckets", ddp.buckets().size()));
   check(ddp.buckets()[1].parameters.front() == "0.bias", ddp.buckets()[1].parameters.front());
   const Tensor xr = setup.x.narrow(0, setup.rank * setup.rows, setup.rows);
   const Tensor yr = setup.y.narrow(0, setup.rank * setup.rows, setup.rows);
+  reset_peak_memory_stats(kCPU);
   nn::cross_entropy(ddp(xr), yr).backward();
-  check(reduced_at == std::vector<int64_t>{1, 1},
-        fmt::format("buckets reduced as the first layer's gradients arrived: {} (expected 1, 1)",
-                    fmt::join(reduced_at, ", ")));
+  std::printf("peak allocated: %zu\n", max_memory_allocated(kCPU));
+  check(started_at == std::vector<uint64_t>{1, 1},
+        fmt::format("buckets started as the first layer's gradients arrived: {} (expected 1, 1)",
+                    fmt::join(started_at, ", ")));
+  const std::vector<uint64_t> reduced_expected =
+      overlap ? std::vector<uint64_t>{0, 0} : std::vector<uint64_t>{1, 1};
+  check(reduced_at == reduced_expected,
+        fmt::format("buckets reduced as the first layer's gradients arrived: {} (expected {})",
+                    fmt::join(reduced_at, ", "), fmt::join(reduced_expected, ", ")));
   check(ddp.buckets_reduced() == 2, fmt::format("{} buckets reduced", ddp.buckets_reduced()));
   setup.check_gradients(*model, "after the overlapped backward");
   return failures() == 0 ? 0 : 1;
 }
 
+// The "peak allocated: N" line of rank 0's output.
+std::string peak_line(const SpawnResult& result) {
+  const std::string& out = result.ranks.at(0).output;
+  const size_t at = out.find("peak allocated: ");
+  return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+}
+
+// Ranks that wrap the model with different bucket caps: their bucket all-reduces skip the call
+// check, so the constructor compares the buckets. LAYOUT=count: rank 1 has one bucket more, a
+// CollectiveMismatchError on every rank; LAYOUT=sizes: as many buckets, of other sizes, a
+// DistributedError on rank 1 naming both layouts (rank 0's layout is the reference: it goes on).
+int layout_worker() {
+  const std::string layout = std::getenv("LAYOUT");
+  const Setup setup;
+  auto model = make_model();  // 2.bias (4), 2.weight (64), 0.bias (16), 0.weight (96)
+  DDPOptions options;
+  if (layout == "count" && setup.rank == 1)
+    options = {.bucket_cap_mb = 0.0002, .first_bucket_cap_mb = 0.0002};
+  if (layout == "sizes") {
+    options.first_bucket_cap_mb = setup.rank == 0 ? 0.00001 : 0.0002;  // 10 B or 209 B
+  }
+  try {
+    DistributedDataParallel ddp(model, setup.pg, options);
+    check(layout == "sizes" && setup.rank == 0, "the constructor accepted differing buckets");
+  } catch (const CollectiveMismatchError& e) {
+    check(layout == "count", e.what());
+  } catch (const DistributedError& e) {
+    const std::string what = e.what();
+    check(layout == "sizes" && setup.rank == 1 &&
+              what.find("hold 68, 112 elements, rank 0's 4, 176") != std::string::npos,
+          what);
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
 const bool kRegistered = memgrad::testing::register_worker("ddp", ddp_worker) &&
                          memgrad::testing::register_worker("no_sync", no_sync_worker) &&
-                         memgrad::testing::register_worker("overlap", overlap_worker);
+                         memgrad::testing::register_worker("overlap", overlap_worker) &&
+                         memgrad::testing::register_worker("layout", layout_worker);
 
 }  // namespace
 
@@ -193,7 +247,24 @@ TEST_CASE("DDP's averaged gradients equal one process's gradients of the same gl
 TEST_CASE("DDP all-reduces a bucket during backward, as soon as its gradients are in") {
   for (int n : {2, 4}) {
     CAPTURE(n);
-    const SpawnResult result = run_workers("overlap", n, 20);
+    std::string peaks[2];
+    for (int overlap : {0, 1}) {
+      CAPTURE(overlap);
+      const SpawnResult result =
+          run_workers("overlap", n, 20, {{"DDP_OVERLAP", overlap == 1 ? "1" : "0"}});
+      INFO(outputs(result));
+      CHECK(result.ok());
+      peaks[overlap] = peak_line(result);
+    }
+    CHECK(!peaks[0].empty());
+    CHECK(peaks[0] == peaks[1]);  // the bucket in flight costs no byte
+  }
+}
+
+TEST_CASE("DDP refuses ranks whose buckets differ, before any unchecked all-reduce") {
+  for (const char* layout : {"count", "sizes"}) {
+    CAPTURE(layout);
+    const SpawnResult result = run_workers("layout", 2, 20, {{"LAYOUT", layout}}, false);
     INFO(outputs(result));
     CHECK(result.ok());
   }

@@ -112,6 +112,70 @@ int collectives_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
+// all_reduce_async: three in flight at once come back in order with all_reduce's results; an
+// average is divided, and the version bumped (twice, as all_reduce does), only by wait(); a
+// blocking collective after them waits for them first (its result is right and the count is every
+// collective once); nothing is allocated on the device by the calls in flight. Then the last rank
+// exits: the next async all_reduce's wait() throws RankFailureError naming it, and so does every
+// later call.
+int async_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank(), n = pg->size();
+  const double rank_sum = n * (n - 1) / 2.0;
+  Tensor sum = full({1000}, r + 1.0);
+  Tensor avg = full({7}, static_cast<double>(r), TensorOptions(kFloat64));
+  Tensor ints = full({3}, static_cast<double>(r), TensorOptions(kInt64));
+  const uint64_t version = avg.impl()->storage().version();
+  reset_peak_memory_stats(kCPU);
+  const int64_t before = allocated();
+  const std::shared_ptr<Work> works[] = {pg->all_reduce_async(sum),
+                                         pg->all_reduce_async(avg, ReduceOp::Avg),
+                                         pg->all_reduce_async(ints)};
+  check(static_cast<int64_t>(max_memory_allocated(kCPU)) == before, "in flight: no allocation");
+  check(avg.impl()->storage().version() == version, "in flight: the version is unchanged");
+  works[1]->wait();
+  check(works[1]->is_completed(), "a waited Work is completed");
+  // all_reduce's two bumps: the data moved, then the division in place.
+  check(avg.impl()->storage().version() == version + 2, "wait() bumps the version");
+  works[1]->wait();  // a second wait finishes nothing twice
+  check(avg.impl()->storage().version() == version + 2, "a second wait() bumps nothing");
+  check(values_are(avg, std::vector<double>(7, rank_sum / n)), "all_reduce_async avg");
+  Tensor b = full({4}, static_cast<double>(r));
+  pg->broadcast(b, 0);  // waits for sum and ints first
+  check(works[0]->is_completed() && works[2]->is_completed(), "broadcast waited for both");
+  check(values_are(sum, std::vector<double>(1000, n * (n + 1) / 2.0)), "all_reduce_async sum");
+  check(values_are(ints, {rank_sum, rank_sum, rank_sum}), "all_reduce_async sum (int64)");
+  check(values_are(b, std::vector<double>(4, 0.0)), "broadcast after the async calls");
+  check(pg->collectives_run() == 4,
+        fmt::format("4 collectives, counted {}", pg->collectives_run()));
+  // A rejected call throws at once, as all_reduce does, on every rank alike.
+  try {
+    pg->all_reduce_async(full({2, 2}, 1.0).t());
+    check(false, "a non-contiguous tensor was accepted");
+  } catch (const ValueError&) {
+  }
+  pg->barrier();
+  const int dead = n - 1;
+  if (r == dead) _exit(3);
+  Tensor t = ones({1000});
+  const std::shared_ptr<Work> work = pg->all_reduce_async(t);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      work->wait();
+      check(false, "an async all_reduce with a dead peer completed");
+    } catch (const RankFailureError& e) {
+      check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
+            e.what());
+    }
+  }
+  try {
+    pg->barrier();
+    check(false, "a broken group ran a barrier");
+  } catch (const RankFailureError&) {
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
 // Rank r all-reduces 4 + r elements: every rank throws CollectiveMismatchError, then the group
 // still works.
 int mismatch_worker() {
@@ -339,6 +403,7 @@ const bool kRegistered =
     memgrad::testing::register_worker("prints_then_dies", prints_then_dies_worker) &&
     memgrad::testing::register_worker("exits_after_init", exits_after_init_worker) &&
     memgrad::testing::register_worker("collectives", collectives_worker) &&
+    memgrad::testing::register_worker("async", async_worker) &&
     memgrad::testing::register_worker("mismatch", mismatch_worker) &&
     memgrad::testing::register_worker("rejected", rejected_worker) &&
     memgrad::testing::register_worker("dead_rank", dead_rank_worker) &&
@@ -354,6 +419,17 @@ TEST_CASE("collectives give PyTorch's results on 2 and 4 ranks; only reduce_scat
     const SpawnResult result = run_workers("collectives", n);
     INFO(outputs(result));
     CHECK(result.ok());
+  }
+}
+
+TEST_CASE("all_reduce_async runs in order on the communication thread; wait() finishes it") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("async", n, 3, {}, false);
+    INFO(outputs(result));
+    REQUIRE_EQ(result.ranks.size(), static_cast<size_t>(n));
+    for (int r = 0; r + 1 < n; ++r) CHECK_EQ(result.ranks[r].exit_status, 0);
+    CHECK_EQ(result.ranks[n - 1].exit_status, 3);
   }
 }
 

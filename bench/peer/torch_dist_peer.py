@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""dist_bench's peer: the same measurements with torch.distributed (Gloo) and PyTorch's DDP.
+
+  torch_dist_peer.py [--quick] [--config]
+
+Runs with a Python that imports torch (Debian's python3-torch: /usr/bin/python3), and prints
+what bench/dist_bench.cpp prints, under the same names (bench/bench_util.h format):
+
+  1. all_reduce of 64 MiB (16 Mi float32, sum) on 2 ranks over Gloo on loopback: median time,
+     algorithm and bus bandwidth;
+  2. the MLP step of bench/bench_mlp.h (784-512-512-10, ReLU, cross-entropy, SGD lr 0.1 momentum
+     0.9, global batch 128 from a pool of 16 synthetic batches) in one process on 2 threads and
+     on 1, and under torch.nn.parallel.DistributedDataParallel on 2 ranks x 1 thread, each with
+     its 64 rows of the same global batch (PyTorch's defaults: buckets of 25 MiB, a first bucket
+     of 1 MiB, reduced on Gloo's own thread while backward goes on). A step is zero_grad
+     (set_to_none) + forward + backward + step; rank 0's steps are timed, each on its own.
+
+Each part runs in fresh processes (torch.multiprocessing's spawn, a file store), as dist_bench
+starts its ranks. Timing lives here and in dist_bench, never in tests.
+"""
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+BATCH, INPUTS, HIDDEN, CLASSES, POOL = 128, 784, 512, 10, 16
+ALLREDUCE_BYTES = 64 << 20
+
+
+def report(name, value, unit):
+    print(f"{name}: {value:.4g} {unit}", flush=True)
+
+
+def quantile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+
+def model():
+    return torch.nn.Sequential(torch.nn.Linear(INPUTS, HIDDEN), torch.nn.ReLU(),
+                               torch.nn.Linear(HIDDEN, HIDDEN), torch.nn.ReLU(),
+                               torch.nn.Linear(HIDDEN, CLASSES))
+
+
+def init(rank, world, store_file):
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank,
+                            world_size=world)
+
+
+def all_reduce_rank(rank, world, store_file, quick, queue):
+    torch.set_num_threads(1)
+    init(rank, world, store_file)
+    t = torch.ones(ALLREDUCE_BYTES // 4)
+    seconds = []
+    for i in range(2 + (3 if quick else 10)):
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(t)
+        if i >= 2:
+            seconds.append(time.perf_counter() - start)
+    dist.destroy_process_group()
+    if rank == 0:
+        median = statistics.median(seconds)
+        algbw = ALLREDUCE_BYTES / median / 1e9
+        queue.put([("allreduce_64mib_median", median * 1e3, "ms"),
+                   ("allreduce_64mib_algbw", algbw, "GB/s"),
+                   ("allreduce_64mib_busbw", algbw * 2 * (world - 1) / world, "GB/s")])
+
+
+def step_rank(rank, world, store_file, quick, threads, queue):
+    torch.set_num_threads(threads)
+    if world > 1:
+        init(rank, world, store_file)
+    torch.manual_seed(0)
+    rows = BATCH // world
+    inputs, targets = [], []
+    for _ in range(POOL):
+        x = torch.randn(BATCH, INPUTS)
+        y = torch.randint(0, CLASSES, (BATCH,))
+        inputs.append(x[rank * rows:(rank + 1) * rows].contiguous())
+        targets.append(y[rank * rows:(rank + 1) * rows].contiguous())
+    net = model()
+    runner = torch.nn.parallel.DistributedDataParallel(net) if world > 1 else net
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    warmup, timed = (5, 30) if quick else (20, 200)
+    step_ms = []
+    for s in range(warmup + timed):
+        b = s % POOL
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(runner(inputs[b]), targets[b])
+        loss.backward()
+        optimizer.step()
+        if s >= warmup:
+            step_ms.append((time.perf_counter() - start) * 1e3)
+    if world > 1:
+        dist.destroy_process_group()
+    if rank == 0:
+        prefix = (f"mlp_step_{world}rank_ddp" if world > 1 else
+                  "mlp_step_1rank" if threads == 2 else f"mlp_step_1rank_{threads}thread")
+        queue.put([(prefix + "_median", statistics.median(step_ms), "ms"),
+                   (prefix + "_p90", quantile(step_ms, 0.9), "ms")])
+
+
+def run_part(target, world, *args):
+    """Runs `target` on `world` fresh processes; returns rank 0's figures."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        procs = [ctx.Process(target=target, args=(r, world, store, *args, queue))
+                 for r in range(world)]
+        for p in procs:
+            p.start()
+        figures = queue.get(timeout=600)
+        for p in procs:
+            p.join()
+            if p.exitcode != 0:
+                sys.exit(f"torch_dist_peer: a rank of {target.__name__} exited with "
+                         f"{p.exitcode}")
+    return figures
+
+
+def main(argv):
+    quick = "--quick" in argv
+    print(f"config: torch.distributed {torch.__version__}, Gloo, 2 threads", flush=True)
+    blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    print(f"config: BLAS {blas.group(1) if blas else 'unknown'} (torch's BLAS_INFO)", flush=True)
+    print("config: Gloo on loopback; 1 process x 2 threads against 2 ranks x 1 thread",
+          flush=True)
+    if "--config" in argv:
+        return 0
+    figures = run_part(all_reduce_rank, 2, quick)
+    one = run_part(step_rank, 1, quick, 2)
+    one_thread = run_part(step_rank, 1, quick, 1)
+    two = run_part(step_rank, 2, quick, 1)
+    for name, value, unit in figures + one + one_thread + two:
+        report(name, value, unit)
+    t1, t1_thread, t2 = one[0][1], one_thread[0][1], two[0][1]
+    report("ddp_2rank_speedup", t1 / t2, "x")
+    report("ddp_2rank_scaling", t1_thread / t2, "x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
