@@ -12,7 +12,9 @@
 // prints (bench/bench_util.h format): the median and p90 step (ms), the peak of allocated
 // bytes (max_memory_allocated, MiB) and reserved bytes, the peak RSS of the process (MiB; RSS
 // at startup too, before any tensor) and the loss after the last step (a sanity check: the
-// random labels are memorised, so it falls from about 2.3). Timing lives here, never in tests.
+// random labels are memorised, so it falls from about 2.3), then the step's GEMM FLOPs, the FMA
+// peak of this machine's 2 cores, measured (bench/fma_peak.h), and the step's FMA-peak bound:
+// the least time those FLOPs take at that peak. Timing lives here, never in tests.
 #include <omp.h>
 
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include "autograd/autograd.h"
 #include "bench/bench_mlp.h"
 #include "bench/bench_util.h"
+#include "bench/fma_peak.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/optimizer.h"
@@ -65,6 +68,10 @@ int run(const bench::Flags& flags) {
       "train",
       {std::move(step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
        static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
+  // The least the step could take here: its GEMM FLOPs at the FMA peak of bench::kThreads cores.
+  bench::report_fma_bound("train",
+                          bench::linear_stack_step_flops(
+                              {kInputs, bench::kMlpHidden, bench::kMlpHidden, kClasses}, kBatch));
   return 0;
 }
 

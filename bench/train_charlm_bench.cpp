@@ -16,7 +16,9 @@
 //
 // prints (bench/bench_util.h format) the same figures as train_bench, named charlm_*: median
 // and p90 step (ms), peak allocated and reserved bytes (MiB), peak RSS and RSS at startup (MiB),
-// and the loss after the last step (it falls from about ln 86 = 4.45 as the pool is memorised).
+// and the loss after the last step (it falls from about ln 86 = 4.45 as the pool is memorised),
+// then the step's GEMM FLOPs, the machine's measured FMA peak and the step's FMA-peak bound
+// (bench/fma_peak.h).
 #include <omp.h>
 
 #include <cstdio>
@@ -24,6 +26,7 @@
 
 #include "autograd/autograd.h"
 #include "bench/bench_util.h"
+#include "bench/fma_peak.h"
 #include "engine/optim/optimizer.h"
 #include "examples/charlm/charlm_model.h"
 
@@ -71,6 +74,8 @@ int run(const bench::Flags& flags) {
       "charlm",
       {std::move(step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
        static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
+  bench::report_fma_bound("charlm",
+                          bench::transformer_step_flops(kVocab, kWidth, kLayers, kContext, kBatch));
   return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/fma_peak.h"
 
 namespace {
 
@@ -145,6 +146,8 @@ int run(const bench::Flags& flags) {
   });
   bench::report_training(
       "charlm", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss, loss.item<double>()});
+  bench::report_fma_bound("charlm",
+                          bench::transformer_step_flops(kVocab, kWidth, kLayers, kContext, kBatch));
   return 0;
 }
 

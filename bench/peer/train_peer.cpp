@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/fma_peak.h"
 
 namespace {
 
@@ -61,6 +62,8 @@ int run(const bench::Flags& flags) {
   });
   bench::report_training(
       "train", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss, loss.item<double>()});
+  bench::report_fma_bound(
+      "train", bench::linear_stack_step_flops({kInputs, kHidden, kHidden, kClasses}, kBatch));
   return 0;
 }
 

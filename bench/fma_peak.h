@@ -1,0 +1,102 @@
+// fma_peak: the machine's fused multiply-add peak, measured, and the FLOPs of the benchmarks' MLP
+// step, so a step's time can be set against the least it could take here (its FMA-peak bound).
+//
+// The peak is measured rather than computed from a data sheet: each of `threads` threads runs 16
+// independent chains of fused multiply-adds on 64-byte vectors (the build's -march=native turns
+// them into AVX-512 FMAs where the CPU has them, pairs of AVX2 FMAs otherwise), enough chains to
+// cover the FMA latency on every x86 core measured, for about 100 ms after a warm-up. A FLOP is
+// one multiply or one add, so an FMA on 16 floats is 32. The figure is what the cores sustain at
+// the clock they hold under that load, the bound a GEMM could reach if it did nothing but FMAs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.h"
+
+namespace bench {
+
+namespace detail {
+
+using Float16 = float __attribute__((vector_size(64)));
+
+// `iterations` x 16 chains x 16 lanes x 2 FLOPs; returns a value that depends on every chain.
+inline float fma_chains(int64_t iterations) {
+  constexpr int kChains = 16;
+  Float16 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = Float16{} + 1.0f + static_cast<float>(k) * 1e-3f;
+  const Float16 a = Float16{} + 0.999999f;
+  const Float16 b = Float16{} + 1e-7f;
+  for (int64_t i = 0; i < iterations; ++i) {
+    // One FMA each (-ffp-contract=fast); without -ffast-math the compiler may not fold them.
+    for (int k = 0; k < kChains; ++k) acc[k] = acc[k] * a + b;
+  }
+  float sum = 0.0f;
+  for (int k = 0; k < kChains; ++k) {
+    for (int lane = 0; lane < 16; ++lane) sum += acc[k][lane];
+  }
+  return sum;
+}
+
+inline constexpr double kFlopsPerIteration = 16.0 * 16.0 * 2.0;
+
+}  // namespace detail
+
+// GFLOP/s of fused multiply-adds on `threads` threads at once (10^9 FLOPs per second).
+inline double measured_fma_peak_gflops(int threads) {
+  detail::fma_chains(1 << 20);  // warm-up: the clock settles under the vector load
+  const int64_t iterations = int64_t{1} << 23;
+  std::vector<std::thread> workers;
+  std::vector<float> sink(static_cast<size_t>(threads));
+  const Clock::time_point start = Clock::now();
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back(
+        [&sink, t, iterations] { sink[static_cast<size_t>(t)] = detail::fma_chains(iterations); });
+  }
+  for (std::thread& w : workers) w.join();
+  const double seconds = seconds_since(start);
+  volatile float keep = sink[0];
+  (void)keep;
+  return static_cast<double>(iterations) * detail::kFlopsPerIteration * threads / seconds / 1e9;
+}
+
+// The FLOPs of one training step of a stack of Linear layers with `widths` (inputs first) on a
+// batch of `batch` rows: forward and the weights' gradients one GEMM each per layer, and the
+// inputs' gradients for every layer but the first (the data needs none). 2 FLOPs per
+// multiply-add; the elementwise passes (bias, activation, loss, optimizer) are not counted.
+inline double linear_stack_step_flops(const std::vector<int64_t>& widths, int64_t batch) {
+  double flops = 0.0;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const double gemm = 2.0 * static_cast<double>(batch * widths[i] * widths[i + 1]);
+    flops += (i == 0 ? 2.0 : 3.0) * gemm;
+  }
+  return flops;
+}
+
+// The FLOPs of one training step of a decoder-only transformer (train_charlm's CharLM) of
+// `layers` blocks of width d = `width`, on `batch` sequences of `context` = T tokens over a
+// vocabulary of V = `vocab`: per token, each block's projections (query, key, value and output:
+// 4 d^2 multiply-adds) and MLP (d x 4d and back: 8 d^2), its attention (scores over all T
+// positions, the causal mask applied to them, and the weighted sum: 2 T d), and the head (d V);
+// backward takes two GEMMs of each (every input needs its gradient: the embeddings' flow through
+// the first block). The elementwise passes (layer norms, GELU, softmax, AdamW) are not counted.
+inline double transformer_step_flops(int64_t vocab, int64_t width, int64_t layers, int64_t context,
+                                     int64_t batch) {
+  const double d = static_cast<double>(width), t = static_cast<double>(context);
+  const double per_token =
+      static_cast<double>(layers) * (12.0 * d * d + 2.0 * t * d) + d * static_cast<double>(vocab);
+  return 3.0 * 2.0 * static_cast<double>(batch * context) * per_token;
+}
+
+// Prints "<prefix>_step_gflop", "fma_peak" (measured on kThreads threads) and
+// "<prefix>_step_fma_bound": the least time the step's `flops` take at that peak.
+inline void report_fma_bound(const std::string& prefix, double flops) {
+  const double peak = measured_fma_peak_gflops(kThreads);
+  report((prefix + "_step_gflop").c_str(), flops / 1e9, "GFLOP");
+  report("fma_peak", peak, "GFLOP/s");
+  report((prefix + "_step_fma_bound").c_str(), flops / (peak * 1e9) * 1e3, "ms");
+}
+
+}  // namespace bench
