@@ -152,11 +152,17 @@ int run(bool quick) {
     std::fflush(stdout);
     timings.push_back(t);
   }
-  const bool large_ok = timings[3].ratio() <= 0.02;
-  const bool mid_ok = timings[1].ratio() <= 3.0 && timings[2].ratio() <= 3.0;
-  fmt::print("target alloc_free_64MiB ratio <= 0.02: {}\n", large_ok ? "PASS" : "FAIL");
-  fmt::print("target alloc_free_4KiB..1MiB within 3x of malloc: {}\n", mid_ok ? "PASS" : "FAIL");
-  return large_ok && mid_ok ? 0 : 1;  // a failed target fails the benchmark
+  // A caching allocator exists to be cheaper than the system's: a hit within 1.5x of glibc's
+  // heap at the sizes its heap serves, and far below an mmap + munmap at 64 MiB.
+  bool all_ok = true;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const double bound = i + 1 == cases.size() ? 0.02 : 1.5;
+    const bool ok = timings[i].ratio() <= bound;
+    fmt::print("target alloc_free_{} ratio <= {}: {} ({})\n", cases[i].name, bound,
+               ok ? "PASS" : "FAIL", sig3(timings[i].ratio()));
+    all_ok = all_ok && ok;
+  }
+  return all_ok ? 0 : 1;  // a failed target fails the benchmark
 }
 
 }  // namespace

@@ -15,7 +15,9 @@
 //      process on 1 thread over it (2 would be perfect scaling). DDP runs as configured by
 //      default (buckets reduced on the communication thread while backward goes on, a first
 //      bucket of 1 MiB), and again blocking (one 25 MiB bucket reduced in backward's last hook:
-//      mlp_step_2rank_ddp_blocking_*), so the overlap's effect is measured in the same run.
+//      mlp_step_2rank_ddp_blocking_*), so the overlap's effect is measured in the same run;
+//      then ZeRO-3 on the same 2 ranks (mlp_step_2rank_zero3_*: each layer's parameters
+//      all-gathered around its forward and backward, its gradients reduce-scattered).
 //      tools/run_bench.py runs bench/peer/torch_dist_peer.py, the same with torch.distributed,
 //      alternately with this program.
 //
@@ -42,6 +44,7 @@
 #include "distributed/error.h"
 #include "distributed/process_group.h"
 #include "distributed/spawn.h"
+#include "distributed/zero_data_parallel.h"
 #include "engine/factories.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/linear.h"
@@ -112,17 +115,36 @@ int step_rank() {
   const bool blocking = blocking_env != nullptr && std::string(blocking_env) == "1";
   distributed::DDPOptions ddp_options;
   if (blocking) ddp_options = {.first_bucket_cap_mb = 25.0, .overlap = false};
-  if (pg) runner = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
-  optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  // MEMGRAD_DIST_BENCH_ZERO=3: ZeRO-3 in place of DDP (each layer gathered around its forward and
+  // backward, gradients reduce-scattered, the optimizer on this rank's shards).
+  const char* zero_env = std::getenv("MEMGRAD_DIST_BENCH_ZERO");
+  const bool zero3 = zero_env != nullptr && std::string(zero_env) == "3";
+  std::shared_ptr<distributed::ZeroDataParallel> zero;
+  if (pg && zero3) {
+    zero = std::make_shared<distributed::ZeroDataParallel>(model, pg, distributed::ZeroOptions{3});
+    runner = zero;
+  } else if (pg) {
+    runner = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
+  }
+  optim::SGD optimizer(zero ? zero->shard_parameters() : model->parameters(),
+                       {.lr = 0.1, .momentum = 0.9});
   std::vector<double> step_ms;
   Tensor loss;
   for (int s = 0; s < warmup + timed; ++s) {
     const auto b = static_cast<size_t>(s % kPoolBatches);
     const bench::Clock::time_point start = bench::Clock::now();
-    optimizer.zero_grad();
+    if (zero) {
+      zero->zero_grad();
+    } else {
+      optimizer.zero_grad();
+    }
     loss = nn::cross_entropy((*runner)(inputs[b]), targets[b]);
     loss.backward();
-    optimizer.step();
+    if (zero) {
+      zero->step(optimizer);
+    } else {
+      optimizer.step();
+    }
     if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
   }
   double final_loss = loss.item<double>();
@@ -132,10 +154,13 @@ int step_rank() {
     final_loss = l.item<double>();
   }
   if (rank != 0) return 0;
-  const std::string prefix =
-      world > 1 ? fmt::format("mlp_step_{}rank_ddp{}", world, blocking ? "_blocking" : "")
-      : threads == bench::kThreads ? "mlp_step_1rank"
-                                   : fmt::format("mlp_step_1rank_{}thread", threads);
+  const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_{}", world,
+                                                     zero3      ? "zero3"
+                                                     : blocking ? "ddp_blocking"
+                                                                : "ddp")
+                             : threads == bench::kThreads
+                                 ? "mlp_step_1rank"
+                                 : fmt::format("mlp_step_1rank_{}thread", threads);
   bench::report((prefix + "_median").c_str(), bench::median(step_ms), "ms");
   bench::report((prefix + "_p90").c_str(), bench::quantile(step_ms, 0.9), "ms");
   bench::report((prefix + "_final_loss").c_str(), final_loss, "nats");
@@ -144,12 +169,15 @@ int step_rank() {
 
 // Runs part `part` on `world` ranks of this program; returns rank 0's figure lines, or throws
 // with every rank's output when one fails.
+enum class Parallel { Ddp, DdpBlocking, Zero3 };
+
 std::vector<std::string> run_part(const char* part, int world, int threads, bool quick_run,
-                                  bool blocking = false) {
+                                  Parallel parallel = Parallel::Ddp) {
   distributed::SpawnOptions options;
   options.env = {{"MEMGRAD_DIST_BENCH", part},
                  {"MEMGRAD_DIST_BENCH_QUICK", quick_run ? "1" : "0"},
-                 {"MEMGRAD_DIST_BENCH_BLOCKING", blocking ? "1" : "0"},
+                 {"MEMGRAD_DIST_BENCH_BLOCKING", parallel == Parallel::DdpBlocking ? "1" : "0"},
+                 {"MEMGRAD_DIST_BENCH_ZERO", parallel == Parallel::Zero3 ? "3" : "0"},
                  {"OMP_NUM_THREADS", std::to_string(threads)}};
   const distributed::SpawnResult result = distributed::spawn_ranks(world, options);
   if (!result.ok()) {
@@ -190,9 +218,10 @@ int run(const bench::Flags& flags) {
                          "mlp_step_1rank_1thread_median",
                          "mlp_step_2rank_ddp_median",
                          "mlp_step_2rank_ddp_blocking_median",
+                         "mlp_step_2rank_zero3_median",
                          "ddp_2rank_speedup",
                          "ddp_2rank_scaling"};
-  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "ms", "x", "x"};
+  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "ms", "ms", "x", "x"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
     for (size_t i = 0; i < std::size(names); ++i) bench::report_missing(names[i], units[i]);
@@ -204,8 +233,10 @@ int run(const bench::Flags& flags) {
   const std::vector<std::string> one_thread = run_part("step", 1, 1, flags.quick);
   const std::vector<std::string> two = run_part("step", 2, bench::kThreads / 2, flags.quick);
   const std::vector<std::string> two_blocking =
-      run_part("step", 2, bench::kThreads / 2, flags.quick, true);
-  for (const auto* lines : {&one, &one_thread, &two, &two_blocking}) {
+      run_part("step", 2, bench::kThreads / 2, flags.quick, Parallel::DdpBlocking);
+  const std::vector<std::string> two_zero3 =
+      run_part("step", 2, bench::kThreads / 2, flags.quick, Parallel::Zero3);
+  for (const auto* lines : {&one, &one_thread, &two, &two_blocking, &two_zero3}) {
     for (const std::string& line : *lines) std::printf("%s\n", line.c_str());
   }
   // speedup: against one process on the same 2 cores; scaling: against one process on 1 core
