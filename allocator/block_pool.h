@@ -119,6 +119,14 @@ class BlockPool {
   void erase(BlockRecord* block);
   // Best fit on `stream`; counts the lookup for garbage collection ages.
   BlockRecord* best_fit(StreamId stream, size_t size);
+  // The same without counting the lookup, and the count alone: what the caching allocator uses
+  // to check that reusing the block it last freed is what best_fit would pick.
+  BlockRecord* peek_best_fit(StreamId stream, size_t size) const {
+    const FreeBlockIndex* index = stream == kDefaultStream ? default_index_ : find_index(stream);
+    return index == nullptr ? nullptr : index->best_fit(size);
+  }
+  void count_lookup() { ++lookups_; }
+  size_t lookups() const { return lookups_; }
   // The free blocks of `stream` (or of every stream) in (size, address) order.
   std::vector<BlockRecord*> blocks(StreamId stream) const;
   std::vector<BlockRecord*> all_blocks() const;

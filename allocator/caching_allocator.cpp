@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 #include "allocator/error.h"
 
@@ -65,6 +66,10 @@ size_t CachingAllocator::round_size(size_t nbytes, const AllocatorConfig& config
 Placement CachingAllocator::place(const Request& request) {
   process_events();
   const size_t size = round_size(request.nbytes);
+  if (last_freed_ != nullptr) {
+    if (!request.retry && can_undo(size, request.stream)) return undo(request.nbytes);
+    settle();
+  }
   BlockPool& pool = pool_for(size);
   const size_t segment_size = caching_segment_size(size);
   BlockRecord* block = nullptr;
@@ -119,6 +124,7 @@ CachingAllocator::BlockRecord* CachingAllocator::alloc_segment(BlockPool& pool, 
 }
 
 std::optional<PolicyAllocator::Seeded> CachingAllocator::place_seed(const SeedSegment& seed) {
+  settle();
   BlockPool& pool = seed.small_pool ? small_ : large_;
   void* ptr = obtain_segment(stat_pool(pool), seed.nbytes, seed.stream);
   if (ptr == nullptr) return std::nullopt;
@@ -157,8 +163,11 @@ std::optional<PolicyAllocator::Seeded> CachingAllocator::place_seed(const SeedSe
 }
 
 bool CachingAllocator::should_split(const BlockRecord* block, size_t size) const {
-  const size_t remaining = block->size - size;
-  if (block->segment->small_pool) return remaining >= kMinBlockSize;
+  return splits(block->segment->small_pool, size, block->size - size);
+}
+
+bool CachingAllocator::splits(bool small_pool, size_t size, size_t remaining) const {
+  if (small_pool) return remaining >= kMinBlockSize;
   return size < config_.max_split_size && remaining > kSmallSize;
 }
 
@@ -213,6 +222,25 @@ bool CachingAllocator::defer_free(const Block& handle) {
 
 SplitTally CachingAllocator::take_back(const Block& handle) {
   auto* block = static_cast<BlockRecord*>(handle.record);
+  settle();
+  block->requested_size = 0;
+  // Kept unmerged (the last free, undone) when the merged block would start where it does.
+  // Garbage collection reads cached blocks' ages, which a later merge would move: not then.
+  if (reuse_last_free_ && config_.garbage_collection_threshold <= 0.0 && !mergeable(block->prev)) {
+    const BlockRecord* next = mergeable(block->next) ? block->next : nullptr;
+    SplitTally split;  // what merge_and_cache would return
+    if (next != nullptr) split = {-1, -static_cast<int64_t>(next->size)};
+    if (block->prev != nullptr || (next != nullptr ? next->next : block->next) != nullptr) {
+      split.blocks += 1;
+      split.bytes += static_cast<int64_t>(block->size + (next != nullptr ? next->size : 0));
+    }
+    last_freed_ = block;
+    return split;
+  }
+  return merge_and_cache(block);
+}
+
+SplitTally CachingAllocator::merge_and_cache(BlockRecord* block) {
   BlockPool& pool = pool_of(block);
   SplitTally split;
   for (BlockRecord* neighbour : {block->prev, block->next}) {
@@ -222,7 +250,6 @@ SplitTally CachingAllocator::take_back(const Block& handle) {
       split.bytes -= static_cast<int64_t>(subsumed);
     }
   }
-  block->requested_size = 0;
   pool.insert(block);
   if (block->is_split()) {
     split.blocks += 1;
@@ -231,10 +258,65 @@ SplitTally CachingAllocator::take_back(const Block& handle) {
   return split;
 }
 
-size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool) {
-  if (src == nullptr || src->allocated || src->event_count > 0 || !src->stream_uses.empty()) {
-    return 0;
+void CachingAllocator::settle() const {
+  if (last_freed_ == nullptr) return;
+  BlockRecord* block = std::exchange(last_freed_, nullptr);
+  // How the state is held changes, not what it is: the stats counted the merge at the free.
+  const_cast<CachingAllocator*>(this)->merge_and_cache(block);
+}
+
+bool CachingAllocator::can_undo(size_t size, StreamId stream) const {
+  const BlockRecord* block = last_freed_;
+  if (block->size != size || block->stream != stream ||
+      block->segment->small_pool != (size <= kSmallSize)) {
+    return false;
   }
+  const BlockRecord* next = mergeable(block->next) ? block->next : nullptr;
+  const size_t merged = block->size + (next != nullptr ? next->size : 0);
+  // get_free_block's rules for oversize blocks, on the merged block.
+  const size_t max_split = config_.max_split_size;
+  if (size < max_split && merged >= max_split) return false;
+  if (size >= max_split && merged - size >= config_.max_non_split_rounding_size) return false;
+  // split_off must cut the merged block where the block ends (or the block is all of it).
+  if (next != nullptr && !splits(block->segment->small_pool, size, next->size)) return false;
+  // Best fit over the pool with the merged block in place of `next` must pick the merged block:
+  // no cached block of `size` or more comes before it in (size, address) order.
+  const auto merged_first = [&](const BlockRecord* other) {
+    return other == nullptr || merged < other->size ||
+           (merged == other->size && block->ptr < other->ptr);
+  };
+  const BlockPool& pool = block->segment->small_pool ? small_ : large_;
+  const BlockRecord* best = pool.peek_best_fit(stream, size);
+  if (best == nullptr || best != next) return merged_first(best);
+  // `next` merges away: what follows it in that order must come after the merged block (a
+  // block of next's size at a higher address would not).
+  if (next->size > detail::FreeBlockIndex::kMaxBinned || next->bin_next != nullptr) return false;
+  return merged_first(pool.peek_best_fit(stream, next->size + 1));
+}
+
+Placement CachingAllocator::undo(size_t requested) {
+  BlockRecord* block = std::exchange(last_freed_, nullptr);
+  BlockPool& pool = pool_of(block);
+  pool.count_lookup();  // the best fit the merge-and-split path makes
+  BlockRecord* next = mergeable(block->next) ? block->next : nullptr;
+  // What split_off would return for the merged block.
+  const bool merged_split =
+      block->prev != nullptr || (next != nullptr ? next->next : block->next) != nullptr;
+  SplitTally split;
+  if (next != nullptr) {
+    next->gc_count_base = pool.lookups();  // the age of the rest, split off now
+    split = merged_split ? SplitTally{0, -static_cast<int64_t>(block->size)}
+                         : SplitTally{1, static_cast<int64_t>(next->size)};
+  } else if (merged_split) {
+    split = {-1, -static_cast<int64_t>(block->size)};
+  }
+  block->allocated = true;
+  block->requested_size = requested;
+  return Placement{block->ptr, block->size, stat_pool(pool), block, split};
+}
+
+size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool) {
+  if (!mergeable(src)) return 0;
   if (dst->prev == src) {
     // [src][dst] -> dst takes over src's start.
     dst->ptr = src->ptr;
@@ -256,6 +338,12 @@ size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool
 void CachingAllocator::note_stream_use(const Block& handle, StreamId stream) {
   if (stream == handle.stream) return;  // uses on the allocation stream are ordered already
   deferred_.record_use(static_cast<BlockRecord*>(handle.record), stream);
+}
+
+void CachingAllocator::set_reuse_last_free(bool on) {
+  const auto guard = lock();
+  settle();
+  reuse_last_free_ = on;
 }
 
 void CachingAllocator::set_stream_events(StreamEvents* events) {
@@ -305,6 +393,7 @@ bool CachingAllocator::release_cached() {
     count_sync_all_streams();
     deferred_.synchronize([this](BlockRecord* done) { finish_free(block_of(done)); });
   }
+  settle();  // after the frees just finished, the last of which may be kept
   for (BlockPool* pool : {&large_, &small_}) {
     for (BlockRecord* block : pool->all_blocks()) {
       if (!block->is_split()) release_segment(block);
@@ -349,6 +438,7 @@ void CachingAllocator::garbage_collect() {
 // ---- snapshots ----
 
 void CachingAllocator::describe(std::vector<SegmentSnapshot>& out) const {
+  settle();
   for (const detail::Segment* seg : segments_) {
     const StatPool pool = seg->small_pool ? StatPool::SmallPool : StatPool::LargePool;
     SegmentSnapshot s = segment_at(seg->ptr, seg->size, pool, seg->stream);

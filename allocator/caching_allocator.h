@@ -46,6 +46,11 @@ class CachingAllocator final : public PolicyAllocator {
   // The options it was built with (set_memory_fraction() changes the limit, not this copy).
   const AllocatorConfig& config() const { return config_; }
 
+  // Whether a block freed and asked for again at once is handed back without its merge and
+  // split (below); on by default. Blocks, statistics, traces and snapshots are the same either
+  // way; the tests turn it off to compare.
+  void set_reuse_last_free(bool on);
+
  protected:
   // malloc: round -> pool -> best fit -> (collect garbage | new segment | release oversize
   // cached blocks and a new segment) -> split; the retry after release_cached() only obtains a
@@ -87,9 +92,33 @@ class CachingAllocator final : public PolicyAllocator {
   Placement split_off(BlockRecord* block, size_t size, size_t requested);
   size_t try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool);
   bool should_split(const BlockRecord* block, size_t size) const;
+  // Whether a block in the small (large) pool is split for a request of `size`, leaving
+  // `remaining` bytes.
+  bool splits(bool small_pool, size_t size, size_t remaining) const;
   void release_segment(BlockRecord* block);
   bool release_available_cached_blocks(BlockPool& pool, StreamId stream, size_t size);
   void garbage_collect();
+
+  // ---- the last free, undone ----
+  // A loop that frees a block and asks for the same size again makes PyTorch's allocator merge
+  // the block into its free neighbour, then find it as the best fit and split it off again: the
+  // same block, the same state. take_back keeps such a block unmerged instead (last_freed_,
+  // counted as merged: the split stats it returns are the merge's), and the next request of its
+  // size on its stream takes it back when best fit would have picked the merged block and split
+  // it at the same place (can_undo); any other call merges it first (settle). So the pair costs
+  // no index update and no record, and everything the allocator shows is unchanged.
+  // A cached block a neighbour merges with: free, in the pool, and waiting for no stream.
+  static bool mergeable(const BlockRecord* block) {
+    return block != nullptr && !block->allocated && block->event_count == 0 &&
+           block->stream_uses.empty() && block->in_index;
+  }
+  // take_back's merge: with the free neighbours, into the pool; the change of the split stats.
+  SplitTally merge_and_cache(BlockRecord* block);
+  // Merges the kept block, if any (a const caller's view does not change: the block counts as
+  // merged already).
+  void settle() const;
+  bool can_undo(size_t size, StreamId stream) const;
+  Placement undo(size_t requested);
 
   AllocatorConfig config_;
   bool any_divisions_ = false;  // whether roundup_power2_divisions is set for any bucket
@@ -97,7 +126,9 @@ class CachingAllocator final : public PolicyAllocator {
   BlockPool small_{true};
   BlockPool large_{false};
   std::set<detail::Segment*, bool (*)(const detail::Segment*, const detail::Segment*)> segments_;
-  DeferredFrees<BlockRecord> deferred_;  // freed blocks other streams may still use
+  DeferredFrees<BlockRecord> deferred_;        // freed blocks other streams may still use
+  mutable BlockRecord* last_freed_ = nullptr;  // kept unmerged, see "the last free, undone"
+  bool reuse_last_free_ = true;
 };
 
 }  // namespace memgrad

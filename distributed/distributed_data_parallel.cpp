@@ -199,10 +199,12 @@ void DistributedDataParallel::verify_buckets() const {
   const std::vector<State::Bucket>& buckets = state_->buckets;
   std::vector<int64_t> mine;
   for (const State::Bucket& b : buckets) mine.push_back(b.flat.numel());
-  if (pg_->device().is_meta()) return;  // a rank alone, nothing moves
   NoGradGuard no_grad;
   const Tensor layout = from_vector(mine, {static_cast<int64_t>(mine.size())}).to(pg_->device());
   pg_->broadcast(layout, 0);
+  // On a meta device the rank runs alone and the tensor holds no values; it allocates what a
+  // real rank allocates, so an estimate sees the same bytes.
+  if (pg_->device().is_meta()) return;
   const std::vector<int64_t> first = layout.to_vector<int64_t>();
   if (first != mine) {
     throw DistributedError(
