@@ -77,12 +77,12 @@ struct DistributedDataParallel::State {
 
   void start(Bucket& b) {
     ++started;
+    // Unchecked: the constructor made sure every rank has these buckets.
     if (options.overlap) {
-      // Unchecked: the constructor made sure every rank has these buckets.
       b.work = pg->all_reduce_async(b.flat, ReduceOp::Avg, CallCheck::Skip);
       return;
     }
-    pg->all_reduce(b.flat, ReduceOp::Avg);
+    pg->all_reduce(b.flat, ReduceOp::Avg, CallCheck::Skip);
     copy_back(b);
   }
 
@@ -194,26 +194,10 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 
 void DistributedDataParallel::verify_buckets() const {
   // The parameters' broadcasts checked their dtypes and sizes across ranks, in order; the buckets
-  // depend on the options too. Rank 0's layout goes to every rank (a checked broadcast, so a
-  // different number of buckets is a CollectiveMismatchError on every rank) and each compares.
-  const std::vector<State::Bucket>& buckets = state_->buckets;
-  std::vector<int64_t> mine;
-  for (const State::Bucket& b : buckets) mine.push_back(b.flat.numel());
-  NoGradGuard no_grad;
-  const Tensor layout = from_vector(mine, {static_cast<int64_t>(mine.size())}).to(pg_->device());
-  pg_->broadcast(layout, 0);
-  // On a meta device the rank runs alone and the tensor holds no values; it allocates what a
-  // real rank allocates, so an estimate sees the same bytes.
-  if (pg_->device().is_meta()) return;
-  const std::vector<int64_t> first = layout.to_vector<int64_t>();
-  if (first != mine) {
-    throw DistributedError(
-        fmt::format("[DistributedDataParallel] rank {}'s gradient buckets hold {} elements, rank "
-                    "0's {}: every rank must wrap the same model with the same bucket_cap_mb "
-                    "and first_bucket_cap_mb",
-                    pg_->rank(), fmt::join(mine, ", "), fmt::join(first, ", ")),
-        "DistributedDataParallel", pg_->rank());
-  }
+  // depend on the options too.
+  std::vector<int64_t> numels;
+  for (const State::Bucket& b : state_->buckets) numels.push_back(b.flat.numel());
+  check_same_layout(*pg_, numels, "DistributedDataParallel", "gradient buckets");
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {

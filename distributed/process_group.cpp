@@ -311,9 +311,14 @@ void ProcessGroup::check_tensor(const char* op, const char* what, const Tensor& 
   }
 }
 
-void ProcessGroup::begin(const char* op, const Call& call, const std::exception_ptr& rejected) {
+void ProcessGroup::begin(const char* op, const Call& call, const std::exception_ptr& rejected,
+                         CallCheck check) {
   if (failure_ != nullptr) std::rethrow_exception(rejected != nullptr ? rejected : failure_);
   ++sequence_;
+  if (check == CallCheck::Skip) {
+    if (rejected != nullptr) std::rethrow_exception(rejected);
+    return;
+  }
   if (transport_->local() || (rejected != nullptr && size_ == 1)) {
     if (rejected != nullptr) std::rethrow_exception(rejected);
     return;
@@ -476,11 +481,11 @@ void ProcessGroup::finish_all_reduce(const Tensor& tensor, ReduceOp op) const {
   }
 }
 
-void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op, CallCheck check) {
   wait_in_flight();
   std::exception_ptr rejected;
   const Call call = all_reduce_call(tensor, op, rejected);
-  begin("all_reduce", call, rejected);
+  begin("all_reduce", call, rejected, check);
   if (!transport_->local() && tensor.numel() > 0) {
     try {
       transport_->all_reduce_sum(tensor.impl()->data(), static_cast<size_t>(tensor.numel()),
@@ -498,7 +503,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduc
   const Call call = all_reduce_call(tensor, op, rejected);
   auto work = std::make_shared<Work>();
   if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo) {
-    all_reduce(tensor, op);  // throws the rejection after telling the peers, as all_reduce does
+    all_reduce(tensor, op, check);  // throws a rejection as all_reduce does
     work->complete(nullptr);
     return work;
   }
@@ -506,12 +511,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduc
   if (worker_ == nullptr) worker_ = std::make_unique<Worker>();
   in_flight_.push_back(work);
   worker_->push(work, [this, tensor, call, check] {
-    if (check == CallCheck::Exchange) {
-      begin("all_reduce", call, nullptr);
-    } else {
-      if (failure_ != nullptr) std::rethrow_exception(failure_);
-      ++sequence_;
-    }
+    begin("all_reduce", call, nullptr, check);
     if (tensor.numel() == 0) return;
     try {
       transport_->all_reduce_sum(tensor.impl()->data(), static_cast<size_t>(tensor.numel()),
@@ -537,7 +537,8 @@ void ProcessGroup::wait_in_flight() {
   if (first != nullptr) std::rethrow_exception(first);
 }
 
-void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
+                                  CallCheck check) {
   wait_in_flight();
   Call call{kReduceScatter};
   const std::exception_ptr rejected = argument_error([&] {
@@ -560,7 +561,7 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
     }
     call = {kReduceScatter, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
   });
-  begin("reduce_scatter", call, rejected);
+  begin("reduce_scatter", call, rejected, check);
   NoGradGuard no_grad;
   Tensor out = output;
   if (transport_->local()) {
@@ -591,7 +592,7 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
   if (op == ReduceOp::Avg && size_ > 1) out.div_(static_cast<double>(size_));
 }
 
-void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
+void ProcessGroup::all_gather(const Tensor& output, const Tensor& input, CallCheck check) {
   wait_in_flight();
   Call call{kAllGather};
   const std::exception_ptr rejected = argument_error([&] {
@@ -611,7 +612,7 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
     }
     call = {kAllGather, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
   });
-  begin("all_gather", call, rejected);
+  begin("all_gather", call, rejected, check);
   const size_t in_bytes = input.nbytes();
   const char* mine = static_cast<const char*>(output.impl()->data()) + in_bytes * rank_;
   const bool in_place = input.impl()->data() == mine;
@@ -657,6 +658,22 @@ void ProcessGroup::barrier() {
     transport_->barrier();
   } catch (const detail::TransportFailure& e) {
     fail("barrier", e.what());
+  }
+}
+
+void check_same_layout(ProcessGroup& pg, const std::vector<int64_t>& layout, const char* who,
+                       const char* what) {
+  NoGradGuard no_grad;
+  const Tensor first = from_vector(layout, {static_cast<int64_t>(layout.size())}).to(pg.device());
+  pg.broadcast(first, 0);
+  if (pg.device().is_meta()) return;  // alone, and no values: it allocated what a rank does
+  const std::vector<int64_t> reference = first.to_vector<int64_t>();
+  if (reference != layout) {
+    throw DistributedError(
+        fmt::format("[{}] rank {}'s {} hold {} elements, rank 0's {}: every "
+                    "rank must wrap the same model with the same options",
+                    who, pg.rank(), what, fmt::join(layout, ", "), fmt::join(reference, ", ")),
+        who, pg.rank());
   }
 }
 

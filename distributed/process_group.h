@@ -64,9 +64,9 @@ Backend parse_backend(std::string_view name);
 
 // Whether a collective exchanges and compares the ranks' calls first (the class comment).
 // Skip is for a caller that has made sure every rank makes the same calls, as DDP does at
-// construction for its buckets: it saves one round trip per call (about 0.1 ms on loopback when
-// idle, more when the cores are busy), and a mismatch is no longer named: it fails as Gloo does
-// (an error or the timeout).
+// construction for its buckets and ZeRO for its units: it saves one round trip per call (about 0.1
+// ms on loopback when idle, more when the cores are busy), and a mismatch is no longer named: it
+// fails as Gloo does (an error or the timeout).
 enum class CallCheck { Exchange, Skip };
 
 // Sum: element-wise sum over ranks. Avg: the sum divided by the number of ranks (the average
@@ -118,7 +118,8 @@ class ProcessGroup {
   // Reduces `tensor` over all ranks, in place: every rank ends with the sum (or average).
   // Allocates: nothing (Gloo's ring: its own two segments of at most 1 MiB, see above).
   // Version: bumps tensor's. Sends per rank: 2 (N - 1) / N x nbytes (ring).
-  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum,
+                  CallCheck check = CallCheck::Exchange);
   // The same, started on the group's communication thread: it returns at once, the tensor's
   // bytes must stay as they are until Work::wait() returns (which then divides an average and
   // bumps the version, on the waiting thread). Arguments are checked here; a rejected call, a
@@ -135,13 +136,14 @@ class ProcessGroup {
   // staging buffer of input's nbytes (the N pieces every rank sends this one, gathered by Gloo's
   // all-to-all, then summed in rank order into output), freed before it returns; on NCCL nothing.
   // Version: bumps output's. Sends per rank: (N - 1) / N x input's nbytes.
-  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum);
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum,
+                      CallCheck check = CallCheck::Exchange);
 
   // Concatenates every rank's `input` (k elements) into `output` (N x k), in rank order:
   // PyTorch's all_gather_into_tensor. When input is exactly this rank's piece of output (a view
   // at offset rank x k) it runs in place. Allocates: nothing. Version: bumps output's.
   // Sends per rank: (N - 1) x input's nbytes (ring).
-  void all_gather(const Tensor& output, const Tensor& input);
+  void all_gather(const Tensor& output, const Tensor& input, CallCheck check = CallCheck::Exchange);
 
   // Copies `tensor` of rank `src` into `tensor` of every rank. Allocates: nothing.
   // Version: bumps tensor's. Sends: N - 1 copies of nbytes in all, along a binomial tree rooted
@@ -174,7 +176,9 @@ class ProcessGroup {
   // Counts the call, exchanges and compares the calls of every rank; throws the group's failure
   // again when it is broken. `rejected`: the error this rank's own argument checks threw (null:
   // none), shared with the other ranks, then thrown here.
-  void begin(const char* op, const Call& call, const std::exception_ptr& rejected);
+  // With CallCheck::Skip it only counts the call (a rejected one throws here, on this rank).
+  void begin(const char* op, const Call& call, const std::exception_ptr& rejected,
+             CallCheck check = CallCheck::Exchange);
   // The transport's exchange; a transport failure breaks the group (fail), and a rank that
   // rejected its arguments throws its own error even then.
   std::vector<int64_t> exchange_calls(const char* op, const std::vector<int64_t>& mine,
@@ -224,6 +228,15 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend, int rank, int 
 // the timeout.
 std::shared_ptr<ProcessGroup> init_process_group(Backend backend,
                                                  std::optional<Device> device = std::nullopt);
+
+// Checks that every rank has rank 0's `layout` (sizes a caller derived from its arguments, such as
+// DDP's buckets or ZeRO's units), before collectives on them skip the call check: rank 0's goes
+// to every rank in a checked broadcast (a layout of another length is a CollectiveMismatchError on
+// every rank), and a rank whose layout differs throws DistributedError naming `what` and both
+// layouts, from `who`. Allocates: the layout on pg's device (int64), freed on return; on a meta
+// device that and nothing more (no values to compare).
+void check_same_layout(ProcessGroup& pg, const std::vector<int64_t>& layout, const char* who,
+                       const char* what);
 
 // Whether `flag` is true on any rank of `pg`: a collective every rank must call (a
 // GradScaler's combine_found_inf, so that ranks holding different shards skip a step together).

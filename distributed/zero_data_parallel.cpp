@@ -67,7 +67,7 @@ struct ZeroDataParallel::State {
     u.flat_param =
         empty({u.padded}, TensorOptions(u.shard_param.dtype()).with_device(pg->device()));
     name_in_trace(u.flat_param, unit_path(u), "parameter");
-    pg->all_gather(u.flat_param, u.shard_param);
+    pg->all_gather(u.flat_param, u.shard_param, CallCheck::Skip);  // checked at construction
     for (size_t i = 0; i < u.params.size(); ++i) {
       u.params[i].impl()->set_data(*view_of(u, i, u.flat_param).impl());
     }
@@ -115,7 +115,7 @@ struct ZeroDataParallel::State {
     u.pending = u.params.size();  // ready for the next backward
     std::fill(u.ready.begin(), u.ready.end(), false);
     if (stage == 1) {
-      pg->all_reduce(u.flat_grad, ReduceOp::Avg);
+      pg->all_reduce(u.flat_grad, ReduceOp::Avg, CallCheck::Skip);
       return;
     }
     reduce_scatter(u);
@@ -127,7 +127,7 @@ struct ZeroDataParallel::State {
   void reduce_scatter(Unit& u) {
     Tensor piece = empty({u.shard}, TensorOptions(u.flat_grad.dtype()).with_device(pg->device()));
     pg->reset_staging_peak();
-    pg->reduce_scatter(piece, u.flat_grad, ReduceOp::Avg);
+    pg->reduce_scatter(piece, u.flat_grad, ReduceOp::Avg, CallCheck::Skip);
     reduction_peak =
         std::max(reduction_peak, allocated_nbytes(u.flat_grad) + pg->staging_peak_nbytes());
     u.flat_grad = Tensor();
@@ -196,6 +196,10 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
     u.ready.assign(u.params.size(), false);
     s.units.push_back(std::move(u));
   }
+  // The units' collectives skip the call check: every rank must have rank 0's units.
+  std::vector<int64_t> padded;
+  for (const State::Unit& u : s.units) padded.push_back(u.padded);
+  check_same_layout(*pg_, padded, "ZeroDataParallel", "units");
   for (State::Unit& u : s.units) {
     const DType dtype = u.params[0].dtype();
     Tensor flat = zeros({u.padded}, TensorOptions(dtype).with_device(pg_->device()));
@@ -284,7 +288,7 @@ bool ZeroDataParallel::step(const std::function<bool()>& update) {
   }
   if (!update()) return false;
   if (s.stage == 3) return true;
-  for (State::Unit& u : s.units) pg_->all_gather(u.flat_param, u.shard_param);
+  for (State::Unit& u : s.units) pg_->all_gather(u.flat_param, u.shard_param, CallCheck::Skip);
   return true;
 }
 

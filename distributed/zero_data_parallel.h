@@ -23,6 +23,10 @@
 // buffers of the reduction in stages 2 and 3 (a unit's full gradients, and the reduce-scatter's
 // staging buffer of the same size), which exist only while a unit is being reduced.
 //
+// Collectives: the constructor broadcasts rank 0's parameters and then its units' sizes, which
+// every rank compares with its own (check_same_layout); the units' all_gathers, reduce_scatters
+// and all_reduces then skip the call check (CallCheck::Skip), one round trip each fewer.
+//
 // Use: build the optimizer over shard_parameters(), then per step forward, backward, step(opt),
 // zero_grad(). The units must be called through operator() (Sequential and memgrad's modules
 // do), so that stage 3's forward hooks run; the wrapped module itself may be called directly
