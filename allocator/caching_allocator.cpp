@@ -174,7 +174,7 @@ bool CachingAllocator::splits(bool small_pool, size_t size, size_t remaining) co
 Placement CachingAllocator::split_off(BlockRecord* block, size_t size, size_t requested) {
   BlockPool& pool = pool_of(block);
   const bool already_split = block->is_split();
-  SplitTally split;
+  SplitTally split;  // set below, once the block's neighbours are known
   if (should_split(block, size)) {
     // The front stays with the caller; the rest becomes a cached block right after it.
     BlockRecord* rest = records_.make();
@@ -188,17 +188,24 @@ Placement CachingAllocator::split_off(BlockRecord* block, size_t size, size_t re
     block->next = rest;
     block->size = size;
     pool.insert(rest);
-    // An inactive split block shrinks by the bytes handed out, or a new one appears in a
-    // segment that was whole.
-    split = already_split ? SplitTally{0, -static_cast<int64_t>(size)}
-                          : SplitTally{1, static_cast<int64_t>(rest->size)};
-  } else if (already_split) {
-    // A whole inactive split block becomes active.
-    split = {-1, -static_cast<int64_t>(block->size)};
+    split = handout_split(already_split, size, rest->size);
+  } else {
+    split = handout_split(already_split, block->size, 0);
   }
   block->allocated = true;
   block->requested_size = requested;
   return Placement{block->ptr, block->size, stat_pool(pool), block, split};
+}
+
+SplitTally CachingAllocator::handout_split(bool was_split, size_t nbytes, size_t rest) {
+  if (rest > 0) {
+    // An inactive split block shrinks by the bytes handed out, or a new one appears in a
+    // segment that was whole.
+    return was_split ? SplitTally{0, -static_cast<int64_t>(nbytes)}
+                     : SplitTally{1, static_cast<int64_t>(rest)};
+  }
+  // A whole inactive split block becomes active.
+  return was_split ? SplitTally{-1, -static_cast<int64_t>(nbytes)} : SplitTally{};
 }
 
 // ---- free ----
@@ -302,14 +309,9 @@ Placement CachingAllocator::undo(size_t requested) {
   // What split_off would return for the merged block.
   const bool merged_split =
       block->prev != nullptr || (next != nullptr ? next->next : block->next) != nullptr;
-  SplitTally split;
-  if (next != nullptr) {
-    next->gc_count_base = pool.lookups();  // the age of the rest, split off now
-    split = merged_split ? SplitTally{0, -static_cast<int64_t>(block->size)}
-                         : SplitTally{1, static_cast<int64_t>(next->size)};
-  } else if (merged_split) {
-    split = {-1, -static_cast<int64_t>(block->size)};
-  }
+  if (next != nullptr) next->gc_count_base = pool.lookups();  // the rest's age, split off now
+  const SplitTally split =
+      handout_split(merged_split, block->size, next != nullptr ? next->size : 0);
   block->allocated = true;
   block->requested_size = requested;
   return Placement{block->ptr, block->size, stat_pool(pool), block, split};

@@ -90,6 +90,10 @@ class CachingAllocator final : public PolicyAllocator {
   BlockRecord* get_free_block(BlockPool& pool, StreamId stream, size_t size);
   BlockRecord* alloc_segment(BlockPool& pool, StreamId stream, size_t segment_size);
   Placement split_off(BlockRecord* block, size_t size, size_t requested);
+  // How handing out `nbytes` of a cached block changes the inactive_split stats: the block was
+  // in a segment with other blocks (`was_split`), and `rest` bytes stay cached after it (0: the
+  // block goes whole).
+  static SplitTally handout_split(bool was_split, size_t nbytes, size_t rest);
   size_t try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool);
   bool should_split(const BlockRecord* block, size_t size) const;
   // Whether a block in the small (large) pool is split for a request of `size`, leaving

@@ -95,7 +95,7 @@ struct ReplayOptions {
   const StartState* start = nullptr;
   // Where the simulated device places its first segments (offset, bytes), in order: a recorded
   // layout followed (BoundedMemory::follow_placements); empty: first fit.
-  std::vector<std::pair<size_t, size_t>> placements;
+  std::vector<std::pair<size_t, size_t>> placements = {};
   // Called with the allocator at the end of the serving pass, before its live blocks are freed
   // (to read what a policy counts beyond the stats, e.g. the planned policy's fallbacks).
   std::function<void(const PolicyAllocator&)> inspect = nullptr;
