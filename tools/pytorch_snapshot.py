@@ -161,7 +161,7 @@ def record(program, path, vocab):
     torch.cuda.memory._record_memory_history(enabled=None)
     # Ignored by PyTorch's tools; tells `lab replay` what it cannot read from the snapshot.
     info = {"device": "cuda:0", "recorded_by": "tools/pytorch_snapshot.py " + program,
-            "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
+            "torch": str(torch.__version__), "gpu": torch.cuda.get_device_name(0)}
     if program == "b04":
         info["capacity"] = b04_limit(torch, device)[1]
     snapshot["memgrad"] = info
