@@ -39,6 +39,9 @@ import subprocess
 import sys
 from typing import NamedTuple, Optional
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_peer  # noqa: E402  (the pinned PyTorch 2.x release of the second peer)
+
 OPENBLAS_OPENMP_DIR = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 PEER_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=134217728"
 AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")  # OpenBLAS core names
@@ -216,18 +219,9 @@ class Peer(NamedTuple):
     suffix: str
 
 
-def torch2_version():
-    """The release in .peers/libtorch2/VERSION (tools/torch_peer.py), or its pinned one."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    try:
-        with open(os.path.join(root, ".peers", "libtorch2", "VERSION"), encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError:
-        return "2.x"
-
-
 PEERS = (Peer("libtorch-1.13", "1.13", ""),  # Debian's libtorch-dev, OpenBLAS
-         Peer("libtorch-" + ".".join(torch2_version().split(".")[:2]), "2", "_torch2"))  # PyPI
+         # PyPI's torch wheel, the release tools/torch_peer.py pins (and fetches again otherwise)
+         Peer("libtorch-" + ".".join(torch_peer.TORCH.split(".")[:2]), "2", "_torch2"))
 
 
 def peer_environment(peer_path, openblas):
