@@ -170,6 +170,7 @@ void add_rows(MemoryReport& report, const std::vector<ActivationStep>& steps) {
 
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
+  const bool workspace_ok = take_cublas_workspace(device);
   const SavedActivationsResult r = measure_saved_activations(flags.size, device, layers_flag);
   const int64_t act = r.activation_bytes;
   fmt::print(
@@ -206,7 +207,7 @@ int body(const BehaviourFlags& flags) {
       with_commas(r.forward.back().measured - r.after_backward.measured + r.grad_bytes),
       with_commas(r.grad_bytes), r.layers,
       r.third_backward_error.empty() ? "did not fail" : "failed because they were freed"));
-  return ok ? 0 : 2;
+  return workspace_ok && ok ? 0 : 2;
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ int64_t layers_flag = 6;
 
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
+  const bool workspace_ok = take_cublas_workspace(device);
   const NoGradResult r = measure_no_grad(flags.size, device, layers_flag);
   const int64_t act = r.activation_bytes, n = r.layers;
   fmt::print(
@@ -103,7 +104,7 @@ int body(const BehaviourFlags& flags) {
       with_commas(r.grad_mode.peak), with_commas(r.no_grad.peak),
       with_commas(r.grad_mode.peak - r.no_grad.peak),
       r.grad_mode.peak - r.no_grad.peak == (n - 1) * act ? "exactly the" : "NOT the", n - 1));
-  return report.all_match() && r.same_output ? 0 : 2;
+  return workspace_ok && report.all_match() && r.same_output ? 0 : 2;
 }
 
 }  // namespace

@@ -143,6 +143,7 @@ void add_rows(MemoryReport& report, const std::vector<ReferenceStep>& rows,
 
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
+  const bool workspace_ok = take_cublas_workspace(device);
   const FreeingResult r = measure_freeing(flags.size, device);
   MemoryReport handles(fmt::format(
       "1. A float32 ({}, 1024) tensor of {} B on {}, allocated above the start:", 256 * flags.size,
@@ -176,7 +177,7 @@ int body(const BehaviourFlags& flags) {
       with_commas(r.tensor_bytes), with_commas(r.handles[4].measured),
       with_commas(r.graph[1].measured), with_commas(r.eval_tensors.front().measured),
       with_commas(r.train_tensors.front().measured)));
-  return ok ? 0 : 2;
+  return workspace_ok && ok ? 0 : 2;
 }
 
 }  // namespace

@@ -78,6 +78,7 @@ const BehaviourInfo kInfo = {
 
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
+  const bool workspace_ok = take_cublas_workspace(device);
   const DetachResult r = measure_detach(flags.size, device);
   const int64_t act = r.activation_bytes;
   fmt::print(
@@ -105,7 +106,7 @@ int body(const BehaviourFlags& flags) {
       "the output's storage that d shares.",
       r.detach_bytes, with_commas(r.kept_by_output - r.kept_by_detached),
       with_commas(r.kept_by_detached)));
-  return ok ? 0 : 2;
+  return workspace_ok && ok ? 0 : 2;
 }
 
 }  // namespace

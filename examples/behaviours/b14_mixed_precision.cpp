@@ -329,6 +329,7 @@ bool print_training(const MixedTrainingResult& t) {
 
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
+  const bool workspace_ok = take_cublas_workspace(device);
   const AutocastMemoryResult m = measure_autocast_memory(flags.size, device);
   const MixedTrainingResult t = train_mixed_precision(flags.size, device);
   bool ok = print_memory(m, device);
@@ -354,7 +355,7 @@ int body(const BehaviourFlags& flags) {
       m.by_batch.back().batch, t.growth_interval,
       backed_off ? "handled (step skipped, weights unchanged, scale halved)" : "NOT handled",
       t.final32, t.final16));
-  return ok ? 0 : 2;
+  return workspace_ok && ok ? 0 : 2;
 }
 
 }  // namespace

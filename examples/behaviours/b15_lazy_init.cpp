@@ -116,6 +116,7 @@ const BehaviourInfo kInfo = {
 
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
+  const bool workspace_ok = take_cublas_workspace(device);
   const LazyInitResult r = measure_lazy_init(flags.size, device);
   MemoryReport report(fmt::format(
       "LazyLinear({0}) -> ReLU -> LazyLinear({0}) -> ReLU -> LazyLinear({1}) on {2}, float32, "
@@ -151,7 +152,7 @@ int body(const BehaviourFlags& flags) {
       "{} bytes ({} weights and biases, each rounded to 512); the second forward added {}.{}",
       r.construction_bytes, r.parameters_before, with_commas(r.first_forward_bytes),
       r.layers.size(), r.second_forward_bytes, all_bias ? "" : " A bias is MISSING."));
-  return report.all_match() && all_bias && r.parameters_before == 0 ? 0 : 2;
+  return workspace_ok && report.all_match() && all_bias && r.parameters_before == 0 ? 0 : 2;
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ const BehaviourInfo kInfo = {
 
 int body(const BehaviourFlags& flags) {
   const Device device(flags.device);
+  const bool workspace_ok = take_cublas_workspace(device);
   const int steps = 5;
   const BufferLoopResult r = measure_buffer_reuse(flags.size, device, steps);
   fmt::print(
@@ -147,7 +148,7 @@ int body(const BehaviourFlags& flags) {
       "step made {} and the {} steps after it {} in total.",
       r.out_of_place_allocs.back(), human_bytes(r.tensor_bytes), r.reused_allocs.front(), steps - 1,
       after_warmup));
-  return report.all_match() && counts_ok && r.same_values ? 0 : 2;
+  return workspace_ok && report.all_match() && counts_ok && r.same_values ? 0 : 2;
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 //   model              every weight and bias
 //   first forward      what autograd saves for backward (the two ReLU outputs, which are also
 //                      the next Linear's inputs; the log-probabilities of cross_entropy) plus the
-//                      logits and the 0-d loss the program holds
+//                      logits and the 0-d loss the program holds; on a CUDA device also
+//                      cuBLAS's workspace, which the first matrix product allocates and keeps
 //   first backward     + one gradient per parameter, - the saved activations it frees
 //   first Adam step    + exp_avg and exp_avg_sq per parameter, created lazily at this step
 //   zero_grad          - the gradients (set_to_none)
@@ -90,8 +91,11 @@ StartupMemoryResult measure_startup_memory(int64_t size, Device device) {
   const int64_t step_start = static_cast<int64_t>(memory_allocated(device));
   Tensor logits = model.forward(x);
   Tensor loss = nn::cross_entropy(logits, y);
-  meter.mark("first forward: 2 saved ReLU outputs + log-probs + logits + loss",
-             2 * act + 2 * small + kScalar);
+  r.workspace_bytes = cublas_workspace_bytes(device);
+  meter.mark(r.workspace_bytes == 0
+                 ? "first forward: 2 saved ReLU outputs + log-probs + logits + loss"
+                 : "first forward: the same + cuBLAS's workspace (at the first matmul)",
+             2 * act + 2 * small + kScalar + r.workspace_bytes);
   loss.backward();
   meter.mark("first backward: + gradients - saved activations", params - 2 * act - small);
   optimizer.step();
@@ -151,6 +155,10 @@ int body(const BehaviourFlags& flags) {
       "at the first step; a second step kept nothing but its 0-d loss.",
       human_bytes(r.parameter_bytes), human_bytes(2 * r.activation_bytes + r.logits_bytes),
       human_bytes(r.adam_state_after)));
+  if (r.workspace_bytes != 0) {
+    fmt::print("on {} the first forward also took cuBLAS's workspace ({}), kept for the process\n",
+               device.str(), human_bytes(r.workspace_bytes));
+  }
   return report.all_match() && r.adam_state_before == 0 &&
                  r.adam_state_after == 2 * r.parameter_bytes
              ? 0

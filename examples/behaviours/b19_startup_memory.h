@@ -21,6 +21,7 @@ struct StartupMemoryResult {
   int64_t parameter_bytes = 0;   // the model's parameters, each rounded
   int64_t activation_bytes = 0;  // one (batch x hidden) float32 activation, rounded
   int64_t logits_bytes = 0;      // one (batch x classes) float32 tensor, rounded
+  int64_t workspace_bytes = 0;   // cuBLAS's workspace, taken by the first forward (cuda only)
   std::vector<StartupPhase> phases;
   int64_t adam_state_before = 0;  // Optimizer::state_nbytes() before the first step (0)
   int64_t adam_state_after = 0;   // and after it (2 x the parameters)

@@ -436,6 +436,7 @@ std::optional<RankMeasurement> from_line(std::string_view text) {
 #include "distributed/error.h"
 #include "distributed/spawn.h"
 #include "examples/behaviours/behaviour.h"
+#include "memgrad_build_config.h"
 
 namespace {
 
@@ -593,6 +594,12 @@ bool print_master_weights(const ShardingRun& run, int64_t size) {
 }
 
 int body(const BehaviourFlags& flags) {
+  if (!MEMGRAD_WITH_GLOO) {
+    fmt::print(
+        "skipped: the ranks exchange their bytes over Gloo, and this build has none (install "
+        "libgloo-dev and configure the build again)\n");
+    return kSkippedExitCode;
+  }
   const ShardingRun run = run_for_size(flags.size);
   const int64_t psi = sharding_parameter_count(run);
   fmt::print(

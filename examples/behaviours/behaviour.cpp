@@ -8,6 +8,11 @@
 #include <CLI/CLI.hpp>
 
 #include "allocator/error.h"
+#include "engine/cuda.h"
+#include "engine/factories.h"
+#include "engine/linalg.h"
+#include "engine/memory.h"
+#include "examples/common/report.h"
 
 namespace memgrad::examples {
 
@@ -63,6 +68,28 @@ bool start_behaviour(const BehaviourInfo& info, const BehaviourFlags& flags) {
 }
 
 void print_conclusion(const std::string& text) { fmt::print("\nconclusion: {}\n", text); }
+
+int64_t cublas_workspace_bytes(Device device) {
+  if (!device.is_cuda()) return 0;
+  return rounded(static_cast<int64_t>(cuda::cublas_workspace_size(device.index())));
+}
+
+bool take_cublas_workspace(Device device) {
+  if (!device.is_cuda()) return true;
+  const auto allocated = [device] { return static_cast<int64_t>(memory_allocated(device)); };
+  const int64_t before = allocated();
+  {
+    const Tensor one = ones({1, 1}, TensorOptions(kFloat32).with_device(device));
+    const Tensor product = matmul(one, one);
+  }
+  MemoryReport report(
+      "Taken before measuring, by a first matrix product (kept for the process, as in PyTorch):");
+  report.add("cuBLAS's workspace for the current stream", cublas_workspace_bytes(device),
+             allocated() - before);
+  report.print();
+  fmt::print("\n");
+  return report.all_match();
+}
 
 int run_behaviour(int argc, char** argv, const BehaviourInfo& info,
                   int (*body)(const BehaviourFlags& flags), const ExtraFlags& extra) {

@@ -68,8 +68,24 @@ class ExtraFlags {
 // Handles --describe (returns true when the program should exit) and prints the header.
 bool start_behaviour(const BehaviourInfo& info, const BehaviourFlags& flags);
 
+// The exit status of a behaviour this build cannot run (B22 without Gloo), as a skipped test's:
+// `./memgrad example all` counts it as skipped, not as a mismatch.
+inline constexpr int kSkippedExitCode = 77;
+
 // Prints "conclusion: <text>".
 void print_conclusion(const std::string& text);
+
+// cuBLAS's workspace. On a CUDA device the first matrix product on a stream allocates cuBLAS's
+// workspace (cuda::cublas_workspace_size(), 32 MiB on Hopper, as in PyTorch) through the device's
+// caching allocator and keeps it until cuda::clear_cublas_workspaces(); PyTorch's
+// memory_allocated() shows the same jump at its first matmul. A behaviour that reads allocated
+// bytes around matrix products calls this before its baseline: it runs one 1x1 product on
+// `device` and prints the workspace's bytes, expected vs measured (nothing on cpu, sim and meta,
+// which have none). Returns whether the bytes taken were the workspace's, exactly.
+bool take_cublas_workspace(Device device);
+
+// The bytes of that workspace on `device` as the allocator hands them out (0 on cpu, sim, meta).
+int64_t cublas_workspace_bytes(Device device);
 
 // Parses the standard flags and `extra`, then runs `body`, turning memgrad errors into a message
 // and exit status 1 (for main()).
