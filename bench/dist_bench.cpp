@@ -17,7 +17,8 @@
 //      bucket of 1 MiB), and again blocking (one 25 MiB bucket reduced in backward's last hook:
 //      mlp_step_2rank_ddp_blocking_*), so the overlap's effect is measured in the same run;
 //      then ZeRO-3 on the same 2 ranks (mlp_step_2rank_zero3_*: each layer's parameters
-//      all-gathered around its forward and backward, its gradients reduce-scattered).
+//      all-gathered around its forward and backward, its gradients reduce-scattered), without
+//      and with prefetch (mlp_step_2rank_zero3_prefetch_*: the next layer gathered meanwhile).
 //      tools/run_bench.py runs bench/peer/torch_dist_peer.py, the same with torch.distributed,
 //      alternately with this program.
 //
@@ -109,19 +110,19 @@ int step_rank() {
   }
   auto model = std::make_shared<Mlp>();
   std::shared_ptr<nn::UnaryModule> runner = model;
-  // MEMGRAD_DIST_BENCH_BLOCKING=1: DDP as it was before its communication thread, one bucket of
-  // 25 MiB reduced at the end of backward, for the same-run comparison.
-  const char* blocking_env = std::getenv("MEMGRAD_DIST_BENCH_BLOCKING");
-  const bool blocking = blocking_env != nullptr && std::string(blocking_env) == "1";
+  // MEMGRAD_DIST_BENCH_PARALLEL names the variant (run_part): ddp_blocking is DDP as it was
+  // before its communication thread, one bucket of 25 MiB reduced at the end of backward; zero3
+  // runs ZeRO-3 in place of DDP (each layer gathered around its forward and backward, gradients
+  // reduce-scattered, the optimizer on this rank's shards), zero3_prefetch with the next layer
+  // gathered meanwhile.
+  const char* parallel_env = std::getenv("MEMGRAD_DIST_BENCH_PARALLEL");
+  const std::string parallel = parallel_env != nullptr ? parallel_env : "ddp";
   distributed::DDPOptions ddp_options;
-  if (blocking) ddp_options = {.first_bucket_cap_mb = 25.0, .overlap = false};
-  // MEMGRAD_DIST_BENCH_ZERO=3: ZeRO-3 in place of DDP (each layer gathered around its forward and
-  // backward, gradients reduce-scattered, the optimizer on this rank's shards).
-  const char* zero_env = std::getenv("MEMGRAD_DIST_BENCH_ZERO");
-  const bool zero3 = zero_env != nullptr && std::string(zero_env) == "3";
+  if (parallel == "ddp_blocking") ddp_options = {.first_bucket_cap_mb = 25.0, .overlap = false};
   std::shared_ptr<distributed::ZeroDataParallel> zero;
-  if (pg && zero3) {
-    zero = std::make_shared<distributed::ZeroDataParallel>(model, pg, distributed::ZeroOptions{3});
+  if (pg && parallel.starts_with("zero3")) {
+    zero = std::make_shared<distributed::ZeroDataParallel>(
+        model, pg, distributed::ZeroOptions{3, parallel == "zero3_prefetch"});
     runner = zero;
   } else if (pg) {
     runner = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
@@ -154,10 +155,7 @@ int step_rank() {
     final_loss = l.item<double>();
   }
   if (rank != 0) return 0;
-  const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_{}", world,
-                                                     zero3      ? "zero3"
-                                                     : blocking ? "ddp_blocking"
-                                                                : "ddp")
+  const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_{}", world, parallel)
                              : threads == bench::kThreads
                                  ? "mlp_step_1rank"
                                  : fmt::format("mlp_step_1rank_{}thread", threads);
@@ -169,15 +167,13 @@ int step_rank() {
 
 // Runs part `part` on `world` ranks of this program; returns rank 0's figure lines, or throws
 // with every rank's output when one fails.
-enum class Parallel { Ddp, DdpBlocking, Zero3 };
-
+// `parallel`: ddp, ddp_blocking, zero3 or zero3_prefetch (step_rank).
 std::vector<std::string> run_part(const char* part, int world, int threads, bool quick_run,
-                                  Parallel parallel = Parallel::Ddp) {
+                                  const char* parallel = "ddp") {
   distributed::SpawnOptions options;
   options.env = {{"MEMGRAD_DIST_BENCH", part},
                  {"MEMGRAD_DIST_BENCH_QUICK", quick_run ? "1" : "0"},
-                 {"MEMGRAD_DIST_BENCH_BLOCKING", parallel == Parallel::DdpBlocking ? "1" : "0"},
-                 {"MEMGRAD_DIST_BENCH_ZERO", parallel == Parallel::Zero3 ? "3" : "0"},
+                 {"MEMGRAD_DIST_BENCH_PARALLEL", parallel},
                  {"OMP_NUM_THREADS", std::to_string(threads)}};
   const distributed::SpawnResult result = distributed::spawn_ranks(world, options);
   if (!result.ok()) {
@@ -219,9 +215,10 @@ int run(const bench::Flags& flags) {
                          "mlp_step_2rank_ddp_median",
                          "mlp_step_2rank_ddp_blocking_median",
                          "mlp_step_2rank_zero3_median",
+                         "mlp_step_2rank_zero3_prefetch_median",
                          "ddp_2rank_speedup",
                          "ddp_2rank_scaling"};
-  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "ms", "ms", "x", "x"};
+  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "ms", "ms", "ms", "x", "x"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
     for (size_t i = 0; i < std::size(names); ++i) bench::report_missing(names[i], units[i]);
@@ -233,10 +230,12 @@ int run(const bench::Flags& flags) {
   const std::vector<std::string> one_thread = run_part("step", 1, 1, flags.quick);
   const std::vector<std::string> two = run_part("step", 2, bench::kThreads / 2, flags.quick);
   const std::vector<std::string> two_blocking =
-      run_part("step", 2, bench::kThreads / 2, flags.quick, Parallel::DdpBlocking);
+      run_part("step", 2, bench::kThreads / 2, flags.quick, "ddp_blocking");
   const std::vector<std::string> two_zero3 =
-      run_part("step", 2, bench::kThreads / 2, flags.quick, Parallel::Zero3);
-  for (const auto* lines : {&one, &one_thread, &two, &two_blocking, &two_zero3}) {
+      run_part("step", 2, bench::kThreads / 2, flags.quick, "zero3");
+  const std::vector<std::string> two_prefetch =
+      run_part("step", 2, bench::kThreads / 2, flags.quick, "zero3_prefetch");
+  for (const auto* lines : {&one, &one_thread, &two, &two_blocking, &two_zero3, &two_prefetch}) {
     for (const std::string& line : *lines) std::printf("%s\n", line.c_str());
   }
   // speedup: against one process on the same 2 cores; scaling: against one process on 1 core

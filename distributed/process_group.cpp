@@ -201,7 +201,7 @@ Backend parse_backend(std::string_view name) {
       "init_process_group", -1);
 }
 
-// The communication thread: runs the jobs all_reduce_async queues, one at a time, in order.
+// The communication thread: runs the jobs the *_async collectives queue, one at a time, in order.
 class ProcessGroup::Worker {
  public:
   Worker() : thread_([this] { loop(); }) {}
@@ -501,26 +501,24 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduc
                                                      CallCheck check) {
   std::exception_ptr rejected;
   const Call call = all_reduce_call(tensor, op, rejected);
-  auto work = std::make_shared<Work>();
   if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo) {
     all_reduce(tensor, op, check);  // throws a rejection as all_reduce does
+    auto work = std::make_shared<Work>();
     work->complete(nullptr);
     return work;
   }
-  work->finish_ = [this, tensor, op] { finish_all_reduce(tensor, op); };
-  if (worker_ == nullptr) worker_ = std::make_unique<Worker>();
-  in_flight_.push_back(work);
-  worker_->push(work, [this, tensor, call, check] {
-    begin("all_reduce", call, nullptr, check);
-    if (tensor.numel() == 0) return;
-    try {
-      transport_->all_reduce_sum(tensor.impl()->data(), static_cast<size_t>(tensor.numel()),
-                                 tensor.dtype());
-    } catch (const detail::TransportFailure& e) {
-      fail("all_reduce", e.what());
-    }
-  });
-  return work;
+  return start_async(
+      [this, tensor, call, check] {
+        begin("all_reduce", call, nullptr, check);
+        if (tensor.numel() == 0) return;
+        try {
+          transport_->all_reduce_sum(tensor.impl()->data(), static_cast<size_t>(tensor.numel()),
+                                     tensor.dtype());
+        } catch (const detail::TransportFailure& e) {
+          fail("all_reduce", e.what());
+        }
+      },
+      [this, tensor, op] { finish_all_reduce(tensor, op); });
 }
 
 void ProcessGroup::wait_in_flight() {
@@ -592,10 +590,10 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
   if (op == ReduceOp::Avg && size_ > 1) out.div_(static_cast<double>(size_));
 }
 
-void ProcessGroup::all_gather(const Tensor& output, const Tensor& input, CallCheck check) {
-  wait_in_flight();
+ProcessGroup::Call ProcessGroup::all_gather_call(const Tensor& output, const Tensor& input,
+                                                 std::exception_ptr& rejected) const {
   Call call{kAllGather};
-  const std::exception_ptr rejected = argument_error([&] {
+  rejected = argument_error([&] {
     check_tensor("all_gather", "output", output);
     check_tensor("all_gather", "input", input);
     if (input.dtype() != output.dtype()) {
@@ -612,19 +610,57 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input, CallChe
     }
     call = {kAllGather, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
   });
-  begin("all_gather", call, rejected, check);
+  return call;
+}
+
+void ProcessGroup::move_all_gather(const Tensor& output, const Tensor& input) {
   const size_t in_bytes = input.nbytes();
+  if (in_bytes == 0) return;
   const char* mine = static_cast<const char*>(output.impl()->data()) + in_bytes * rank_;
   const bool in_place = input.impl()->data() == mine;
-  if (in_bytes > 0) {
-    try {
-      transport_->all_gather(output.impl()->data(), in_place ? nullptr : input.impl()->data(),
-                             in_bytes);
-    } catch (const detail::TransportFailure& e) {
-      fail("all_gather", e.what());
-    }
+  try {
+    transport_->all_gather(output.impl()->data(), in_place ? nullptr : input.impl()->data(),
+                           in_bytes);
+  } catch (const detail::TransportFailure& e) {
+    fail("all_gather", e.what());
   }
+}
+
+void ProcessGroup::all_gather(const Tensor& output, const Tensor& input, CallCheck check) {
+  wait_in_flight();
+  std::exception_ptr rejected;
+  const Call call = all_gather_call(output, input, rejected);
+  begin("all_gather", call, rejected, check);
+  move_all_gather(output, input);
   output.impl()->storage().bump_version();
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const Tensor& input,
+                                                     CallCheck check) {
+  std::exception_ptr rejected;
+  const Call call = all_gather_call(output, input, rejected);
+  if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo) {
+    all_gather(output, input, check);  // throws a rejection as all_gather does
+    auto work = std::make_shared<Work>();
+    work->complete(nullptr);
+    return work;
+  }
+  return start_async(
+      [this, output, input, call, check] {
+        begin("all_gather", call, nullptr, check);
+        move_all_gather(output, input);
+      },
+      [output] { output.impl()->storage().bump_version(); });
+}
+
+std::shared_ptr<Work> ProcessGroup::start_async(std::function<void()> job,
+                                                std::function<void()> finish) {
+  auto work = std::make_shared<Work>();
+  work->finish_ = std::move(finish);
+  if (worker_ == nullptr) worker_ = std::make_unique<Worker>();
+  in_flight_.push_back(work);
+  worker_->push(work, std::move(job));
+  return work;
 }
 
 void ProcessGroup::broadcast(const Tensor& tensor, int src) {

@@ -26,10 +26,11 @@
 // A group of one rank on Gloo needs no engine: its collectives are local copies or nothing. On
 // NCCL even a group of one runs every collective (and its call check) through NCCL.
 // Collectives are not recorded by autograd. Each completes before it returns, except
-// all_reduce_async, which runs on the group's communication thread (one per group, started by the
-// first such call) and returns a Work to wait on: data-parallel training reduces a bucket of
-// gradients while backward computes the next (DistributedDataParallel). The collectives keep one
-// order on every rank: a blocking collective first waits for the ones in flight.
+// all_reduce_async and all_gather_async, which run on the group's communication thread (one per
+// group, started by the first such call) and return a Work to wait on: data-parallel training
+// reduces a bucket of gradients while backward computes the next (DistributedDataParallel), and
+// ZeRO-3 gathers the next unit's parameters while the current one computes. The collectives keep
+// one order on every rank: a blocking collective first waits for the ones in flight.
 #pragma once
 
 #include <atomic>
@@ -144,6 +145,12 @@ class ProcessGroup {
   // at offset rank x k) it runs in place. Allocates: nothing. Version: bumps output's.
   // Sends per rank: (N - 1) x input's nbytes (ring).
   void all_gather(const Tensor& output, const Tensor& input, CallCheck check = CallCheck::Exchange);
+  // The same, started on the communication thread as all_reduce_async is: output's bytes are
+  // the gathered ones once Work::wait() returns (which bumps its version), and input's must stay
+  // as they are until then. ZeRO-3 prefetches the next unit's parameters with it. Allocates:
+  // nothing (the caller allocated output).
+  std::shared_ptr<Work> all_gather_async(const Tensor& output, const Tensor& input,
+                                         CallCheck check = CallCheck::Exchange);
 
   // Copies `tensor` of rank `src` into `tensor` of every rank. Allocates: nothing.
   // Version: bumps tensor's. Sends: N - 1 copies of nbytes in all, along a binomial tree rooted
@@ -189,6 +196,13 @@ class ProcessGroup {
   Call all_reduce_call(const Tensor& tensor, ReduceOp op, std::exception_ptr& rejected) const;
   // The division of an average and the version bump, after the data moved.
   void finish_all_reduce(const Tensor& tensor, ReduceOp op) const;
+  // all_gather's argument checks, and its data movement (after begin()).
+  Call all_gather_call(const Tensor& output, const Tensor& input,
+                       std::exception_ptr& rejected) const;
+  void move_all_gather(const Tensor& output, const Tensor& input);
+  // Queues `job` on the communication thread (started on first use); `finish` runs on the thread
+  // that waits for the returned Work.
+  std::shared_ptr<Work> start_async(std::function<void()> job, std::function<void()> finish);
 
   class Worker;  // the communication thread (process_group.cpp)
 

@@ -2,6 +2,7 @@
 #include "distributed/zero_data_parallel.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -36,8 +37,9 @@ struct ZeroDataParallel::State {
     std::vector<Shape> shapes;     // each parameter's (stage 3's hold 0 elements between uses)
     std::vector<int64_t> offsets;  // of each parameter in the flat vector, in elements
     int64_t numel = 0, padded = 0, shard = 0;
-    Tensor flat_param;   // stages 1-2: the whole (padded) parameters; stage 3: while gathered
-    Tensor shard_param;  // this rank's piece: a leaf the optimizer updates
+    Tensor flat_param;  // stages 1-2: the whole (padded) parameters; stage 3: while gathered
+    std::shared_ptr<Work> gathering;  // stage 3: a prefetch in flight into flat_param
+    Tensor shard_param;               // this rank's piece: a leaf the optimizer updates
     Tensor flat_grad;    // stage 1: kept until zero_grad; stages 2-3: while the unit is reduced
     size_t pending = 0;  // gradients still to arrive in this backward
     std::vector<bool> ready;
@@ -46,6 +48,10 @@ struct ZeroDataParallel::State {
 
   std::shared_ptr<ProcessGroup> pg;
   int stage = 1;
+  bool prefetch = false;
+  // Stage 3: the units in the order this forward gathered them, and the previous forward's
+  // order (which forward prefetch follows).
+  std::vector<size_t> order, last_order;
   std::vector<Unit> units;
   std::vector<Tensor> shards;
   Tensor placeholder;  // what stage 3's parameters hold between uses: 0 elements, 0 bytes
@@ -60,27 +66,85 @@ struct ZeroDataParallel::State {
     return alias(flat, u.offsets[i], u.shapes[i]);
   }
 
-  // Stage 3: the unit's parameters from every rank's shard, into a fresh flat vector.
+  // Stage 3: the unit's parameters from every rank's shard, into a fresh flat vector; a
+  // prefetch of them in flight is waited for instead.
   void gather(Unit& u) {
+    if (u.gathering != nullptr) {
+      finish_gather(u);
+      return;
+    }
     if (u.flat_param.defined()) return;
+    start_gather(u, false);
+    point_at_gathered(u);
+  }
+
+  // Stage 3, prefetch on: starts gathering unit `k` on the communication thread, unless it is
+  // gathered or on its way already. The flat vector is allocated (and counted as gathered) now.
+  void prefetch_unit(size_t k) {
+    Unit& u = units[k];
+    if (u.flat_param.defined()) return;
+    start_gather(u, true);
+  }
+
+  void start_gather(Unit& u, bool async) {
     NoGradGuard no_grad;
     u.flat_param =
         empty({u.padded}, TensorOptions(u.shard_param.dtype()).with_device(pg->device()));
     name_in_trace(u.flat_param, unit_path(u), "parameter");
-    pg->all_gather(u.flat_param, u.shard_param, CallCheck::Skip);  // checked at construction
-    for (size_t i = 0; i < u.params.size(); ++i) {
-      u.params[i].impl()->set_data(*view_of(u, i, u.flat_param).impl());
+    // The collectives were checked at construction.
+    if (async) {
+      u.gathering = pg->all_gather_async(u.flat_param, u.shard_param, CallCheck::Skip);
+    } else {
+      pg->all_gather(u.flat_param, u.shard_param, CallCheck::Skip);
     }
     gathered_now += allocated_nbytes(u.flat_param);
     gathered_peak = std::max(gathered_peak, gathered_now);
   }
 
-  // Stage 3: the parameters let go of the gathered vector, which is freed.
+  void finish_gather(Unit& u) {
+    const std::shared_ptr<Work> work = std::exchange(u.gathering, nullptr);
+    work->wait();
+    point_at_gathered(u);
+  }
+
+  void point_at_gathered(Unit& u) {
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      u.params[i].impl()->set_data(*view_of(u, i, u.flat_param).impl());
+    }
+  }
+
+  // Stage 3: the parameters let go of the gathered vector, which is freed (after its prefetch,
+  // if one is in flight).
   void release(Unit& u) {
+    if (u.gathering != nullptr) finish_gather(u);
     if (!u.flat_param.defined()) return;
     for (Tensor& p : u.params) p.impl()->set_data(*placeholder.impl());
     gathered_now -= allocated_nbytes(u.flat_param);
     u.flat_param = Tensor();
+  }
+
+  // Stage 3, before unit k's forward: its parameters, then (prefetch) the next unit's in the
+  // previous forward's order.
+  void before_forward(size_t k) {
+    gather(units[k]);
+    order.push_back(k);
+    if (!prefetch) return;
+    const auto at = std::find(last_order.begin(), last_order.end(), k);
+    if (at != last_order.end() && at + 1 != last_order.end()) prefetch_unit(*(at + 1));
+  }
+
+  // Stage 3, before unit k's backward: its parameters, then (prefetch) those of the unit before
+  // it in this forward, whose backward comes next.
+  void before_backward(size_t k) {
+    gather(units[k]);
+    if (!prefetch) return;
+    const auto at = std::find(order.rbegin(), order.rend(), k);
+    if (at != order.rend() && at + 1 != order.rend()) prefetch_unit(*(at + 1));
+  }
+
+  // A new forward through the wrapper: the order it gathers in starts again.
+  void start_forward() {
+    if (!order.empty()) last_order = std::exchange(order, {});
   }
 
   void prepare_backward() {
@@ -147,6 +211,7 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
   State& s = *state_;
   s.pg = pg_;
   s.stage = options.stage;
+  s.prefetch = options.prefetch;
   const int rank = pg_->rank();
   if (s.stage < 1 || s.stage > 3) {
     throw DistributedError(fmt::format("[ZeroDataParallel] ZeRO stage {} does not exist (1, 2 or "
@@ -238,7 +303,7 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
     if (s.stage != 3) continue;
     u.hook_ids.push_back(
         u.module->register_forward_pre_hook([weak, k](nn::UnaryModule&, const Tensor&) {
-          if (auto state = weak.lock()) state->gather(state->units[k]);
+          if (auto state = weak.lock()) state->before_forward(k);
         }));
     u.hook_ids.push_back(u.module->register_forward_hook(
         [weak, k](nn::UnaryModule&, const Tensor&, const Tensor& output) {
@@ -247,7 +312,7 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
           if (is_grad_enabled() && output.requires_grad()) {
             // Just before the unit's backward: its parameters again.
             output.register_hook([weak, k](const Tensor&) {
-              if (auto st = weak.lock()) st->gather(st->units[k]);
+              if (auto st = weak.lock()) st->before_backward(k);
               return Tensor();
             });
           }
@@ -264,6 +329,7 @@ ZeroDataParallel::~ZeroDataParallel() {
 
 Tensor ZeroDataParallel::forward(const Tensor& x) {
   state_->prepare_backward();
+  state_->start_forward();
   return (*module_)(x);
 }
 
@@ -279,6 +345,11 @@ void ZeroDataParallel::step(optim::Optimizer& optimizer) {
 bool ZeroDataParallel::step(const std::function<bool()>& update) {
   State& s = *state_;
   NoGradGuard no_grad;
+  // A prefetch whose unit had no backward (not used in this forward) must not read the shards
+  // the optimizer is about to change.
+  for (State::Unit& u : s.units) {
+    if (u.gathering != nullptr) s.release(u);
+  }
   if (s.stage == 1) {
     for (State::Unit& u : s.units) {
       if (u.flat_grad.defined()) {

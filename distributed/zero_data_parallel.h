@@ -16,7 +16,8 @@
 //            empty tensor; a unit's parameters are all-gathered just before its forward and
 //            freed right after it, gathered again just before its backward (a hook on the unit's
 //            output gradient) and freed once its gradients are reduce-scattered.
-//            Per parameter: 16/N B, plus the largest unit gathered while it runs.
+//            Per parameter: 16/N B, plus the largest unit gathered while it runs (with
+//            prefetch, the largest two consecutive units: the next is gathered meanwhile).
 //
 // What the per-parameter formulas leave out, and this class measures: the padding of each unit
 // to a multiple of N, the allocator's rounding, the gathered parameters of stage 3, and the
@@ -48,6 +49,12 @@ namespace memgrad::distributed {
 
 struct ZeroOptions {
   int stage = 1;  // 1, 2 or 3
+  // Stage 3: gathers the next unit's parameters on the group's communication thread while the
+  // current unit computes: in forward the unit after it in the previous forward's order (FSDP's
+  // forward_prefetch), in backward the unit before it in this forward (FSDP's BACKWARD_PRE). Two
+  // units are gathered at once instead of one: the gathered peak is the largest pair of
+  // consecutive units. Off by default, which holds the least.
+  bool prefetch = false;
 };
 
 // One unit, for reports and tests.

@@ -74,6 +74,8 @@ int64_t storage_bytes(const Tensor& t) {
 
 }  // namespace
 
+bool is_stage3(Sharding s) { return s == Sharding::Zero3 || s == Sharding::Zero3Prefetch; }
+
 const char* sharding_title(Sharding s) {
   switch (s) {
     case Sharding::Single: return "1 process";
@@ -82,6 +84,7 @@ const char* sharding_title(Sharding s) {
     case Sharding::Zero1: return "ZeRO-1";
     case Sharding::Zero2: return "ZeRO-2";
     case Sharding::Zero3: return "ZeRO-3";
+    case Sharding::Zero3Prefetch: return "ZeRO-3, prefetch";
   }
   return "?";
 }
@@ -94,13 +97,14 @@ const char* sharding_key(Sharding s) {
     case Sharding::Zero1: return "zero1";
     case Sharding::Zero2: return "zero2";
     case Sharding::Zero3: return "zero3";
+    case Sharding::Zero3Prefetch: return "zero3_prefetch";
   }
   return "?";
 }
 
 std::optional<Sharding> sharding_from_key(std::string_view key) {
   for (Sharding s : {Sharding::Single, Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1,
-                     Sharding::Zero2, Sharding::Zero3}) {
+                     Sharding::Zero2, Sharding::Zero3, Sharding::Zero3Prefetch}) {
     if (key == sharding_key(s)) return s;
   }
   return std::nullopt;
@@ -203,14 +207,23 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ModelShape& s
     return b;
   }
   // ZeRO: each unit padded to a multiple of N; this rank owns a shard of each.
+  // Stage 3 gathers one unit at a time, or with prefetch the next one (in forward or backward
+  // order: the units' order) meanwhile.
+  int64_t previous_gathered = 0;
   for (const std::vector<int64_t>& u : shape.units) {
     const int64_t full = padded(sum_of(u), world);
     const int64_t shard = full / world;
-    b.parameters += rounded(e.parameter * (s == Sharding::Zero3 ? shard : full));
+    b.parameters += rounded(e.parameter * (is_stage3(s) ? shard : full));
     b.gradients += rounded(e.gradient * (s == Sharding::Zero1 ? full : shard));
     b.optimizer_state += state(shard);
     if (s != Sharding::Zero1) b.reduction = std::max(b.reduction, 2 * rounded(e.gradient * full));
-    if (s == Sharding::Zero3) b.gathered = std::max(b.gathered, rounded(e.parameter * full));
+    if (is_stage3(s)) {
+      const int64_t gathered = rounded(e.parameter * full);
+      const int64_t at_once =
+          gathered + (s == Sharding::Zero3Prefetch ? previous_gathered : int64_t{0});
+      b.gathered = std::max(b.gathered, at_once);
+      previous_gathered = gathered;
+    }
   }
   return b;
 }
@@ -237,7 +250,8 @@ double formula_bytes_per_parameter(Sharding s, int world, const StateBytes& e) {
     case Sharding::DdpBucketView: return p + g + k;
     case Sharding::Zero1: return p + g + k / n;
     case Sharding::Zero2: return p + (g + k) / n;
-    case Sharding::Zero3: return (p + g + k) / n;
+    case Sharding::Zero3:
+    case Sharding::Zero3Prefetch: return (p + g + k) / n;
   }
   return 0;
 }
@@ -262,6 +276,7 @@ int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run)
         bytes += (n - 1) * e.gradient * piece + (n - 1) * e.parameter * piece;
         break;
       case Sharding::Zero3:  // 2 all-gathers, 1 reduce-scatter
+      case Sharding::Zero3Prefetch:
         bytes += 2 * (n - 1) * e.parameter * piece + (n - 1) * e.gradient * piece;
         break;
       case Sharding::Single: break;
@@ -300,8 +315,8 @@ RankMeasurement run_sharding_rank(Sharding s, const ShardingRun& run,
     net = ddp.get();
   } else if (s != Sharding::Single) {
     const int stage = s == Sharding::Zero1 ? 1 : s == Sharding::Zero2 ? 2 : 3;
-    zero =
-        std::make_shared<distributed::ZeroDataParallel>(model, pg, distributed::ZeroOptions{stage});
+    zero = std::make_shared<distributed::ZeroDataParallel>(
+        model, pg, distributed::ZeroOptions{stage, s == Sharding::Zero3Prefetch});
     net = zero.get();
     trained = zero->shard_parameters();
   }
@@ -614,7 +629,7 @@ int body(const BehaviourFlags& flags) {
   configs.push_back({Sharding::Single, 1, {run_sharding_rank(Sharding::Single, run, nullptr)}});
   for (int world : {2, 4}) {
     for (Sharding s : {Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1, Sharding::Zero2,
-                       Sharding::Zero3}) {
+                       Sharding::Zero3, Sharding::Zero3Prefetch}) {
       configs.push_back({s, world, launch(s, world, flags.size)});
     }
   }
@@ -699,9 +714,11 @@ int body(const BehaviourFlags& flags) {
 
   const Config& single = configs[0];
   const Config* zero3 = nullptr;
+  const Config* prefetch = nullptr;
   const Config* ddp = nullptr;
   for (const Config& c : configs) {
     if (c.world == 4 && c.sharding == Sharding::Zero3) zero3 = &c;
+    if (c.world == 4 && c.sharding == Sharding::Zero3Prefetch) prefetch = &c;
     if (c.world == 4 && c.sharding == Sharding::Ddp) ddp = &c;
   }
   const int64_t single_held = single.ranks[0].held_measured;
@@ -709,15 +726,17 @@ int body(const BehaviourFlags& flags) {
       "sharding divides what each rank holds: ZeRO-3 on 4 ranks keeps {} per rank where one "
       "process keeps {} ({:.0f}%), and DDP keeps more than one process ({}: its buckets). What "
       "the per-parameter formulas leave out is memory too: ZeRO-3 gathers each layer while it "
-      "runs ({} for the largest), and stages 2 and 3 hold a unit's full gradients and a staging "
+      "runs ({} for the largest; {} with prefetch, which gathers the next layer meanwhile), "
+      "and stages 2 and 3 hold a unit's full gradients and a staging "
       "buffer while they reduce ({}), and the allocator's own peak shows it: during a ZeRO-3 "
       "step rank 0 rose {} above what it held. And sharding costs traffic: per step ZeRO-3 "
       "sent {} from rank 0 on 4 ranks, against {} for DDP.",
       human_bytes(zero3->ranks[0].held_measured), human_bytes(single_held),
       100.0 * static_cast<double>(zero3->ranks[0].held_measured) / static_cast<double>(single_held),
       human_bytes(ddp->ranks[0].held_measured), human_bytes(zero3->ranks[0].bytes.gathered),
-      human_bytes(zero3->ranks[0].bytes.reduction), human_bytes(zero3->ranks[0].peak_above_held),
-      human_bytes(zero3->ranks[0].wire_bytes), human_bytes(ddp->ranks[0].wire_bytes)));
+      human_bytes(prefetch->ranks[0].bytes.gathered), human_bytes(zero3->ranks[0].bytes.reduction),
+      human_bytes(zero3->ranks[0].peak_above_held), human_bytes(zero3->ranks[0].wire_bytes),
+      human_bytes(ddp->ranks[0].wire_bytes)));
   return all_match && losses_match && master_match ? 0 : 2;
 }
 

@@ -14,11 +14,15 @@
 
 namespace memgrad::examples {
 
-enum class Sharding { Single, Ddp, DdpBucketView, Zero1, Zero2, Zero3 };
+// Zero3Prefetch: stage 3 with ZeroOptions::prefetch (the next unit gathered meanwhile).
+enum class Sharding { Single, Ddp, DdpBucketView, Zero1, Zero2, Zero3, Zero3Prefetch };
 
+// ZeRO-3, with or without prefetch.
+bool is_stage3(Sharding s);
 // "1 process", "DDP", "DDP, gradient_as_bucket_view", "ZeRO-1", ...
 const char* sharding_title(Sharding s);
-// "single", "ddp", "ddp_view", "zero1", "zero2", "zero3" (the worker's argument).
+// "single", "ddp", "ddp_view", "zero1", "zero2", "zero3", "zero3_prefetch" (the worker's
+// argument).
 const char* sharding_key(Sharding s);
 std::optional<Sharding> sharding_from_key(std::string_view key);
 

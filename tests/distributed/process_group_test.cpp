@@ -176,6 +176,60 @@ int async_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
+// all_gather_async: a gather in flight with an all_reduce_async queued behind it come back in
+// order with the blocking collectives' results; the output's version is bumped by wait() only,
+// in place (input inside output) as well; a rejected call throws at once on every rank; a dead
+// peer makes wait() throw RankFailureError naming it.
+int async_gather_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank(), n = pg->size();
+  Tensor out = zeros({n * 5});
+  const Tensor piece = full({5}, r + 1.0);
+  Tensor in_place = zeros({n * 3});
+  Tensor mine = in_place.narrow(0, r * 3, 3);
+  mine.fill_(10.0 * r);
+  Tensor sum = full({6}, 1.0);
+  const uint64_t version = out.impl()->storage().version();
+  const std::shared_ptr<Work> gathered = pg->all_gather_async(out, piece);
+  const std::shared_ptr<Work> gathered_in_place = pg->all_gather_async(in_place, mine);
+  const std::shared_ptr<Work> reduced = pg->all_reduce_async(sum);
+  check(out.impl()->storage().version() == version, "in flight: the version is unchanged");
+  reduced->wait();  // the gathers were queued before it: done too, not yet finished
+  check(gathered->is_completed() && gathered_in_place->is_completed(), "done in order");
+  check(out.impl()->storage().version() == version, "not waited: the version is unchanged");
+  gathered->wait();
+  gathered_in_place->wait();
+  check(out.impl()->storage().version() == version + 1, "wait() bumps the version once");
+  std::vector<double> expected, expected_in_place;
+  for (int k = 0; k < n; ++k) {
+    for (int i = 0; i < 5; ++i) expected.push_back(k + 1.0);
+    for (int i = 0; i < 3; ++i) expected_in_place.push_back(10.0 * k);
+  }
+  check(values_are(out, expected), "all_gather_async");
+  check(values_are(in_place, expected_in_place), "all_gather_async in place");
+  check(values_are(sum, std::vector<double>(6, n)), "all_reduce_async behind it");
+  check(pg->collectives_run() == 3,
+        fmt::format("3 collectives, counted {}", pg->collectives_run()));
+  try {
+    pg->all_gather_async(zeros({n * 5 + 1}), piece);
+    check(false, "an output of the wrong size was accepted");
+  } catch (const ShapeError& e) {
+    check(std::string(e.what()).find("world size") != std::string::npos, e.what());
+  }
+  pg->barrier();
+  const int dead = n - 1;
+  if (r == dead) _exit(3);
+  const std::shared_ptr<Work> work = pg->all_gather_async(zeros({n * 1000}), ones({1000}));
+  try {
+    work->wait();
+    check(false, "an async all_gather with a dead peer completed");
+  } catch (const RankFailureError& e) {
+    check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
+          e.what());
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
 // Rank r all-reduces 4 + r elements: every rank throws CollectiveMismatchError, then the group
 // still works.
 int mismatch_worker() {
@@ -404,6 +458,7 @@ const bool kRegistered =
     memgrad::testing::register_worker("exits_after_init", exits_after_init_worker) &&
     memgrad::testing::register_worker("collectives", collectives_worker) &&
     memgrad::testing::register_worker("async", async_worker) &&
+    memgrad::testing::register_worker("async_gather", async_gather_worker) &&
     memgrad::testing::register_worker("mismatch", mismatch_worker) &&
     memgrad::testing::register_worker("rejected", rejected_worker) &&
     memgrad::testing::register_worker("dead_rank", dead_rank_worker) &&
@@ -426,6 +481,17 @@ TEST_CASE("all_reduce_async runs in order on the communication thread; wait() fi
   for (int n : {2, 4}) {
     CAPTURE(n);
     const SpawnResult result = run_workers("async", n, 3, {}, false);
+    INFO(outputs(result));
+    REQUIRE_EQ(result.ranks.size(), static_cast<size_t>(n));
+    for (int r = 0; r + 1 < n; ++r) CHECK_EQ(result.ranks[r].exit_status, 0);
+    CHECK_EQ(result.ranks[n - 1].exit_status, 3);
+  }
+}
+
+TEST_CASE("all_gather_async runs in order with the other async collectives; wait() finishes it") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("async_gather", n, 3, {}, false);
     INFO(outputs(result));
     REQUIRE_EQ(result.ranks.size(), static_cast<size_t>(n));
     for (int r = 0; r + 1 < n; ++r) CHECK_EQ(result.ranks[r].exit_status, 0);

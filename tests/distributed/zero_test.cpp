@@ -91,7 +91,7 @@ TEST_CASE("each ZeRO stage and DDP holds per rank exactly the bytes B22 expects,
   // largest unit gathered; each unit padded to a multiple of N, each tensor rounded to 512 B.
   for (int n : {2, 4}) {
     for (Sharding s : {Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1, Sharding::Zero2,
-                       Sharding::Zero3}) {
+                       Sharding::Zero3, Sharding::Zero3Prefetch}) {
       CAPTURE(n);
       CAPTURE(sharding_key(s));
       const distributed::SpawnResult result =
@@ -106,7 +106,8 @@ TEST_CASE("with master weights each rank holds the bytes B22 expects at N = 2, 3
   // bfloat16 parameters and gradients, float32 master weights and Adam state: 2 + 2 + 12 bytes
   // per parameter unsharded; the N = 3 shards of 330 elements need padding (and 3 divides 24).
   for (int n : {2, 3, 4}) {
-    for (Sharding s : {Sharding::Ddp, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3}) {
+    for (Sharding s : {Sharding::Ddp, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3,
+                       Sharding::Zero3Prefetch}) {
       CAPTURE(n);
       CAPTURE(sharding_key(s));
       const distributed::SpawnResult result =
@@ -167,6 +168,12 @@ TEST_CASE("B22's expectations are the ZeRO formulas when nothing needs rounding 
     CHECK_EQ(expected_sharding_bytes(Sharding::Zero3, n, run).held(), 16 * psi / n);
     CHECK_EQ(expected_sharding_bytes(Sharding::Zero3, n, run).gathered,
              4 * sharding_largest_layer(run));
+    // With prefetch the next unit is gathered meanwhile: the largest two consecutive units
+    // (here the hidden layer and the head, 511 x 512 + 512 x 512 elements), the same model
+    // states.
+    CHECK_EQ(expected_sharding_bytes(Sharding::Zero3Prefetch, n, run).gathered,
+             4 * (511 * 512 + 512 * 512));
+    CHECK_EQ(expected_sharding_bytes(Sharding::Zero3Prefetch, n, run).held(), 16 * psi / n);
     // Unsharded, each of the 6 tensors rounds up by less than 512 B per copy (parameters,
     // gradients, 2 Adam moments; DDP also its bucket).
     const int64_t ddp = expected_sharding_bytes(Sharding::Ddp, n, run).held();
