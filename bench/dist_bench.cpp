@@ -18,7 +18,8 @@
 //      mlp_step_2rank_ddp_blocking_*), so the overlap's effect is measured in the same run;
 //      then ZeRO-3 on the same 2 ranks (mlp_step_2rank_zero3_*: each layer's parameters
 //      all-gathered around its forward and backward, its gradients reduce-scattered), without
-//      and with prefetch (mlp_step_2rank_zero3_prefetch_*: the next layer gathered meanwhile).
+//      and with overlap (mlp_step_2rank_zero3_overlap_*: the next layer gathered and the last
+//      one's gradients reduce-scattered on the communication thread meanwhile).
 //      tools/run_bench.py runs bench/peer/torch_dist_peer.py, the same with torch.distributed,
 //      alternately with this program.
 //
@@ -113,8 +114,8 @@ int step_rank() {
   // MEMGRAD_DIST_BENCH_PARALLEL names the variant (run_part): ddp_blocking is DDP as it was
   // before its communication thread, one bucket of 25 MiB reduced at the end of backward; zero3
   // runs ZeRO-3 in place of DDP (each layer gathered around its forward and backward, gradients
-  // reduce-scattered, the optimizer on this rank's shards), zero3_prefetch with the next layer
-  // gathered meanwhile.
+  // reduce-scattered, the optimizer on this rank's shards), zero3_overlap with the
+  // communication on the communication thread meanwhile (ZeroOptions::overlap).
   const char* parallel_env = std::getenv("MEMGRAD_DIST_BENCH_PARALLEL");
   const std::string parallel = parallel_env != nullptr ? parallel_env : "ddp";
   distributed::DDPOptions ddp_options;
@@ -122,7 +123,7 @@ int step_rank() {
   std::shared_ptr<distributed::ZeroDataParallel> zero;
   if (pg && parallel.starts_with("zero3")) {
     zero = std::make_shared<distributed::ZeroDataParallel>(
-        model, pg, distributed::ZeroOptions{3, parallel == "zero3_prefetch"});
+        model, pg, distributed::ZeroOptions{3, parallel == "zero3_overlap"});
     runner = zero;
   } else if (pg) {
     runner = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
@@ -167,7 +168,7 @@ int step_rank() {
 
 // Runs part `part` on `world` ranks of this program; returns rank 0's figure lines, or throws
 // with every rank's output when one fails.
-// `parallel`: ddp, ddp_blocking, zero3 or zero3_prefetch (step_rank).
+// `parallel`: ddp, ddp_blocking, zero3 or zero3_overlap (step_rank).
 std::vector<std::string> run_part(const char* part, int world, int threads, bool quick_run,
                                   const char* parallel = "ddp") {
   distributed::SpawnOptions options;
@@ -215,7 +216,7 @@ int run(const bench::Flags& flags) {
                          "mlp_step_2rank_ddp_median",
                          "mlp_step_2rank_ddp_blocking_median",
                          "mlp_step_2rank_zero3_median",
-                         "mlp_step_2rank_zero3_prefetch_median",
+                         "mlp_step_2rank_zero3_overlap_median",
                          "ddp_2rank_speedup",
                          "ddp_2rank_scaling"};
   const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "ms", "ms", "ms", "x", "x"};
@@ -233,9 +234,9 @@ int run(const bench::Flags& flags) {
       run_part("step", 2, bench::kThreads / 2, flags.quick, "ddp_blocking");
   const std::vector<std::string> two_zero3 =
       run_part("step", 2, bench::kThreads / 2, flags.quick, "zero3");
-  const std::vector<std::string> two_prefetch =
-      run_part("step", 2, bench::kThreads / 2, flags.quick, "zero3_prefetch");
-  for (const auto* lines : {&one, &one_thread, &two, &two_blocking, &two_zero3, &two_prefetch}) {
+  const std::vector<std::string> two_overlap =
+      run_part("step", 2, bench::kThreads / 2, flags.quick, "zero3_overlap");
+  for (const auto* lines : {&one, &one_thread, &two, &two_blocking, &two_zero3, &two_overlap}) {
     for (const std::string& line : *lines) std::printf("%s\n", line.c_str());
   }
   // speedup: against one process on the same 2 cores; scaling: against one process on 1 core

@@ -240,6 +240,9 @@ class ProcessGroup::Worker {
       } catch (...) {
         error = std::current_exception();
       }
+      // The job's tensors let go here, before the waiting thread can run on: the Work's finish
+      // holds them too, so their last reference (and any free) is the waiting thread's.
+      job = nullptr;
       work->complete(error);
       lock.lock();
     }
@@ -535,11 +538,11 @@ void ProcessGroup::wait_in_flight() {
   if (first != nullptr) std::rethrow_exception(first);
 }
 
-void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
-                                  CallCheck check) {
-  wait_in_flight();
+ProcessGroup::Call ProcessGroup::reduce_scatter_call(const Tensor& output, const Tensor& input,
+                                                     ReduceOp op,
+                                                     std::exception_ptr& rejected) const {
   Call call{kReduceScatter};
-  const std::exception_ptr rejected = argument_error([&] {
+  rejected = argument_error([&] {
     check_tensor("reduce_scatter", "output", output);
     check_tensor("reduce_scatter", "input", input);
     if (input.dtype() != output.dtype() || !can_sum(input.dtype()) ||
@@ -559,6 +562,45 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
     }
     call = {kReduceScatter, static_cast<int64_t>(input.dtype()), output.numel(), input.numel()};
   });
+  return call;
+}
+
+Tensor ProcessGroup::reduce_scatter_staging(const Tensor& output, const Tensor& input) {
+  const Tensor staging =
+      empty({size_, output.numel()}, TensorOptions(input.dtype()).with_device(device_));
+  staging_peak_ =
+      std::max(staging_peak_, static_cast<int64_t>(staging.impl()->storage().allocated_nbytes()));
+  return staging;
+}
+
+void ProcessGroup::move_reduce_scatter(const Tensor& staging, const Tensor& input) {
+  try {
+    transport_->all_to_all(
+        staging.impl()->data(), input.impl()->data(),
+        static_cast<size_t>(staging.numel() / size_) * element_size(input.dtype()));
+  } catch (const detail::TransportFailure& e) {
+    fail("reduce_scatter", e.what());
+  }
+}
+
+void ProcessGroup::finish_reduce_scatter(const Tensor& output, const Tensor& staging,
+                                         ReduceOp op) const {
+  // Row j of the staging buffer is rank j's contribution to this rank's piece; the rows are
+  // summed in rank order, the same order for every element on every rank.
+  NoGradGuard no_grad;
+  Tensor flat = output.view({output.numel()});
+  if (staging.defined()) {
+    flat.copy_(staging.select(0, 0));
+    for (int r = 1; r < size_; ++r) flat.add_(staging.select(0, r));
+  }
+  if (op == ReduceOp::Avg && size_ > 1) flat.div_(static_cast<double>(size_));
+}
+
+void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
+                                  CallCheck check) {
+  wait_in_flight();
+  std::exception_ptr rejected;
+  const Call call = reduce_scatter_call(output, input, op, rejected);
   begin("reduce_scatter", call, rejected, check);
   NoGradGuard no_grad;
   Tensor out = output;
@@ -566,28 +608,45 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
     out.copy_(input);
     return;
   }
-  const int64_t k = output.numel();
-  try {
-    if (transport_->has_reduce_scatter()) {
+  if (transport_->has_reduce_scatter()) {
+    try {
       transport_->reduce_scatter_sum(output.impl()->data(), input.impl()->data(),
-                                     static_cast<size_t>(k), input.dtype());
-      output.impl()->storage().bump_version();
-    } else {
-      // Row j of the staging buffer is rank j's contribution to this rank's piece; the rows are
-      // summed in rank order, the same order for every element on every rank.
-      const Tensor staging = empty({size_, k}, TensorOptions(input.dtype()).with_device(device_));
-      staging_peak_ = std::max(staging_peak_,
-                               static_cast<int64_t>(staging.impl()->storage().allocated_nbytes()));
-      transport_->all_to_all(staging.impl()->data(), input.impl()->data(),
-                             static_cast<size_t>(k) * element_size(input.dtype()));
-      Tensor flat = out.view({k});
-      flat.copy_(staging.select(0, 0));
-      for (int r = 1; r < size_; ++r) flat.add_(staging.select(0, r));
+                                     static_cast<size_t>(output.numel()), input.dtype());
+    } catch (const detail::TransportFailure& e) {
+      fail("reduce_scatter", e.what());
     }
-  } catch (const detail::TransportFailure& e) {
-    fail("reduce_scatter", e.what());
+    output.impl()->storage().bump_version();
+    finish_reduce_scatter(output, Tensor(), op);
+    return;
   }
-  if (op == ReduceOp::Avg && size_ > 1) out.div_(static_cast<double>(size_));
+  const Tensor staging = reduce_scatter_staging(output, input);
+  move_reduce_scatter(staging, input);
+  finish_reduce_scatter(output, staging, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const Tensor& input,
+                                                         ReduceOp op, CallCheck check) {
+  std::exception_ptr rejected;
+  const Call call = reduce_scatter_call(output, input, op, rejected);
+  if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo ||
+      transport_->has_reduce_scatter()) {
+    reduce_scatter(output, input, op, check);  // throws a rejection as reduce_scatter does
+    auto work = std::make_shared<Work>();
+    work->complete(nullptr);
+    return work;
+  }
+  // The staging buffer is allocated here and freed by the waiting thread (the finish), so the
+  // device's allocations keep the caller's order.
+  Tensor staging = reduce_scatter_staging(output, input);
+  return start_async(
+      [this, staging, input, call, check] {
+        begin("reduce_scatter", call, nullptr, check);
+        move_reduce_scatter(staging, input);
+      },
+      [this, output, input, staging, op]() mutable {
+        finish_reduce_scatter(output, staging, op);
+        staging = Tensor();
+      });
 }
 
 ProcessGroup::Call ProcessGroup::all_gather_call(const Tensor& output, const Tensor& input,
@@ -650,7 +709,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const
         begin("all_gather", call, nullptr, check);
         move_all_gather(output, input);
       },
-      [output] { output.impl()->storage().bump_version(); });
+      [output, input] { output.impl()->storage().bump_version(); });
 }
 
 std::shared_ptr<Work> ProcessGroup::start_async(std::function<void()> job,

@@ -26,11 +26,12 @@
 // A group of one rank on Gloo needs no engine: its collectives are local copies or nothing. On
 // NCCL even a group of one runs every collective (and its call check) through NCCL.
 // Collectives are not recorded by autograd. Each completes before it returns, except
-// all_reduce_async and all_gather_async, which run on the group's communication thread (one per
-// group, started by the first such call) and return a Work to wait on: data-parallel training
-// reduces a bucket of gradients while backward computes the next (DistributedDataParallel), and
-// ZeRO-3 gathers the next unit's parameters while the current one computes. The collectives keep
-// one order on every rank: a blocking collective first waits for the ones in flight.
+// all_reduce_async, reduce_scatter_async and all_gather_async, which run on the group's
+// communication thread (one per group, started by the first such call) and return a Work to wait
+// on: data-parallel training reduces a bucket of gradients while backward computes the next
+// (DistributedDataParallel), and ZeRO-3 gathers the next unit's parameters while the current one
+// computes. The collectives keep one order on every rank: a blocking collective first waits for the
+// ones in flight.
 #pragma once
 
 #include <atomic>
@@ -139,6 +140,15 @@ class ProcessGroup {
   // Version: bumps output's. Sends per rank: (N - 1) / N x input's nbytes.
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum,
                       CallCheck check = CallCheck::Exchange);
+  // The same, started on the communication thread as all_reduce_async is: output holds the
+  // result once Work::wait() returns (which sums the staging rows into it, divides an average,
+  // and frees the staging buffer), and input's bytes must stay as they are until then. ZeRO 2-3
+  // reduce a unit's gradients with it while backward computes the next. Allocates: on Gloo the
+  // staging buffer, here, on the calling thread (so the allocator sees the caller's order);
+  // a group of one and NCCL run at once, as reduce_scatter.
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& output, const Tensor& input,
+                                             ReduceOp op = ReduceOp::Sum,
+                                             CallCheck check = CallCheck::Exchange);
 
   // Concatenates every rank's `input` (k elements) into `output` (N x k), in rank order:
   // PyTorch's all_gather_into_tensor. When input is exactly this rank's piece of output (a view
@@ -196,6 +206,13 @@ class ProcessGroup {
   Call all_reduce_call(const Tensor& tensor, ReduceOp op, std::exception_ptr& rejected) const;
   // The division of an average and the version bump, after the data moved.
   void finish_all_reduce(const Tensor& tensor, ReduceOp op) const;
+  // reduce_scatter's argument checks; its staging buffer (Gloo: N pieces, counted in the staging
+  // peak), the all-to-all into it (after begin()), and the sum of its rows into output.
+  Call reduce_scatter_call(const Tensor& output, const Tensor& input, ReduceOp op,
+                           std::exception_ptr& rejected) const;
+  Tensor reduce_scatter_staging(const Tensor& output, const Tensor& input);
+  void move_reduce_scatter(const Tensor& staging, const Tensor& input);
+  void finish_reduce_scatter(const Tensor& output, const Tensor& staging, ReduceOp op) const;
   // all_gather's argument checks, and its data movement (after begin()).
   Call all_gather_call(const Tensor& output, const Tensor& input,
                        std::exception_ptr& rejected) const;

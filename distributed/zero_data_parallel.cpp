@@ -2,6 +2,7 @@
 #include "distributed/zero_data_parallel.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -48,14 +49,26 @@ struct ZeroDataParallel::State {
 
   std::shared_ptr<ProcessGroup> pg;
   int stage = 1;
-  bool prefetch = false;
+  bool overlap = false;
   // Stage 3: the units in the order this forward gathered them, and the previous forward's
   // order (which forward prefetch follows).
   std::vector<size_t> order, last_order;
+  // Stages 2-3 with overlap: the unit being reduce-scattered on the communication thread (at
+  // most one), its piece, and its staging bytes.
+  struct Reduction {
+    size_t unit = 0;
+    Tensor piece;
+    std::shared_ptr<Work> work;
+    int64_t staging = 0;
+  };
+  std::optional<Reduction> reducing;
+  size_t reduced_in_backward = 0;  // units whose reduction started in this backward
   std::vector<Unit> units;
   std::vector<Tensor> shards;
   Tensor placeholder;  // what stage 3's parameters hold between uses: 0 elements, 0 bytes
-  int64_t gathered_now = 0, gathered_peak = 0, reduction_peak = 0;
+  int64_t gathered_now = 0, gathered_peak = 0;
+  // Stages 2-3: the bytes of the units' full gradients and of the staging buffers alive now.
+  int64_t reduction_now = 0, reduction_peak = 0;
 
   // The unit's module path in the trace (that of its module, "" for the root).
   static const char* unit_path(const Unit& u) {
@@ -78,7 +91,7 @@ struct ZeroDataParallel::State {
     point_at_gathered(u);
   }
 
-  // Stage 3, prefetch on: starts gathering unit `k` on the communication thread, unless it is
+  // Stage 3, overlap on: starts gathering unit `k` on the communication thread, unless it is
   // gathered or on its way already. The flat vector is allocated (and counted as gathered) now.
   void prefetch_unit(size_t k) {
     Unit& u = units[k];
@@ -128,7 +141,7 @@ struct ZeroDataParallel::State {
   void before_forward(size_t k) {
     gather(units[k]);
     order.push_back(k);
-    if (!prefetch) return;
+    if (!overlap) return;
     const auto at = std::find(last_order.begin(), last_order.end(), k);
     if (at != last_order.end() && at + 1 != last_order.end()) prefetch_unit(*(at + 1));
   }
@@ -137,7 +150,7 @@ struct ZeroDataParallel::State {
   // it in this forward, whose backward comes next.
   void before_backward(size_t k) {
     gather(units[k]);
-    if (!prefetch) return;
+    if (!overlap) return;
     const auto at = std::find(order.rbegin(), order.rend(), k);
     if (at != order.rend() && at + 1 != order.rend()) prefetch_unit(*(at + 1));
   }
@@ -148,6 +161,8 @@ struct ZeroDataParallel::State {
   }
 
   void prepare_backward() {
+    settle_reduction();
+    reduced_in_backward = 0;
     for (Unit& u : units) {
       u.pending = u.params.size();
       std::fill(u.ready.begin(), u.ready.end(), false);
@@ -169,6 +184,7 @@ struct ZeroDataParallel::State {
     if (!u.flat_grad.defined()) {
       u.flat_grad = zeros({u.padded}, TensorOptions(param.dtype()).with_device(pg->device()));
       name_in_trace(u.flat_grad, unit_path(u), "gradient");
+      if (stage > 1) count_reduction(allocated_nbytes(u.flat_grad));
     }
     Tensor view = view_of(u, index, u.flat_grad);
     const Tensor grad = param.grad();
@@ -182,18 +198,51 @@ struct ZeroDataParallel::State {
       pg->all_reduce(u.flat_grad, ReduceOp::Avg, CallCheck::Skip);
       return;
     }
-    reduce_scatter(u);
+    reduce_scatter(unit);
     if (stage == 3) release(u);
+    // The last unit of this backward: its reduction is waited for by the last gradient's hook.
+    if (++reduced_in_backward == units.size()) settle_reduction();
   }
 
-  // Stages 2-3: this rank's piece of the averaged gradients, added to its shard's .grad; the
-  // unit's full gradients are freed.
-  void reduce_scatter(Unit& u) {
+  void count_reduction(int64_t nbytes) {
+    reduction_now += nbytes;
+    reduction_peak = std::max(reduction_peak, reduction_now);
+  }
+
+  // Stages 2-3: this rank's piece of unit k's averaged gradients, for its shard's .grad; the
+  // unit's full gradients are freed once it is there. With overlap the reduce-scatter runs on the
+  // communication thread, after the one in flight is done (one at a time: two units' full
+  // gradients at most, the next one's filling while the last reduces).
+  void reduce_scatter(size_t k) {
+    Unit& u = units[k];
+    if (overlap) settle_reduction();
     Tensor piece = empty({u.shard}, TensorOptions(u.flat_grad.dtype()).with_device(pg->device()));
     pg->reset_staging_peak();
+    if (overlap) {
+      std::shared_ptr<Work> work =
+          pg->reduce_scatter_async(piece, u.flat_grad, ReduceOp::Avg, CallCheck::Skip);
+      const int64_t staging = pg->staging_peak_nbytes();
+      count_reduction(staging);
+      reducing = Reduction{k, std::move(piece), std::move(work), staging};
+      return;
+    }
     pg->reduce_scatter(piece, u.flat_grad, ReduceOp::Avg, CallCheck::Skip);
-    reduction_peak =
-        std::max(reduction_peak, allocated_nbytes(u.flat_grad) + pg->staging_peak_nbytes());
+    reduction_peak = std::max(reduction_peak, reduction_now + pg->staging_peak_nbytes());
+    take_piece(u, piece);
+  }
+
+  // Waits for the reduction in flight, if any, and gives its unit's shard the piece.
+  void settle_reduction() {
+    if (!reducing) return;
+    Reduction r = std::move(*reducing);
+    reducing.reset();
+    r.work->wait();  // frees the staging buffer
+    reduction_now -= r.staging;
+    take_piece(units[r.unit], r.piece);
+  }
+
+  void take_piece(Unit& u, const Tensor& piece) {
+    reduction_now -= allocated_nbytes(u.flat_grad);
     u.flat_grad = Tensor();
     Tensor shard_grad = u.shard_param.grad();
     if (shard_grad.defined()) {
@@ -211,7 +260,7 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
   State& s = *state_;
   s.pg = pg_;
   s.stage = options.stage;
-  s.prefetch = options.prefetch;
+  s.overlap = options.overlap;
   const int rank = pg_->rank();
   if (s.stage < 1 || s.stage > 3) {
     throw DistributedError(fmt::format("[ZeroDataParallel] ZeRO stage {} does not exist (1, 2 or "
@@ -345,8 +394,9 @@ void ZeroDataParallel::step(optim::Optimizer& optimizer) {
 bool ZeroDataParallel::step(const std::function<bool()>& update) {
   State& s = *state_;
   NoGradGuard no_grad;
-  // A prefetch whose unit had no backward (not used in this forward) must not read the shards
-  // the optimizer is about to change.
+  // A backward whose units were not all used ends here; a prefetch whose unit had no backward
+  // must not read the shards the optimizer is about to change.
+  s.settle_reduction();
   for (State::Unit& u : s.units) {
     if (u.gathering != nullptr) s.release(u);
   }
@@ -364,6 +414,8 @@ bool ZeroDataParallel::step(const std::function<bool()>& update) {
 }
 
 void ZeroDataParallel::zero_grad() {
+  state_->settle_reduction();
+  state_->reduction_now = 0;
   for (State::Unit& u : state_->units) {
     u.flat_grad = Tensor();
     u.shard_param.set_grad(Tensor());
@@ -401,7 +453,7 @@ int64_t ZeroDataParallel::reduction_peak_nbytes() const { return state_->reducti
 
 void ZeroDataParallel::reset_peaks() {
   state_->gathered_peak = state_->gathered_now;
-  state_->reduction_peak = 0;
+  state_->reduction_peak = state_->reduction_now;
 }
 
 }  // namespace memgrad::distributed

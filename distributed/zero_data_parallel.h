@@ -17,7 +17,7 @@
 //            freed right after it, gathered again just before its backward (a hook on the unit's
 //            output gradient) and freed once its gradients are reduce-scattered.
 //            Per parameter: 16/N B, plus the largest unit gathered while it runs (with
-//            prefetch, the largest two consecutive units: the next is gathered meanwhile).
+//            overlap, the largest two consecutive units: the next is gathered meanwhile).
 //
 // What the per-parameter formulas leave out, and this class measures: the padding of each unit
 // to a multiple of N, the allocator's rounding, the gathered parameters of stage 3, and the
@@ -49,12 +49,15 @@ namespace memgrad::distributed {
 
 struct ZeroOptions {
   int stage = 1;  // 1, 2 or 3
-  // Stage 3: gathers the next unit's parameters on the group's communication thread while the
-  // current unit computes: in forward the unit after it in the previous forward's order (FSDP's
-  // forward_prefetch), in backward the unit before it in this forward (FSDP's BACKWARD_PRE). Two
-  // units are gathered at once instead of one: the gathered peak is the largest pair of
-  // consecutive units. Off by default, which holds the least.
-  bool prefetch = false;
+  // Communication overlapping computation, on the group's communication thread (DeepSpeed's
+  // overlap_comm, FSDP's prefetching). Stages 2-3: a unit's reduce-scatter runs while backward
+  // computes the units before it, one at a time (the next unit's waits for it), so two units'
+  // full gradients can be alive at once (the one reducing, with its staging, and the next one
+  // filling). Stage 3 also gathers the next unit's parameters while the current one computes:
+  // in forward the unit after it in the previous forward's order (FSDP's forward_prefetch), in
+  // backward the unit before it in this forward (FSDP's BACKWARD_PRE): the gathered peak is the
+  // largest two consecutive units. Stage 1: no effect. Off by default, which holds the least.
+  bool overlap = false;
 };
 
 // One unit, for reports and tests.
@@ -100,8 +103,9 @@ class ZeroDataParallel : public nn::UnaryModule {
   int64_t parameter_nbytes() const;
   int64_t gradient_nbytes() const;
   // Peaks since construction or the last reset_peaks(), as allocated: the gathered parameters
-  // of stage 3 held at once, and the buffers of one reduction (a unit's full gradients plus the
-  // reduce-scatter's staging) in stages 2-3.
+  // of stage 3 held at once, and the reduction buffers of stages 2-3 alive at once (a unit's
+  // full gradients plus the reduce-scatter's staging; with overlap also the next unit's full
+  // gradients, filling meanwhile).
   int64_t gathered_peak_nbytes() const;
   int64_t reduction_peak_nbytes() const;
   void reset_peaks();

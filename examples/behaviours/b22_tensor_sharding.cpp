@@ -74,7 +74,9 @@ int64_t storage_bytes(const Tensor& t) {
 
 }  // namespace
 
-bool is_stage3(Sharding s) { return s == Sharding::Zero3 || s == Sharding::Zero3Prefetch; }
+bool is_stage3(Sharding s) { return s == Sharding::Zero3 || s == Sharding::Zero3Overlap; }
+
+bool overlaps(Sharding s) { return s == Sharding::Zero2Overlap || s == Sharding::Zero3Overlap; }
 
 const char* sharding_title(Sharding s) {
   switch (s) {
@@ -84,7 +86,8 @@ const char* sharding_title(Sharding s) {
     case Sharding::Zero1: return "ZeRO-1";
     case Sharding::Zero2: return "ZeRO-2";
     case Sharding::Zero3: return "ZeRO-3";
-    case Sharding::Zero3Prefetch: return "ZeRO-3, prefetch";
+    case Sharding::Zero2Overlap: return "ZeRO-2, overlap";
+    case Sharding::Zero3Overlap: return "ZeRO-3, overlap";
   }
   return "?";
 }
@@ -97,14 +100,16 @@ const char* sharding_key(Sharding s) {
     case Sharding::Zero1: return "zero1";
     case Sharding::Zero2: return "zero2";
     case Sharding::Zero3: return "zero3";
-    case Sharding::Zero3Prefetch: return "zero3_prefetch";
+    case Sharding::Zero2Overlap: return "zero2_overlap";
+    case Sharding::Zero3Overlap: return "zero3_overlap";
   }
   return "?";
 }
 
 std::optional<Sharding> sharding_from_key(std::string_view key) {
-  for (Sharding s : {Sharding::Single, Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1,
-                     Sharding::Zero2, Sharding::Zero3, Sharding::Zero3Prefetch}) {
+  for (Sharding s :
+       {Sharding::Single, Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1, Sharding::Zero2,
+        Sharding::Zero3, Sharding::Zero2Overlap, Sharding::Zero3Overlap}) {
     if (key == sharding_key(s)) return s;
   }
   return std::nullopt;
@@ -207,21 +212,26 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ModelShape& s
     return b;
   }
   // ZeRO: each unit padded to a multiple of N; this rank owns a shard of each.
-  // Stage 3 gathers one unit at a time, or with prefetch the next one (in forward or backward
-  // order: the units' order) meanwhile.
-  int64_t previous_gathered = 0;
+  // Stage 3 gathers one unit at a time, with overlap also the next one (in forward or backward
+  // order: the units' order) meanwhile. Stages 2-3 reduce one unit at a time: its full gradients
+  // and a staging buffer of the same size, and with overlap the full gradients of the unit before
+  // it, which backward fills meanwhile.
+  int64_t previous_gathered = 0, previous_gradients = 0;
   for (const std::vector<int64_t>& u : shape.units) {
     const int64_t full = padded(sum_of(u), world);
     const int64_t shard = full / world;
     b.parameters += rounded(e.parameter * (is_stage3(s) ? shard : full));
     b.gradients += rounded(e.gradient * (s == Sharding::Zero1 ? full : shard));
     b.optimizer_state += state(shard);
-    if (s != Sharding::Zero1) b.reduction = std::max(b.reduction, 2 * rounded(e.gradient * full));
+    const int64_t next = overlaps(s) ? 1 : 0;  // a unit's neighbour alive at once, or not
+    if (s != Sharding::Zero1) {
+      const int64_t gradients = rounded(e.gradient * full);
+      b.reduction = std::max(b.reduction, 2 * gradients + next * previous_gradients);
+      previous_gradients = gradients;
+    }
     if (is_stage3(s)) {
       const int64_t gathered = rounded(e.parameter * full);
-      const int64_t at_once =
-          gathered + (s == Sharding::Zero3Prefetch ? previous_gathered : int64_t{0});
-      b.gathered = std::max(b.gathered, at_once);
+      b.gathered = std::max(b.gathered, gathered + next * previous_gathered);
       previous_gathered = gathered;
     }
   }
@@ -232,11 +242,17 @@ ShardingBytes expected_sharding_bytes(Sharding s, int world, const ShardingRun& 
   return expected_sharding_bytes(s, world, sharding_model_shape(run), sharding_state_bytes(run));
 }
 
-int64_t peak_above_held_floor(const ShardingBytes& expected) {
+int64_t peak_above_held_floor(Sharding s, int world, const ShardingRun& run) {
   // Unsharded gradients (1 process, DDP, ZeRO-1) are freed by zero_grad and made again during
   // backward; ZeRO 2-3 hold one unit's full gradients, its staging and (stage 3) its gathered
   // parameters at once while that unit is reduce-scattered (reduction and gathered are both 0
-  // for the others, and the gradients of ZeRO 2-3 are the shards').
+  // for the others, and the gradients of ZeRO 2-3 are the shards'). With overlap the same is
+  // alive at once when the largest unit's reduction starts (the peaks of the two columns may
+  // come at other moments, so they do not add up).
+  const Sharding alone = s == Sharding::Zero2Overlap   ? Sharding::Zero2
+                         : s == Sharding::Zero3Overlap ? Sharding::Zero3
+                                                       : s;
+  const ShardingBytes expected = expected_sharding_bytes(alone, world, run);
   return std::max(expected.gradients, expected.reduction + expected.gathered);
 }
 
@@ -249,9 +265,10 @@ double formula_bytes_per_parameter(Sharding s, int world, const StateBytes& e) {
     case Sharding::Ddp: return p + g + k + g;
     case Sharding::DdpBucketView: return p + g + k;
     case Sharding::Zero1: return p + g + k / n;
-    case Sharding::Zero2: return p + (g + k) / n;
+    case Sharding::Zero2:
+    case Sharding::Zero2Overlap: return p + (g + k) / n;
     case Sharding::Zero3:
-    case Sharding::Zero3Prefetch: return (p + g + k) / n;
+    case Sharding::Zero3Overlap: return (p + g + k) / n;
   }
   return 0;
 }
@@ -273,10 +290,11 @@ int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run)
         bytes += 2 * (n - 1) * e.gradient * piece + (n - 1) * e.parameter * piece;
         break;
       case Sharding::Zero2:  // reduce-scatter, then all-gather
+      case Sharding::Zero2Overlap:
         bytes += (n - 1) * e.gradient * piece + (n - 1) * e.parameter * piece;
         break;
       case Sharding::Zero3:  // 2 all-gathers, 1 reduce-scatter
-      case Sharding::Zero3Prefetch:
+      case Sharding::Zero3Overlap:
         bytes += 2 * (n - 1) * e.parameter * piece + (n - 1) * e.gradient * piece;
         break;
       case Sharding::Single: break;
@@ -314,9 +332,9 @@ RankMeasurement run_sharding_rank(Sharding s, const ShardingRun& run,
         model, pg, distributed::DDPOptions{25.0, s == Sharding::DdpBucketView});
     net = ddp.get();
   } else if (s != Sharding::Single) {
-    const int stage = s == Sharding::Zero1 ? 1 : s == Sharding::Zero2 ? 2 : 3;
+    const int stage = s == Sharding::Zero1 ? 1 : is_stage3(s) ? 3 : 2;
     zero = std::make_shared<distributed::ZeroDataParallel>(
-        model, pg, distributed::ZeroOptions{stage, s == Sharding::Zero3Prefetch});
+        model, pg, distributed::ZeroOptions{stage, overlaps(s)});
     net = zero.get();
     trained = zero->shard_parameters();
   }
@@ -629,7 +647,7 @@ int body(const BehaviourFlags& flags) {
   configs.push_back({Sharding::Single, 1, {run_sharding_rank(Sharding::Single, run, nullptr)}});
   for (int world : {2, 4}) {
     for (Sharding s : {Sharding::Ddp, Sharding::DdpBucketView, Sharding::Zero1, Sharding::Zero2,
-                       Sharding::Zero3, Sharding::Zero3Prefetch}) {
+                       Sharding::Zero3, Sharding::Zero2Overlap, Sharding::Zero3Overlap}) {
       configs.push_back({s, world, launch(s, world, flags.size)});
     }
   }
@@ -667,7 +685,7 @@ int body(const BehaviourFlags& flags) {
       run.steps);
   fmt::print("{:<22} {:>12} {:>12} {:>12}\n", "", "at least", "measured", "the rest");
   for (const Config& c : configs) {
-    const int64_t floor = peak_above_held_floor(expected_sharding_bytes(c.sharding, c.world, run));
+    const int64_t floor = peak_above_held_floor(c.sharding, c.world, run);
     bool match = true;
     for (const RankMeasurement& m : c.ranks) match = match && m.peak_above_held >= floor;
     all_match = all_match && match;
@@ -714,11 +732,11 @@ int body(const BehaviourFlags& flags) {
 
   const Config& single = configs[0];
   const Config* zero3 = nullptr;
-  const Config* prefetch = nullptr;
+  const Config* overlap = nullptr;
   const Config* ddp = nullptr;
   for (const Config& c : configs) {
     if (c.world == 4 && c.sharding == Sharding::Zero3) zero3 = &c;
-    if (c.world == 4 && c.sharding == Sharding::Zero3Prefetch) prefetch = &c;
+    if (c.world == 4 && c.sharding == Sharding::Zero3Overlap) overlap = &c;
     if (c.world == 4 && c.sharding == Sharding::Ddp) ddp = &c;
   }
   const int64_t single_held = single.ranks[0].held_measured;
@@ -726,17 +744,18 @@ int body(const BehaviourFlags& flags) {
       "sharding divides what each rank holds: ZeRO-3 on 4 ranks keeps {} per rank where one "
       "process keeps {} ({:.0f}%), and DDP keeps more than one process ({}: its buckets). What "
       "the per-parameter formulas leave out is memory too: ZeRO-3 gathers each layer while it "
-      "runs ({} for the largest; {} with prefetch, which gathers the next layer meanwhile), "
-      "and stages 2 and 3 hold a unit's full gradients and a staging "
-      "buffer while they reduce ({}), and the allocator's own peak shows it: during a ZeRO-3 "
+      "runs ({} for the largest), and stages 2 and 3 hold a unit's full gradients and a staging "
+      "buffer while they reduce ({}); overlapping the communication with the computation holds "
+      "more (gathering the next layer and filling the next unit's gradients meanwhile: {} "
+      "gathered and {} reducing at once), and the allocator's own peak shows it: during a ZeRO-3 "
       "step rank 0 rose {} above what it held. And sharding costs traffic: per step ZeRO-3 "
       "sent {} from rank 0 on 4 ranks, against {} for DDP.",
       human_bytes(zero3->ranks[0].held_measured), human_bytes(single_held),
       100.0 * static_cast<double>(zero3->ranks[0].held_measured) / static_cast<double>(single_held),
       human_bytes(ddp->ranks[0].held_measured), human_bytes(zero3->ranks[0].bytes.gathered),
-      human_bytes(prefetch->ranks[0].bytes.gathered), human_bytes(zero3->ranks[0].bytes.reduction),
-      human_bytes(zero3->ranks[0].peak_above_held), human_bytes(zero3->ranks[0].wire_bytes),
-      human_bytes(ddp->ranks[0].wire_bytes)));
+      human_bytes(zero3->ranks[0].bytes.reduction), human_bytes(overlap->ranks[0].bytes.gathered),
+      human_bytes(overlap->ranks[0].bytes.reduction), human_bytes(zero3->ranks[0].peak_above_held),
+      human_bytes(zero3->ranks[0].wire_bytes), human_bytes(ddp->ranks[0].wire_bytes)));
   return all_match && losses_match && master_match ? 0 : 2;
 }
 

@@ -14,15 +14,19 @@
 
 namespace memgrad::examples {
 
-// Zero3Prefetch: stage 3 with ZeroOptions::prefetch (the next unit gathered meanwhile).
-enum class Sharding { Single, Ddp, DdpBucketView, Zero1, Zero2, Zero3, Zero3Prefetch };
+// Zero2Overlap, Zero3Overlap: stages 2 and 3 with ZeroOptions::overlap (communication on the
+// communication thread while backward computes: the next unit's gradients and parameters alive
+// meanwhile).
+enum class Sharding { Single, Ddp, DdpBucketView, Zero1, Zero2, Zero3, Zero2Overlap, Zero3Overlap };
 
-// ZeRO-3, with or without prefetch.
+// ZeRO-3, with or without overlap.
 bool is_stage3(Sharding s);
+// ZeRO 2-3 with overlap.
+bool overlaps(Sharding s);
 // "1 process", "DDP", "DDP, gradient_as_bucket_view", "ZeRO-1", ...
 const char* sharding_title(Sharding s);
-// "single", "ddp", "ddp_view", "zero1", "zero2", "zero3", "zero3_prefetch" (the worker's
-// argument).
+// "single", "ddp", "ddp_view", "zero1", "zero2", "zero3", "zero2_overlap", "zero3_overlap" (the
+// worker's argument).
 const char* sharding_key(Sharding s);
 std::optional<Sharding> sharding_from_key(std::string_view key);
 
@@ -109,8 +113,9 @@ double formula_bytes_per_parameter(Sharding s, int world, const StateBytes& byte
 // (peak_above_held), from the expected bytes: the gradients backward makes, all alive when it
 // ends (none with bucket views: they are the buckets, kept), or, for ZeRO 2-3, the largest
 // unit's full gradients and reduce-scatter staging while its gathered parameters (stage 3) are
-// still alive, whichever is more. Activations and temporaries come on top.
-int64_t peak_above_held_floor(const ShardingBytes& expected);
+// still alive, whichever is more (with overlap the same, and more comes on top when the next
+// unit is alive too). Activations and temporaries come on top.
+int64_t peak_above_held_floor(Sharding s, int world, const ShardingRun& run);
 // Data bytes one rank sends per step, from the collectives' formulas (what the wire carries
 // besides Gloo's message headers and the call checks).
 int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run);

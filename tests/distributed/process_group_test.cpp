@@ -176,10 +176,12 @@ int async_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
-// all_gather_async: a gather in flight with an all_reduce_async queued behind it come back in
-// order with the blocking collectives' results; the output's version is bumped by wait() only,
-// in place (input inside output) as well; a rejected call throws at once on every rank; a dead
-// peer makes wait() throw RankFailureError naming it.
+// all_gather_async and reduce_scatter_async: a gather in flight with an all_reduce_async queued
+// behind it come back in order with the blocking collectives' results; the output's version is
+// bumped by wait() only, in place (input inside output) as well. reduce_scatter_async allocates
+// its staging buffer (N pieces) on the calling thread when called and frees it in wait(), which
+// also sums and averages. A rejected call throws at once on every rank; a dead peer makes wait()
+// throw RankFailureError naming it.
 int async_gather_worker() {
   auto pg = init_process_group(Backend::Gloo);
   const int r = pg->rank(), n = pg->size();
@@ -210,6 +212,25 @@ int async_gather_worker() {
   check(values_are(sum, std::vector<double>(6, n)), "all_reduce_async behind it");
   check(pg->collectives_run() == 3,
         fmt::format("3 collectives, counted {}", pg->collectives_run()));
+  // Rank r contributes r + j to element j of the 4 N elements; rank r's piece is 4 elements.
+  Tensor input = arange(0, n * 4, 1, TensorOptions(kFloat32)).add(static_cast<double>(r));
+  Tensor mine_avg = zeros({4});
+  const int64_t before = allocated();
+  const std::shared_ptr<Work> scattered =
+      pg->reduce_scatter_async(mine_avg, input, ReduceOp::Avg, CallCheck::Skip);
+  check(allocated() - before == 512,
+        fmt::format("staging allocated at the call: {} B", allocated() - before));
+  scattered->wait();
+  check(allocated() == before, "wait() freed the staging buffer");
+  std::vector<double> expected_avg;
+  for (int j = 0; j < 4; ++j) expected_avg.push_back(r * 4 + j + (n - 1) / 2.0);
+  check(values_are(mine_avg, expected_avg), "reduce_scatter_async avg");
+  try {
+    pg->reduce_scatter_async(zeros({3}), input);
+    check(false, "an output of the wrong size was accepted");
+  } catch (const ShapeError& e) {
+    check(std::string(e.what()).find("world size") != std::string::npos, e.what());
+  }
   try {
     pg->all_gather_async(zeros({n * 5 + 1}), piece);
     check(false, "an output of the wrong size was accepted");
@@ -220,12 +241,16 @@ int async_gather_worker() {
   const int dead = n - 1;
   if (r == dead) _exit(3);
   const std::shared_ptr<Work> work = pg->all_gather_async(zeros({n * 1000}), ones({1000}));
-  try {
-    work->wait();
-    check(false, "an async all_gather with a dead peer completed");
-  } catch (const RankFailureError& e) {
-    check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
-          e.what());
+  const std::shared_ptr<Work> after =
+      pg->reduce_scatter_async(zeros({1000}), ones({n * 1000}), ReduceOp::Sum, CallCheck::Skip);
+  for (const std::shared_ptr<Work>& w : {work, after}) {
+    try {
+      w->wait();
+      check(false, "an async collective with a dead peer completed");
+    } catch (const RankFailureError& e) {
+      check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
+            e.what());
+    }
   }
   return failures() == 0 ? 0 : 1;
 }
@@ -488,7 +513,7 @@ TEST_CASE("all_reduce_async runs in order on the communication thread; wait() fi
   }
 }
 
-TEST_CASE("all_gather_async runs in order with the other async collectives; wait() finishes it") {
+TEST_CASE("all_gather_async and reduce_scatter_async run in order; wait() finishes them") {
   for (int n : {2, 4}) {
     CAPTURE(n);
     const SpawnResult result = run_workers("async_gather", n, 3, {}, false);
