@@ -91,7 +91,7 @@ Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
   if (nbytes == 0) return Block{nullptr, 0, 0, stream};
   if (nbytes > kMaxAllocationBytes) [[unlikely]]
     throw_too_large(nbytes);
-  std::unique_lock<std::mutex> guard(mutex_);
+  std::unique_lock<SpinMutex> guard(mutex_);
   const Placement placed = place_with_retry(*this, Request{nbytes, stream, false});
   if (placed.ptr == nullptr) [[unlikely]]
     throw_oom(guard, nbytes, placed.nbytes, stream);
@@ -114,7 +114,7 @@ std::optional<std::vector<Block>> PolicyAllocator::seed(const SeedSegment& segme
   internal_check(
       segment.nbytes > 0 && tiled == segment.nbytes && segment.nbytes <= kMaxAllocationBytes,
       "seed: the blocks must tile the segment exactly");
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   const std::optional<Seeded> seeded = place_seed(segment);
   if (!seeded) return std::nullopt;
   MemoryStats& s = books_->stats_;
@@ -140,7 +140,7 @@ void PolicyAllocator::throw_too_large(size_t nbytes) const {
   throw OutOfMemoryError(std::move(info));
 }
 
-void PolicyAllocator::throw_oom(std::unique_lock<std::mutex>& guard, size_t requested,
+void PolicyAllocator::throw_oom(std::unique_lock<SpinMutex>& guard, size_t requested,
                                 size_t alloc_size, StreamId stream) {
   OutOfMemoryInfo info = count_oom(requested, alloc_size, stream);
   guard.unlock();
@@ -162,7 +162,7 @@ inline Placement PolicyAllocator::place_with_retry(PolicyAllocator& policy, Requ
 
 void PolicyAllocator::free(const Block& block) {
   if (block.ptr == nullptr) return;
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   MemoryStats& s = books_->stats_;
   count_free_requested(s, block.pool, block.nbytes);
   if (is_oversize(block.nbytes)) s.oversize_allocations.decrease(1);
@@ -183,19 +183,19 @@ inline void PolicyAllocator::complete_free(const Block& block) {
 
 void PolicyAllocator::record_stream(const Block& block, StreamId stream) {
   if (block.ptr == nullptr) return;
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   note_stream_use(block, stream);
 }
 
 void PolicyAllocator::empty_cache() {
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   release_cached();
 }
 
 std::vector<SegmentSnapshot> PolicyAllocator::snapshot() const {
   std::vector<SegmentSnapshot> out;
   {
-    std::lock_guard<std::mutex> guard(mutex_);
+    std::lock_guard<SpinMutex> guard(mutex_);
     describe(out);
   }
   std::sort(out.begin(), out.end(), [](const SegmentSnapshot& a, const SegmentSnapshot& b) {
@@ -225,7 +225,7 @@ FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
   const std::vector<SegmentSnapshot> segments = snapshot();
   size_t budget = source_.free_bytes();
   {
-    std::lock_guard<std::mutex> guard(mutex_);
+    std::lock_guard<SpinMutex> guard(mutex_);
     const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
     if (fraction_set_)
       budget = std::min(budget, allowed_bytes() - std::min(allowed_bytes(), reserved));
@@ -237,40 +237,40 @@ FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
 // ---- the public figures ----
 
 MemoryStats PolicyAllocator::stats() const {
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   return stats_;
 }
 
 void PolicyAllocator::reset_peak_stats() {
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   stats_.reset_peak();
 }
 
 void PolicyAllocator::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   stats_.reset_accumulated();
 }
 
 size_t PolicyAllocator::memory_allocated() const {
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   return static_cast<size_t>(stats_.allocated_bytes.all().current);
 }
 
 size_t PolicyAllocator::memory_reserved() const {
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   return static_cast<size_t>(stats_.reserved_bytes.all().current);
 }
 
 void PolicyAllocator::set_memory_fraction(double fraction) {
   check_fraction(fraction);
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   fraction_set_ = true;
   fraction_ = fraction;
 }
 
 void PolicyAllocator::mark_in_trace(TraceAction action, uint64_t nbytes) {
   if (!trace_.enabled()) return;
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::lock_guard<SpinMutex> guard(mutex_);
   trace_.record(action, 0, nbytes, 0, kDefaultStream, stats_.allocated_bytes.all().current,
                 stats_.reserved_bytes.all().current);
 }

@@ -29,6 +29,7 @@
 #include "allocator/error.h"
 #include "allocator/fragmentation.h"
 #include "allocator/memory_source.h"
+#include "allocator/spin_mutex.h"
 #include "allocator/stats.h"
 #include "allocator/trace.h"
 
@@ -251,7 +252,7 @@ class PolicyAllocator {
     return reinterpret_cast<uintptr_t>(ptr) - source_.address_base();
   }
   // The frame's lock, for a policy's own public methods (the hooks already hold it).
-  std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mutex_); }
+  std::unique_lock<SpinMutex> lock() const { return std::unique_lock<SpinMutex>(mutex_); }
 
   // The stats pool of a segment: small for segments of at most 2 MiB (kSmallBuffer).
   static StatPool pool_of_segment(size_t nbytes);
@@ -288,7 +289,7 @@ class PolicyAllocator {
   // The OutOfMemoryError of a request above kMaxAllocationBytes, and of one the policy refused
   // after its retry (counted, recorded, with the fragmentation of the moment).
   [[noreturn, gnu::noinline, gnu::cold]] void throw_too_large(size_t nbytes) const;
-  [[noreturn, gnu::noinline, gnu::cold]] void throw_oom(std::unique_lock<std::mutex>& guard,
+  [[noreturn, gnu::noinline, gnu::cold]] void throw_oom(std::unique_lock<SpinMutex>& guard,
                                                         size_t requested, size_t alloc_size,
                                                         StreamId stream);
   // Counts the OOM, records it and returns its figures.
@@ -306,7 +307,7 @@ class PolicyAllocator {
   void record_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
                     StreamId stream);
 
-  mutable std::mutex mutex_;
+  mutable SpinMutex mutex_;
   PolicyAllocator* books_ = this;  // whose stats, trace and fraction count (adopt() changes it)
   MemoryStats stats_;
   TraceRecorder trace_;
