@@ -424,6 +424,7 @@ void ZeroDataParallel::zero_grad() {
 }
 
 int ZeroDataParallel::stage() const { return state_->stage; }
+bool ZeroDataParallel::overlap() const { return state_->overlap; }
 
 std::vector<ZeroUnitInfo> ZeroDataParallel::units() const {
   std::vector<ZeroUnitInfo> out;

@@ -97,6 +97,7 @@ class ZeroDataParallel : public nn::UnaryModule {
   void zero_grad();
 
   int stage() const;
+  bool overlap() const;
   std::vector<ZeroUnitInfo> units() const;
   // Bytes held now, as allocated: the parameters (stages 1-2: the flat vectors; stage 3: the
   // shards) and the gradients (stage 1: the flat ones; stages 2-3: the shards').

@@ -11,13 +11,19 @@ namespace memgrad::examples {
 DataParallel::DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOptions& o,
                            Device device)
     : model_(std::move(model)), runner_(model_.get()) {
-  if (!o.ddp && o.zero == 0) return;
+  if (!o.ddp && o.zero == 0 && !o.zero_overlap) return;
   if (o.ddp && o.zero != 0) throw ValueError("--ddp and --zero exclude each other", "", "--ddp");
   if (o.zero != 0 && (!o.save.empty() || !o.resume.empty())) {
     throw ValueError(fmt::format("--zero {} shards the parameters and the optimizer state: "
                                  "--save and --resume work with one process or --ddp",
                                  o.zero),
                      "", "--zero", fmt::format("{}", o.zero));
+  }
+  if (o.zero_overlap && o.zero < 2) {
+    throw ValueError(fmt::format("--zero-overlap overlaps the reduce-scatters of --zero 2 and 3; "
+                                 "got --zero {}",
+                                 o.zero),
+                     "", "--zero-overlap", fmt::format("{}", o.zero));
   }
   if (o.zero == 3 && o.checkpoint_segments > 0) {
     throw ValueError(
@@ -41,15 +47,17 @@ DataParallel::DataParallel(std::shared_ptr<nn::UnaryModule> model, const TrainOp
     ddp_ = std::make_shared<distributed::DistributedDataParallel>(model_, pg_);
     runner_ = ddp_.get();
   } else {
-    zero_ = std::make_shared<distributed::ZeroDataParallel>(model_, pg_,
-                                                            distributed::ZeroOptions{o.zero});
+    zero_ = std::make_shared<distributed::ZeroDataParallel>(
+        model_, pg_, distributed::ZeroOptions{o.zero, o.zero_overlap});
     runner_ = zero_.get();
   }
 }
 
 std::string DataParallel::describe() const {
   if (!pg_) return "one process";
-  const std::string mode = ddp_ ? "DDP" : fmt::format("ZeRO-{}", zero_->stage());
+  const std::string mode =
+      ddp_ ? "DDP"
+           : fmt::format("ZeRO-{}{}", zero_->stage(), zero_->overlap() ? ", overlapping" : "");
   return fmt::format("{} on {} ranks ({})", mode, pg_->size(), backend_name(pg_->backend()));
 }
 

@@ -73,6 +73,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o, int64_t default_epochs,
   app.add_flag("--ddp", o.ddp, "DistributedDataParallel on the ranks of ./memgrad launch");
   app.add_option("--zero", o.zero, "ZeRO stage 1, 2 or 3 on the ranks of ./memgrad launch")
       ->check(CLI::Range(1, 3));
+  app.add_flag("--zero-overlap", o.zero_overlap,
+               "With --zero 2 or 3: reduce-scatter (and at stage 3 gather the next layer) on the "
+               "communication thread while backward computes; holds two layers' buffers at once");
   app.add_option("--backend", o.backend,
                  "Collectives of --ddp/--zero: gloo (cpu, sim:N) or nccl (cuda); on meta:N the "
                  "engine whose allocations a rank reproduces (default: nccl)")

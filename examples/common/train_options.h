@@ -37,13 +37,14 @@ struct TrainOptions {
   std::string precision = "fp32";   // fp32, amp-fp16, amp-bf16, master-fp16, master-bf16
   bool ddp = false;                 // DistributedDataParallel (under ./memgrad launch)
   int zero = 0;                     // ZeRO stage 1, 2 or 3 (0: off; under ./memgrad launch)
+  bool zero_overlap = false;        // ZeroOptions::overlap (stages 2 and 3)
   std::string backend;              // gloo or nccl; empty: by device (cuda and meta: nccl)
   bool describe = false;            // print a one-line description and exit
 };
 
 // Registers --epochs, --batch-size, --lr, --optimizer, --momentum, --weight-decay,
 // --accumulate, --device, --memory-limit, --alloc-conf, --alloc-policy, --save, --resume, --seed,
-// --checkpoint-segments, --amp, --precision, --ddp, --zero, --backend.
+// --checkpoint-segments, --amp, --precision, --ddp, --zero, --zero-overlap, --backend.
 void add_train_flags(CLI::App& app, TrainOptions& options, int64_t default_epochs,
                      int64_t default_batch);
 

@@ -235,7 +235,8 @@ class LaunchTest(unittest.TestCase):
         # The same global batches, so DDP and every ZeRO stage reach the same test accuracy
         # (to the printed digits); each rank's first-step report must match, or it exits with 2.
         accuracies = {}
-        for mode in (["--ddp"], ["--zero", "1"], ["--zero", "2"], ["--zero", "3"]):
+        for mode in (["--ddp"], ["--zero", "1"], ["--zero", "2"], ["--zero", "3"],
+                     ["--zero", "3", "--zero-overlap"]):
             proc = launch(["-n", "2", "--", TRAIN_MLP] + mode +
                           ["--epochs", "1", "--max-steps", "8"], timeout=120)
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Meta ranks against real ranks: `./memgrad launch -n N` runs of train_mlp and train_charlm with
-DDP and ZeRO 1-3 on sim:0 (Gloo moving real bytes between processes), and the same ranks run one
+DDP and ZeRO 1-3 (2 and 3 also overlapping) on sim:0 (Gloo moving real bytes between processes), and the same ranks run one
 at a time on meta:0 (RANK and WORLD_SIZE set, no peers, collectives that allocate as Gloo's and
 move nothing). Every rank's allocator trace is the same event for event (action, address, size,
 allocated, reserved, the phase and op of each), so every peak and every phase's bytes are; and
@@ -89,6 +89,12 @@ class MetaRanksTest(unittest.TestCase):
     def test_zero_3_on_2_and_4_ranks(self):
         self.check_ranks(2, MLP + ["--zero", "3"])
         self.check_ranks(4, MLP + ["--zero", "3", "--optimizer", "sgd"])
+
+    def test_zero_2_and_3_overlapping_on_2_and_4_ranks(self):
+        # Communication on the communication thread: the allocations stay on the rank's own
+        # thread, in the same order on meta as on real ranks.
+        self.check_ranks(2, MLP + ["--zero", "2", "--zero-overlap"])
+        self.check_ranks(4, MLP + ["--zero", "3", "--zero-overlap"])
 
     def test_transformer_ddp_and_zero_3(self):
         self.check_ranks(2, CHARLM + ["--ddp"])

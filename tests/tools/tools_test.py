@@ -127,6 +127,14 @@ class TrainingFlagsTest(unittest.TestCase):
         self.assertIn("unknown policy 'nope'", proc.stderr)
         self.assertNotIn("epoch 1/", proc.stdout)
 
+    def test_zero_overlap_without_zero_2_or_3_fails_before_training(self):
+        for extra in ([], ["--zero", "1"]):
+            proc = run([TRAIN_MLP, "--zero-overlap", "--epochs", "1"] + extra)
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn("--zero-overlap overlaps the reduce-scatters of --zero 2 and 3; got "
+                          f"--zero {extra[-1] if extra else 0}", proc.stderr)
+            self.assertNotIn("epoch 1/", proc.stdout)
+
     def test_alloc_policy_and_a_policy_in_alloc_conf_are_an_error(self):
         proc = run([TRAIN_MLP, "--alloc-policy", "planned", "--alloc-conf", "policy:arena"])
         self.assertNotEqual(proc.returncode, 0)
