@@ -4,13 +4,15 @@
 // hit of the caching policy takes the lock twice: allocate and free).
 //
 // A thread that finds it taken spins briefly (the critical sections are a few dozen
-// nanoseconds), then yields its core at each try: a section that asks the memory source for a
-// new segment (malloc, mmap or cudaMalloc, microseconds or more) does not keep a waiter burning
-// a core. Not fair, not recursive; meets BasicLockable and Lockable (std::lock_guard,
+// nanoseconds), then yields its core at each try, then sleeps between tries: a section that asks
+// the memory source for a new segment or synchronises streams (malloc, mmap, cudaMalloc: micro-
+// to milliseconds) does not keep a waiter burning a core. Giving it back stays one store (no
+// waiter to wake). Not fair, not recursive; meets BasicLockable and Lockable (std::lock_guard,
 // std::unique_lock).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 namespace memgrad {
@@ -21,11 +23,13 @@ class SpinMutex {
     int spins = 0;
     while (locked_.exchange(true, std::memory_order_acquire)) {
       while (locked_.load(std::memory_order_relaxed)) {
+        ++spins;
         if (spins < kSpinsBeforeYield) {
-          ++spins;
           relax();
-        } else {
+        } else if (spins < kTriesBeforeSleep) {
           std::this_thread::yield();
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
       }
     }
@@ -38,9 +42,12 @@ class SpinMutex {
 
  private:
   static constexpr int kSpinsBeforeYield = 128;
+  static constexpr int kTriesBeforeSleep = kSpinsBeforeYield + 64;
   static void relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
 #endif
   }
 

@@ -257,13 +257,16 @@ class ProcessGroup::Worker {
 
 void Work::wait() {
   std::function<void()> finish;
+  std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     done_cv_.wait(lock, [this] { return done_; });
-    if (error_ != nullptr) std::rethrow_exception(error_);
+    // Taken out either way, so that the tensors it holds are let go on this thread.
     finish = std::move(finish_);
     finish_ = nullptr;
+    error = error_;
   }
+  if (error != nullptr) std::rethrow_exception(error);
   if (finish) finish();
 }
 

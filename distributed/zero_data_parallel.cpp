@@ -140,8 +140,10 @@ struct ZeroDataParallel::State {
   // previous forward's order.
   void before_forward(size_t k) {
     gather(units[k]);
-    order.push_back(k);
     if (!overlap) return;
+    // A unit met again: a new forward that did not come through the wrapper.
+    if (std::find(order.begin(), order.end(), k) != order.end()) start_forward();
+    order.push_back(k);
     const auto at = std::find(last_order.begin(), last_order.end(), k);
     if (at != last_order.end() && at + 1 != last_order.end()) prefetch_unit(*(at + 1));
   }
@@ -171,6 +173,9 @@ struct ZeroDataParallel::State {
 
   void on_gradient(size_t unit, size_t index) {
     Unit& u = units[unit];
+    // Its last reduction still in flight (a backward that did not reduce every unit, then
+    // another): done before its full gradients are written again.
+    if (reducing && reducing->unit == unit) settle_reduction();
     if (u.ready[index]) {
       throw DistributedError(
           fmt::format("[ZeroDataParallel] parameter '{}' received a gradient twice in one "
@@ -201,7 +206,10 @@ struct ZeroDataParallel::State {
     reduce_scatter(unit);
     if (stage == 3) release(u);
     // The last unit of this backward: its reduction is waited for by the last gradient's hook.
-    if (++reduced_in_backward == units.size()) settle_reduction();
+    if (++reduced_in_backward == units.size()) {
+      settle_reduction();
+      reduced_in_backward = 0;
+    }
   }
 
   void count_reduction(int64_t nbytes) {
@@ -394,11 +402,12 @@ void ZeroDataParallel::step(optim::Optimizer& optimizer) {
 bool ZeroDataParallel::step(const std::function<bool()>& update) {
   State& s = *state_;
   NoGradGuard no_grad;
-  // A backward whose units were not all used ends here; a prefetch whose unit had no backward
-  // must not read the shards the optimizer is about to change.
+  // A backward whose units were not all used ends here; a unit still gathered (a prefetch whose
+  // unit had no backward, or a unit whose gradients did not all arrive) must not read or keep
+  // the shards the optimizer is about to change.
   s.settle_reduction();
-  for (State::Unit& u : s.units) {
-    if (u.gathering != nullptr) s.release(u);
+  if (s.stage == 3) {
+    for (State::Unit& u : s.units) s.release(u);
   }
   if (s.stage == 1) {
     for (State::Unit& u : s.units) {
@@ -441,6 +450,7 @@ int64_t ZeroDataParallel::parameter_nbytes() const {
 }
 
 int64_t ZeroDataParallel::gradient_nbytes() const {
+  state_->settle_reduction();
   int64_t total = 0;
   for (const State::Unit& u : state_->units) {
     total +=

@@ -55,8 +55,11 @@ struct ZeroOptions {
   // full gradients can be alive at once (the one reducing, with its staging, and the next one
   // filling). Stage 3 also gathers the next unit's parameters while the current one computes:
   // in forward the unit after it in the previous forward's order (FSDP's forward_prefetch), in
-  // backward the unit before it in this forward (FSDP's BACKWARD_PRE): the gathered peak is the
-  // largest two consecutive units. Stage 1: no effect. Off by default, which holds the least.
+  // backward the unit before it in this forward (FSDP's BACKWARD_PRE): two units are gathered at
+  // once. The last gradient's hook waits for the last reduction; when a backward leaves a unit
+  // without gradients, step(), zero_grad(), gradient_nbytes() or the next forward does. On NCCL
+  // (asynchronous on the GPU already) and in a group of one the collectives run at once, and the
+  // extra memory is held all the same. Stage 1: no effect. Off by default, which holds the least.
   bool overlap = false;
 };
 

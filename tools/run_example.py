@@ -12,6 +12,7 @@ import sys
 
 SKIPPED = 77  # a behaviour this build cannot run (examples/behaviours/behaviour.h)
 
+
 def find_examples(build_dir):
     found = {}
     for sub in ("examples", os.path.join("examples", "behaviours"), os.path.join("lab", "cli")):

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "engine/cuda.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
@@ -71,6 +72,9 @@ StartupMemoryResult measure_startup_memory(int64_t size, Device device) {
   r.logits_bytes = rounded(kBatch * kClasses * 4);
   const int64_t params = r.parameter_bytes, act = r.activation_bytes, small = r.logits_bytes;
 
+  // On a GPU the first forward takes cuBLAS's workspace: one taken earlier in this process goes
+  // back first, so that it is taken there.
+  if (device.is_cuda()) cuda::clear_cublas_workspaces(device.index());
   PhaseMeter meter(device, r.phases);
   Generator g(19);
   const Tensor x = randn({kBatch, kInputs}, TensorOptions(kFloat32).with_device(device), &g);

@@ -76,6 +76,8 @@ int64_t cublas_workspace_bytes(Device device) {
 
 bool take_cublas_workspace(Device device) {
   if (!device.is_cuda()) return true;
+  // A workspace taken earlier in this process goes back first, so that exactly one is taken.
+  cuda::clear_cublas_workspaces(device.index());
   const auto allocated = [device] { return static_cast<int64_t>(memory_allocated(device)); };
   const int64_t before = allocated();
   {

@@ -13,7 +13,10 @@
 #include <fmt/format.h>
 
 #include "distributed/process_group.h"
+#include "distributed/zero_data_parallel.h"
 #include "engine/memgrad.h"
+#include "engine/nn/linear.h"
+#include "engine/optim/optimizer.h"
 #include "examples/behaviours/b22_tensor_sharding.h"
 #include "tests/distributed/workers.h"
 
@@ -82,7 +85,69 @@ int sharding_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
-const bool kRegistered = memgrad::testing::register_worker("sharding", sharding_worker);
+// A model whose forward never uses one of its units.
+class HalfUsed : public nn::UnaryModule {
+ public:
+  HalfUsed() {
+    used_ = register_module("used", std::make_shared<nn::Linear>(6, 4));
+    unused_ = register_module("unused", std::make_shared<nn::Linear>(6, 4));
+  }
+  Tensor forward(const Tensor& x) override { return (*used_)(x); }
+  std::string name() const override { return "HalfUsed"; }
+
+ private:
+  std::shared_ptr<nn::Linear> used_, unused_;
+};
+
+std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> out;
+  if (!t.defined()) return out;
+  const Tensor d = t.detach().to(kFloat64).contiguous();
+  const auto* v = static_cast<const double*>(d.data_ptr());
+  out.assign(v, v + d.numel());
+  return out;
+}
+
+// STAGE 2 or 3, with and without overlap: two backwards through the model itself (only its
+// units' hooks run), then a step. One unit gets no gradient, so the last reduction of the first
+// backward is still in flight when the second backward's gradients arrive. Both runs must end
+// with the same shard gradients and parameters, and hold the same bytes after the step.
+int overlap_edges_worker() {
+  const int stage = std::atoi(std::getenv("STAGE"));
+  auto pg = distributed::init_process_group(distributed::Backend::Gloo);
+  std::vector<std::vector<double>> results;
+  std::vector<int64_t> held;
+  for (bool overlap : {false, true}) {
+    const int64_t before = static_cast<int64_t>(memory_allocated(kCPU));
+    {
+      manual_seed(5);
+      auto model = std::make_shared<HalfUsed>();
+      distributed::ZeroDataParallel zero(model, pg, {stage, overlap});
+      optim::SGD optimizer(zero.shard_parameters(), {.lr = 0.1});
+      Generator g(9 + static_cast<uint64_t>(pg->rank()));
+      const Tensor x = randn({3, 6}, {}, &g);
+      for (int i = 0; i < 2; ++i) (*model)(x).sum().backward();
+      std::vector<double> all;
+      for (const Tensor& shard : zero.shard_parameters()) {
+        for (double v : values_of(shard.grad())) all.push_back(v);
+      }
+      zero.step(optimizer);
+      for (const Tensor& shard : zero.shard_parameters()) {
+        for (double v : values_of(shard)) all.push_back(v);
+      }
+      results.push_back(all);
+      held.push_back(static_cast<int64_t>(memory_allocated(kCPU)) - before);
+    }
+  }
+  check(!results[0].empty() && results[0] == results[1],
+        "the same shard gradients and parameters with and without overlap");
+  check(held[0] == held[1],
+        fmt::format("held after the step: {} B without overlap, {} B with", held[0], held[1]));
+  return failures() == 0 ? 0 : 1;
+}
+
+const bool kRegistered = memgrad::testing::register_worker("sharding", sharding_worker) &&
+                         memgrad::testing::register_worker("overlap_edges", overlap_edges_worker);
 
 }  // namespace
 
@@ -100,6 +165,15 @@ TEST_CASE("each ZeRO stage and DDP holds per rank exactly the bytes B22 expects,
       INFO(outputs(result));
       CHECK(result.ok());
     }
+  }
+}
+
+TEST_CASE("ZeRO 2-3 with overlap: an unused unit and backwards outside the wrapper") {
+  for (const char* stage : {"2", "3"}) {
+    CAPTURE(stage);
+    const distributed::SpawnResult result = run_workers("overlap_edges", 2, 20, {{"STAGE", stage}});
+    INFO(outputs(result));
+    CHECK(result.ok());
   }
 }
 
