@@ -507,11 +507,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduc
                                                      CallCheck check) {
   std::exception_ptr rejected;
   const Call call = all_reduce_call(tensor, op, rejected);
-  if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo) {
+  if (runs_at_once(rejected)) {
     all_reduce(tensor, op, check);  // throws a rejection as all_reduce does
-    auto work = std::make_shared<Work>();
-    work->complete(nullptr);
-    return work;
+    return completed_work();
   }
   return start_async(
       [this, tensor, call, check] {
@@ -631,12 +629,9 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, c
                                                          ReduceOp op, CallCheck check) {
   std::exception_ptr rejected;
   const Call call = reduce_scatter_call(output, input, op, rejected);
-  if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo ||
-      transport_->has_reduce_scatter()) {
+  if (runs_at_once(rejected) || transport_->has_reduce_scatter()) {
     reduce_scatter(output, input, op, check);  // throws a rejection as reduce_scatter does
-    auto work = std::make_shared<Work>();
-    work->complete(nullptr);
-    return work;
+    return completed_work();
   }
   // The staging buffer is allocated here and freed by the waiting thread (the finish), so the
   // device's allocations keep the caller's order.
@@ -701,11 +696,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const
                                                      CallCheck check) {
   std::exception_ptr rejected;
   const Call call = all_gather_call(output, input, rejected);
-  if (rejected != nullptr || transport_->local() || backend_ != Backend::Gloo) {
+  if (runs_at_once(rejected)) {
     all_gather(output, input, check);  // throws a rejection as all_gather does
-    auto work = std::make_shared<Work>();
-    work->complete(nullptr);
-    return work;
+    return completed_work();
   }
   return start_async(
       [this, output, input, call, check] {
@@ -713,6 +706,16 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const
         move_all_gather(output, input);
       },
       [output, input] { output.impl()->storage().bump_version(); });
+}
+
+bool ProcessGroup::runs_at_once(const std::exception_ptr& rejected) const {
+  return rejected != nullptr || transport_->local() || backend_ != Backend::Gloo;
+}
+
+std::shared_ptr<Work> ProcessGroup::completed_work() {
+  auto work = std::make_shared<Work>();
+  work->complete(nullptr);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::start_async(std::function<void()> job,

@@ -217,6 +217,10 @@ class ProcessGroup {
   Call all_gather_call(const Tensor& output, const Tensor& input,
                        std::exception_ptr& rejected) const;
   void move_all_gather(const Tensor& output, const Tensor& input);
+  // Whether an async collective runs at once instead (a rejected call, a group of one, NCCL),
+  // returning a Work that is done already.
+  bool runs_at_once(const std::exception_ptr& rejected) const;
+  static std::shared_ptr<Work> completed_work();
   // Queues `job` on the communication thread (started on first use); `finish` runs on the thread
   // that waits for the returned Work.
   std::shared_ptr<Work> start_async(std::function<void()> job, std::function<void()> finish);
