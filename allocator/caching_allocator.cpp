@@ -314,7 +314,12 @@ Placement CachingAllocator::undo(size_t requested) {
       handout_split(merged_split, block->size, next != nullptr ? next->size : 0);
   block->allocated = true;
   block->requested_size = requested;
-  return Placement{block->ptr, block->size, stat_pool(pool), block, split};
+  Placement placed{block->ptr, block->size, stat_pool(pool), block, split};
+  // Freed again, it is kept unmerged again and this check passes again, as long as nothing else
+  // happens in between and no stream event can complete meanwhile. Garbage collection, which
+  // reads the lookups counted above, keeps nothing unmerged (take_back).
+  placed.repeatable = deferred_.empty() && block->stream_uses.empty();
+  return placed;
 }
 
 size_t CachingAllocator::try_merge(BlockRecord* dst, BlockRecord* src, BlockPool& pool) {

@@ -110,7 +110,9 @@ class CachingAllocator final : public PolicyAllocator {
   // counted as merged: the split stats it returns are the merge's), and the next request of its
   // size on its stream takes it back when best fit would have picked the merged block and split
   // it at the same place (can_undo); any other call merges it first (settle). So the pair costs
-  // no index update and no record, and everything the allocator shows is unchanged.
+  // no index update and no record, and everything the allocator shows is unchanged. undo marks
+  // its placement repeatable, so the frame serves the pairs after it from its hot block without
+  // calling the policy at all (allocator/policy_allocator.h).
   // A cached block a neighbour merges with: free, in the pool, and waiting for no stream.
   static bool mergeable(const BlockRecord* block) {
     return block != nullptr && !block->allocated && block->event_count == 0 &&

@@ -92,6 +92,13 @@ Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
   if (nbytes > kMaxAllocationBytes) [[unlikely]]
     throw_too_large(nbytes);
   std::unique_lock<SpinMutex> guard(mutex_);
+  if (hot_.armed && !hot_.out && nbytes == hot_.block.requested && stream == hot_.block.stream &&
+      !trace_.enabled()) {
+    hot_.out = true;
+    ++hot_.pairs;
+    return hot_.block;
+  }
+  settle_hot();
   const Placement placed = place_with_retry(*this, Request{nbytes, stream, false});
   if (placed.ptr == nullptr) [[unlikely]]
     throw_oom(guard, nbytes, placed.nbytes, stream);
@@ -100,7 +107,10 @@ Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
   count_split(s, placed.pool, placed.split);
   if (is_oversize(placed.nbytes)) s.oversize_allocations.increase(1);
   trace_event(TraceAction::Alloc, placed.ptr, placed.nbytes, nbytes, stream);
-  return Block{placed.ptr, placed.nbytes, nbytes, stream, placed.pool, placed.record};
+  const Block block{placed.ptr, placed.nbytes, nbytes, stream, placed.pool, placed.record};
+  // An adopted policy's placements reach the frame through its owner's place(): never kept.
+  if (placed.repeatable && books_ == this) hot_ = HotBlock{block, placed.split, 0, true, true};
+  return block;
 }
 
 std::optional<std::vector<Block>> PolicyAllocator::seed(const SeedSegment& segment) {
@@ -114,7 +124,7 @@ std::optional<std::vector<Block>> PolicyAllocator::seed(const SeedSegment& segme
   internal_check(
       segment.nbytes > 0 && tiled == segment.nbytes && segment.nbytes <= kMaxAllocationBytes,
       "seed: the blocks must tile the segment exactly");
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   const std::optional<Seeded> seeded = place_seed(segment);
   if (!seeded) return std::nullopt;
   MemoryStats& s = books_->stats_;
@@ -163,39 +173,79 @@ inline Placement PolicyAllocator::place_with_retry(PolicyAllocator& policy, Requ
 void PolicyAllocator::free(const Block& block) {
   if (block.ptr == nullptr) return;
   std::lock_guard<SpinMutex> guard(mutex_);
+  if (hot_.armed && hot_.out && block.record == hot_.block.record && block.ptr == hot_.block.ptr &&
+      !trace_.enabled()) {
+    hot_.out = false;
+    return;
+  }
+  settle_hot();
+  free_locked(block, true);
+}
+
+inline void PolicyAllocator::free_locked(const Block& block, bool traced) {
   MemoryStats& s = books_->stats_;
   count_free_requested(s, block.pool, block.nbytes);
   if (is_oversize(block.nbytes)) s.oversize_allocations.decrease(1);
-  trace_event(TraceAction::FreeRequested, block.ptr, block.nbytes, block.requested, block.stream);
+  if (traced) {
+    trace_event(TraceAction::FreeRequested, block.ptr, block.nbytes, block.requested, block.stream);
+  }
   // Other streams may still read it: it is reused only after their work recorded so far.
   if (defer_free(block)) return;
-  complete_free(block);
+  complete_free(block, traced);
 }
 
 void PolicyAllocator::finish_free(const Block& block) { complete_free(block); }
 
-inline void PolicyAllocator::complete_free(const Block& block) {
-  trace_event(TraceAction::FreeCompleted, block.ptr, block.nbytes, block.requested, block.stream);
+inline void PolicyAllocator::complete_free(const Block& block, bool traced) {
+  if (traced) {
+    trace_event(TraceAction::FreeCompleted, block.ptr, block.nbytes, block.requested, block.stream);
+  }
   const SplitTally split = take_back(block);
   count_split(books_->stats_, block.pool, split);
   count_free_completed(books_->stats_, block.pool, block.nbytes, block.requested);
 }
 
+void PolicyAllocator::settle_hot() const {
+  if (!hot_.armed) return;
+  hot_.armed = false;
+  auto& self = const_cast<PolicyAllocator&>(*this);
+  if (hot_.pairs > 0) self.count_hot_pairs();
+  // Freed by its caller while the trace was off (or the fast path would not have taken it).
+  if (!hot_.out) self.free_locked(hot_.block, false);
+}
+
+void PolicyAllocator::count_hot_pairs() {
+  MemoryStats& s = stats_;
+  const MemoryStats before = s;
+  const Block& b = hot_.block;
+  // The first pair exactly as free() and allocate() count it, peaks included ...
+  count_free_requested(s, b.pool, b.nbytes);
+  if (is_oversize(b.nbytes)) s.oversize_allocations.decrease(1);
+  count_split(s, b.pool, SplitTally{} - hot_.split);
+  count_free_completed(s, b.pool, b.nbytes, b.requested);
+  count_alloc(s, b.pool, b.nbytes, b.requested);
+  count_split(s, b.pool, hot_.split);
+  if (is_oversize(b.nbytes)) s.oversize_allocations.increase(1);
+  // ... and the others, which end where it ended: their totals only.
+  s.repeat_accumulated(before, hot_.pairs - 1);
+  hot_.pairs = 0;
+}
+
 void PolicyAllocator::record_stream(const Block& block, StreamId stream) {
   if (block.ptr == nullptr) return;
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   note_stream_use(block, stream);
 }
 
 void PolicyAllocator::empty_cache() {
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   release_cached();
 }
 
 std::vector<SegmentSnapshot> PolicyAllocator::snapshot() const {
   std::vector<SegmentSnapshot> out;
   {
-    std::lock_guard<SpinMutex> guard(mutex_);
+    const auto guard = lock();
     describe(out);
   }
   std::sort(out.begin(), out.end(), [](const SegmentSnapshot& a, const SegmentSnapshot& b) {
@@ -225,7 +275,7 @@ FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
   const std::vector<SegmentSnapshot> segments = snapshot();
   size_t budget = source_.free_bytes();
   {
-    std::lock_guard<SpinMutex> guard(mutex_);
+    const auto guard = lock();
     const auto reserved = static_cast<size_t>(stats_.reserved_bytes.all().current);
     if (fraction_set_)
       budget = std::min(budget, allowed_bytes() - std::min(allowed_bytes(), reserved));
@@ -237,40 +287,40 @@ FragmentationReport PolicyAllocator::fragmentation(StreamId stream) const {
 // ---- the public figures ----
 
 MemoryStats PolicyAllocator::stats() const {
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   return stats_;
 }
 
 void PolicyAllocator::reset_peak_stats() {
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   stats_.reset_peak();
 }
 
 void PolicyAllocator::reset_accumulated_stats() {
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   stats_.reset_accumulated();
 }
 
 size_t PolicyAllocator::memory_allocated() const {
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   return static_cast<size_t>(stats_.allocated_bytes.all().current);
 }
 
 size_t PolicyAllocator::memory_reserved() const {
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   return static_cast<size_t>(stats_.reserved_bytes.all().current);
 }
 
 void PolicyAllocator::set_memory_fraction(double fraction) {
   check_fraction(fraction);
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   fraction_set_ = true;
   fraction_ = fraction;
 }
 
 void PolicyAllocator::mark_in_trace(TraceAction action, uint64_t nbytes) {
   if (!trace_.enabled()) return;
-  std::lock_guard<SpinMutex> guard(mutex_);
+  const auto guard = lock();
   trace_.record(action, 0, nbytes, 0, kDefaultStream, stats_.allocated_bytes.all().current,
                 stats_.reserved_bytes.all().current);
 }
@@ -360,7 +410,9 @@ void PolicyAllocator::record_event(TraceAction action, const void* ptr, size_t n
 void PolicyAllocator::adopt(PolicyAllocator& inner) { inner.books_ = books_; }
 
 Placement PolicyAllocator::place_in(PolicyAllocator& inner, const Request& request) {
-  return place_with_retry(inner, Request{request.nbytes, request.stream, false});
+  Placement placed = place_with_retry(inner, Request{request.nbytes, request.stream, false});
+  placed.repeatable = false;  // the outer policy decides where the next request goes
+  return placed;
 }
 
 SplitTally PolicyAllocator::take_back_in(PolicyAllocator& inner, const Block& block) {

@@ -76,6 +76,11 @@ struct Placement {
   StatPool pool = StatPool::All;  // the stats pool the block counts in
   void* record = nullptr;         // the policy's bookkeeping, handed back in the Block
   SplitTally split;               // how placing it changed the inactive_split stats
+  // The policy hands this same block out again, changing nothing else, when its caller frees it
+  // and the next request asks for the same bytes on the same stream with nothing in between (the
+  // caching policy's reuse of the block it last freed). The frame then serves that pair from its
+  // hot block without calling the policy.
+  bool repeatable = false;
 
   Placement() = default;
   Placement(void* ptr, size_t nbytes, StatPool pool, void* record = nullptr, SplitTally split = {})
@@ -251,8 +256,13 @@ class PolicyAllocator {
   uint64_t trace_address(const void* ptr) const {
     return reinterpret_cast<uintptr_t>(ptr) - source_.address_base();
   }
-  // The frame's lock, for a policy's own public methods (the hooks already hold it).
-  std::unique_lock<SpinMutex> lock() const { return std::unique_lock<SpinMutex>(mutex_); }
+  // The frame's lock, for a policy's own public methods (the hooks already hold it), with the
+  // policy's state and the stats brought up to date (settle_hot).
+  std::unique_lock<SpinMutex> lock() const {
+    std::unique_lock<SpinMutex> guard(mutex_);
+    settle_hot();
+    return guard;
+  }
 
   // The stats pool of a segment: small for segments of at most 2 MiB (kSmallBuffer).
   static StatPool pool_of_segment(size_t nbytes);
@@ -284,8 +294,11 @@ class PolicyAllocator {
   // policy_allocator.cpp, so allocate() and free() run without calls of their own: the library is
   // position-independent, and GCC calls rather than inlines an exported function there.)
   static Placement place_with_retry(PolicyAllocator& policy, Request request);
+  // free()'s body under the lock: counts and records the free, then defers it or completes it.
+  // `traced` false: records nothing (a free the hot block served while the trace was off).
+  void free_locked(const Block& block, bool traced);
   // finish_free's body: records FreeCompleted, calls take_back and counts.
-  void complete_free(const Block& block);
+  void complete_free(const Block& block, bool traced = true);
   // The OutOfMemoryError of a request above kMaxAllocationBytes, and of one the policy refused
   // after its retry (counted, recorded, with the fragmentation of the moment).
   [[noreturn, gnu::noinline, gnu::cold]] void throw_too_large(size_t nbytes) const;
@@ -307,7 +320,29 @@ class PolicyAllocator {
   void record_event(TraceAction action, const void* ptr, size_t nbytes, size_t requested,
                     StreamId stream);
 
+  // The hot block: a repeatable placement (Placement::repeatable) kept by the frame, so that its
+  // free and the next request for the same bytes on the same stream (a loop that frees a tensor
+  // and makes the same one again) take the lock and nothing else. Such a pair leaves every
+  // current value and peak where it was and adds to the totals only; the pairs are counted, and
+  // a block its caller freed is given back to the policy, when anything else takes the lock
+  // (settle_hot). What the allocator holds and hands out is the same as without it; only when
+  // the counting happens moves, and nothing can read the stats in between.
+  struct HotBlock {
+    Block block;         // as allocate() hands it out
+    SplitTally split;    // the inactive_split change of handing it out
+    int64_t pairs = 0;   // free + allocate pairs served and not yet counted
+    bool armed = false;  // a repeatable placement is kept
+    bool out = false;    // handed out (true), or freed by its caller and not yet taken back
+  };
+  // Counts the hot block's pairs, gives it back to the policy when its caller has freed it, and
+  // disarms it. Const for the readers (stats(), snapshot()): how the state is held changes, not
+  // what it is.
+  void settle_hot() const;
+  // Counts hot_.pairs free + allocate pairs of the hot block, as free() and allocate() would.
+  void count_hot_pairs();
+
   mutable SpinMutex mutex_;
+  mutable HotBlock hot_;
   PolicyAllocator* books_ = this;  // whose stats, trace and fraction count (adopt() changes it)
   MemoryStats stats_;
   TraceRecorder trace_;

@@ -1,6 +1,7 @@
 // MemoryStats: resets and the flat PyTorch-style dictionary.
 #include "allocator/stats.h"
 
+#include <array>
 #include <functional>
 #include <string_view>
 #include <utility>
@@ -18,18 +19,23 @@ void add_stat(std::map<std::string, int64_t>& out, const std::string& prefix, co
   out[prefix + ".freed"] = s.freed;
 }
 
+// Every PooledStat with its PyTorch name.
+constexpr std::array<std::pair<std::string_view, PooledStat MemoryStats::*>, 9> kPooled = {{
+    {"allocation", &MemoryStats::allocation},
+    {"segment", &MemoryStats::segment},
+    {"active", &MemoryStats::active},
+    {"inactive_split", &MemoryStats::inactive_split},
+    {"allocated_bytes", &MemoryStats::allocated_bytes},
+    {"reserved_bytes", &MemoryStats::reserved_bytes},
+    {"active_bytes", &MemoryStats::active_bytes},
+    {"inactive_split_bytes", &MemoryStats::inactive_split_bytes},
+    {"requested_bytes", &MemoryStats::requested_bytes},
+}};
+
 // Visits every PooledStat with its PyTorch name.
 template <typename Stats, typename Fn>
 void for_each_pooled(Stats& s, Fn&& fn) {
-  fn("allocation", s.allocation);
-  fn("segment", s.segment);
-  fn("active", s.active);
-  fn("inactive_split", s.inactive_split);
-  fn("allocated_bytes", s.allocated_bytes);
-  fn("reserved_bytes", s.reserved_bytes);
-  fn("active_bytes", s.active_bytes);
-  fn("inactive_split_bytes", s.inactive_split_bytes);
-  fn("requested_bytes", s.requested_bytes);
+  for (const auto& [name, member] : kPooled) fn(name, s.*member);
 }
 
 }  // namespace
@@ -50,6 +56,20 @@ void MemoryStats::reset_accumulated() {
   oversize_segments.reset_accumulated();
   num_alloc_retries = num_ooms = num_sync_all_streams = 0;
   num_device_alloc = num_device_free = 0;
+}
+
+void MemoryStats::repeat_accumulated(const MemoryStats& before, int64_t times) {
+  const auto repeat = [times](Stat& now, const Stat& then) {
+    now.allocated += times * (now.allocated - then.allocated);
+    now.freed += times * (now.freed - then.freed);
+  };
+  for (const auto& [name, member] : kPooled) {
+    for (int pool = 0; pool < kNumStatPools; ++pool) {
+      repeat((this->*member).pools[pool], (before.*member).pools[pool]);
+    }
+  }
+  repeat(oversize_allocations, before.oversize_allocations);
+  repeat(oversize_segments, before.oversize_segments);
 }
 
 std::map<std::string, int64_t> MemoryStats::to_flat_map() const {

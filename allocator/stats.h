@@ -97,6 +97,10 @@ struct MemoryStats {
   void reset_peak();
   // allocated/freed := 0 for every Stat, and the event counters back to 0.
   void reset_accumulated();
+  // Adds `times` x (this - before) to every Stat's allocated and freed totals: what `times` more
+  // repetitions of the changes since `before` add, for changes that end where they began (a free
+  // and an allocation of the same block; currents and peaks stay as they are).
+  void repeat_accumulated(const MemoryStats& before, int64_t times);
 
   // The flat dictionary of torch.cuda.memory_stats(): keys like "allocated_bytes.all.current",
   // sorted by name.

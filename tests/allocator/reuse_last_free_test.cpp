@@ -5,6 +5,11 @@
 // events completed by hand; empty_cache; snapshots; OOMs on a small device; max_split_size and
 // power-of-two rounding), and after every call must agree exactly: each Block's offset and
 // size, every statistic, and the snapshot's segments and blocks.
+//
+// The frame's hot block (allocator/policy_allocator.h) serves a free and the same request again
+// without the policy and counts those pairs late, when anything else takes the lock: reading the
+// stats after every call would settle it each time, so a second run reads them only now and
+// then, between bursts of such pairs, and must agree wherever it reads.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -80,9 +85,11 @@ std::string describe(const std::vector<SegmentSnapshot>& segments) {
   return out;
 }
 
-// Runs `steps` random calls on both sides; returns how many requests asked for the size just
-// freed, on the default stream (those the undo may serve).
-int run_program(uint64_t seed, size_t capacity, const AllocatorConfig& config, int steps) {
+// Runs `steps` random calls on both sides, comparing the stats after one call in `check_period`
+// (on average); returns how many requests asked for the size just freed, on the default stream
+// (those the undo may serve).
+int run_program(uint64_t seed, size_t capacity, const AllocatorConfig& config, int steps,
+                int check_period = 1) {
   Side with(capacity, config, true), without(capacity, config, false);
   std::mt19937_64 rng(seed);
   auto pick = [&](uint64_t n) { return static_cast<size_t>(rng() % n); };
@@ -157,10 +164,28 @@ int run_program(uint64_t seed, size_t capacity, const AllocatorConfig& config, i
       with.alloc.empty_cache();
       without.alloc.empty_cache();
       last_freed = 0;
-    } else {
+    } else if (op < 97) {
       REQUIRE_EQ(describe(with.alloc.snapshot()), describe(without.alloc.snapshot()));
+    } else {
+      // A loop that frees the newest tensor and makes the same one again, 1 to 40 times.
+      const size_t pairs = 1 + pick(40);
+      for (size_t k = 0; k < pairs; ++k) {
+        Block& a = with.live.back();
+        Block& b = without.live.back();
+        const size_t n = a.requested;
+        const StreamId stream = a.stream;
+        with.alloc.free(a);
+        without.alloc.free(b);
+        a = with.alloc.allocate(n, stream);
+        b = without.alloc.allocate(n, stream);
+        REQUIRE_EQ(with.offset(a), without.offset(b));
+        REQUIRE_EQ(a.nbytes, b.nbytes);
+      }
+      last_freed = 0;
     }
-    REQUIRE_EQ(describe(with.alloc.stats()), describe(without.alloc.stats()));
+    if (pick(static_cast<uint64_t>(check_period)) == 0) {
+      REQUIRE_EQ(describe(with.alloc.stats()), describe(without.alloc.stats()));
+    }
   }
   REQUIRE_EQ(describe(with.alloc.snapshot()), describe(without.alloc.snapshot()));
   for (size_t i = 0; i < with.live.size(); ++i) {
@@ -195,6 +220,52 @@ TEST_CASE("reusing the last free changes no block, statistic or snapshot") {
       reused += run_program(seed, c.capacity, c.config, 1500);
     CHECK(reused > 1000);  // the programs ask for the size just freed often
   }
+}
+
+TEST_CASE("the hot block's pairs, counted late, leave every statistic as counted at once") {
+  AllocatorConfig split_limited;
+  split_limited.max_split_size = 4 * kMiB;  // oversize blocks among the sizes, counted in pairs
+  for (const AllocatorConfig& config : {AllocatorConfig{}, split_limited}) {
+    for (uint64_t seed = 101; seed <= 106; ++seed) run_program(seed, 4096 * kMiB, config, 1500, 16);
+  }
+}
+
+TEST_CASE("pairs served by the hot block are counted, and traced only while the trace is on") {
+  BoundedMemory memory(64 * kMiB, "sim:0");
+  CachingAllocator alloc(memory);
+  const Block first = alloc.allocate(4096);
+  Block b = alloc.allocate(4096);
+  alloc.free(b);
+  b = alloc.allocate(4096);  // the last free undone: the hot block from here
+  for (int i = 0; i < 1000; ++i) {
+    alloc.free(b);
+    b = alloc.allocate(4096);
+  }
+  alloc.free(b);  // freed by its caller, not yet given back to the policy
+  alloc.trace().enable();
+  b = alloc.allocate(4096);  // the trace is on: counted and recorded at once
+  // Allocations: first, b, its undo, the 1000 pairs and the last; frees of b: 1 + 1000 + 1.
+  const MemoryStats s = alloc.stats();
+  CHECK_EQ(s.allocation.all().allocated, 1004);
+  CHECK_EQ(s.allocation.all().freed, 1002);
+  CHECK_EQ(s.allocated_bytes.all().freed, 1002 * 4096);
+  CHECK_EQ(s.allocated_bytes.all().current, 2 * 4096);
+  CHECK_EQ(s.allocated_bytes.all().peak, 2 * 4096);
+  CHECK_EQ(s.requested_bytes.all().allocated, 1004 * 4096);
+  CHECK_EQ(s.allocation.small_pool().allocated, 1004);
+  // The segment's free rest is one inactive split block: each free of b adds its 4096 bytes
+  // to it (counted as merged), each allocation of b takes them away.
+  CHECK_EQ(s.inactive_split.all().current, 1);
+  CHECK_EQ(s.inactive_split_bytes.all().allocated,
+           static_cast<int64_t>(2 * kMiB - 4096) + 1002 * 4096);
+  CHECK_EQ(s.inactive_split_bytes.all().freed, 1003 * 4096);
+  CHECK_EQ(s.inactive_split_bytes.all().peak, static_cast<int64_t>(2 * kMiB - 4096));
+  const std::vector<TraceEvent> events = alloc.trace().events();
+  REQUIRE_EQ(events.size(), 1);  // the allocation after enable(); none of the pairs before it
+  CHECK_EQ(events[0].action, TraceAction::Alloc);
+  CHECK_EQ(events[0].allocated, 2 * 4096);
+  alloc.free(b);
+  alloc.free(first);
 }
 
 TEST_CASE("a block freed and asked for again comes back in place, the split stats as merged") {
