@@ -92,9 +92,9 @@ Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
   if (nbytes > kMaxAllocationBytes) [[unlikely]]
     throw_too_large(nbytes);
   std::unique_lock<SpinMutex> guard(mutex_);
-  if (hot_.armed && !hot_.out && nbytes == hot_.block.requested && stream == hot_.block.stream &&
+  if (hot_.state == Hot::Freed && nbytes == hot_.block.requested && stream == hot_.block.stream &&
       !trace_.enabled()) {
-    hot_.out = true;
+    hot_.state = Hot::Out;
     ++hot_.pairs;
     return hot_.block;
   }
@@ -109,7 +109,7 @@ Block PolicyAllocator::allocate(size_t nbytes, StreamId stream) {
   trace_event(TraceAction::Alloc, placed.ptr, placed.nbytes, nbytes, stream);
   const Block block{placed.ptr, placed.nbytes, nbytes, stream, placed.pool, placed.record};
   // An adopted policy's placements reach the frame through its owner's place(): never kept.
-  if (placed.repeatable && books_ == this) hot_ = HotBlock{block, placed.split, 0, true, true};
+  if (placed.repeatable && books_ == this) hot_ = HotBlock{block, placed.split, 0, Hot::Out};
   return block;
 }
 
@@ -173,9 +173,9 @@ inline Placement PolicyAllocator::place_with_retry(PolicyAllocator& policy, Requ
 void PolicyAllocator::free(const Block& block) {
   if (block.ptr == nullptr) return;
   std::lock_guard<SpinMutex> guard(mutex_);
-  if (hot_.armed && hot_.out && block.record == hot_.block.record && block.ptr == hot_.block.ptr &&
+  if (hot_.state == Hot::Out && block.record == hot_.block.record && block.ptr == hot_.block.ptr &&
       !trace_.enabled()) {
-    hot_.out = false;
+    hot_.state = Hot::Freed;
     return;
   }
   settle_hot();
@@ -206,12 +206,12 @@ inline void PolicyAllocator::complete_free(const Block& block, bool traced) {
 }
 
 void PolicyAllocator::settle_hot() const {
-  if (!hot_.armed) return;
-  hot_.armed = false;
+  if (hot_.state == Hot::None) return;
+  const Hot state = std::exchange(hot_.state, Hot::None);
   auto& self = const_cast<PolicyAllocator&>(*this);
   if (hot_.pairs > 0) self.count_hot_pairs();
   // Freed by its caller while the trace was off (or the fast path would not have taken it).
-  if (!hot_.out) self.free_locked(hot_.block, false);
+  if (state == Hot::Freed) self.free_locked(hot_.block, false);
 }
 
 void PolicyAllocator::count_hot_pairs() {

@@ -327,16 +327,20 @@ class PolicyAllocator {
   // a block its caller freed is given back to the policy, when anything else takes the lock
   // (settle_hot). What the allocator holds and hands out is the same as without it; only when
   // the counting happens moves, and nothing can read the stats in between.
+  enum class Hot : uint8_t {
+    None,  // no repeatable placement kept
+    Out,   // kept and handed out
+    Freed  // kept, freed by its caller, not yet given back to the policy
+  };
   struct HotBlock {
-    Block block;         // as allocate() hands it out
-    SplitTally split;    // the inactive_split change of handing it out
-    int64_t pairs = 0;   // free + allocate pairs served and not yet counted
-    bool armed = false;  // a repeatable placement is kept
-    bool out = false;    // handed out (true), or freed by its caller and not yet taken back
+    Block block;        // as allocate() hands it out
+    SplitTally split;   // the inactive_split change of handing it out
+    int64_t pairs = 0;  // free + allocate pairs served and not yet counted
+    Hot state = Hot::None;
   };
   // Counts the hot block's pairs, gives it back to the policy when its caller has freed it, and
-  // disarms it. Const for the readers (stats(), snapshot()): how the state is held changes, not
-  // what it is.
+  // lets it go (Hot::None). Const for the readers (stats(), snapshot()): how the state is held
+  // changes, not what it is.
   void settle_hot() const;
   // Counts hot_.pairs free + allocate pairs of the hot block, as free() and allocate() would.
   void count_hot_pairs();
