@@ -49,6 +49,21 @@ bool values_are(const Tensor& t, const std::vector<double>& expected) {
   return true;
 }
 
+// Waiting on `work` fails with a RankFailureError naming the rank that died, each time it is
+// waited on (`waits` times).
+void check_fails_naming(const std::shared_ptr<Work>& work, int dead, const char* what,
+                        int waits = 1) {
+  for (int attempt = 0; attempt < waits; ++attempt) {
+    try {
+      work->wait();
+      check(false, fmt::format("{} with a dead peer completed", what));
+    } catch (const RankFailureError& e) {
+      check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
+            e.what());
+    }
+  }
+}
+
 // Every collective against its closed form, and what each allocates.
 int collectives_worker() {
   auto pg = init_process_group(Backend::Gloo);
@@ -159,15 +174,7 @@ int async_worker() {
   if (r == dead) _exit(3);
   Tensor t = ones({1000});
   const std::shared_ptr<Work> work = pg->all_reduce_async(t);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    try {
-      work->wait();
-      check(false, "an async all_reduce with a dead peer completed");
-    } catch (const RankFailureError& e) {
-      check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
-            e.what());
-    }
-  }
+  check_fails_naming(work, dead, "an async all_reduce", 2);
   try {
     pg->barrier();
     check(false, "a broken group ran a barrier");
@@ -243,15 +250,8 @@ int async_gather_worker() {
   const std::shared_ptr<Work> work = pg->all_gather_async(zeros({n * 1000}), ones({1000}));
   const std::shared_ptr<Work> after =
       pg->reduce_scatter_async(zeros({1000}), ones({n * 1000}), ReduceOp::Sum, CallCheck::Skip);
-  for (const std::shared_ptr<Work>& w : {work, after}) {
-    try {
-      w->wait();
-      check(false, "an async collective with a dead peer completed");
-    } catch (const RankFailureError& e) {
-      check(std::string(e.what()).find(fmt::format("rank {} (pid", dead)) != std::string::npos,
-            e.what());
-    }
-  }
+  check_fails_naming(work, dead, "an async all_gather");
+  check_fails_naming(after, dead, "an async reduce_scatter");
   return failures() == 0 ? 0 : 1;
 }
 
