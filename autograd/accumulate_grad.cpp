@@ -6,7 +6,11 @@
 
 namespace memgrad::autograd {
 
-AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
+// kLeafSequenceNr: a leaf's node outlives the graph that made it (the leaf keeps it while the
+// graph, or a hook, holds it), so its creation order says nothing about when its gradient is
+// ready. Run first among the ready nodes, it hands each gradient to the post-accumulate hooks as
+// soon as backward has it: DDP's first bucket starts while the earlier layers still compute.
+AccumulateGrad::AccumulateGrad(Tensor leaf) : Node(kLeafSequenceNr), leaf_(std::move(leaf)) {
   output_meta().push_back(TensorMeta::of(leaf_));
   // A parameter's gradient belongs to the parameter's module, wherever it is first used.
   if (*leaf_.storage().trace_module() != '\0') set_module(leaf_.storage().trace_module());

@@ -14,9 +14,10 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 }  // namespace
 
-Node::Node()
-    : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)),
-      module_(current_trace_context().module) {}
+Node::Node() : Node(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+Node::Node(uint64_t sequence_nr)
+    : sequence_nr_(sequence_nr), module_(current_trace_context().module) {}
 
 OpNode::OpNode(OpKind kind, Formula formula, OpAttrs attrs)
     : kind_(kind), formula_(formula), attrs_(std::move(attrs)) {}

@@ -63,7 +63,10 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<Edge>& next_edges() { return next_edges_; }
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   // Creation order; backward runs later nodes first among the ready ones (as PyTorch).
+  // AccumulateGrad's is kLeafSequenceNr, larger than any op's: a leaf's gradient is written
+  // as soon as it is ready, however long ago its node was made.
   uint64_t sequence_nr() const { return sequence_nr_; }
+  static constexpr uint64_t kLeafSequenceNr = UINT64_MAX;
   // Metadata of each output, so a missing output gradient can be materialised as zeros.
   std::vector<TensorMeta>& output_meta() { return output_meta_; }
   // Hooks on the gradient of output `output_nr` (tensor hooks and retain_grad of non-leaves).
@@ -73,6 +76,8 @@ class Node : public std::enable_shared_from_this<Node> {
   const char* module() const { return module_; }
 
  protected:
+  // A node that runs before every op node once ready (AccumulateGrad).
+  explicit Node(uint64_t sequence_nr);
   void set_module(const char* module) { module_ = module; }
 
  private:

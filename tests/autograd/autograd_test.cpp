@@ -4,6 +4,7 @@
 
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "tests/support/error_check.h"
@@ -306,6 +307,32 @@ TEST_CASE("a post-accumulate hook sees the leaf with its accumulated gradient an
                        doctest::Contains("non-leaf"), AutogradError);
   CHECK_THROWS_AS(tensor({1.0}).register_post_accumulate_grad_hook([](const Tensor&) {}),
                   AutogradError);
+}
+
+TEST_CASE("a leaf's gradient is accumulated as soon as it is ready, in every step of a loop") {
+  // A training loop keeps the last step's loss, and with it the leaves' AccumulateGrad nodes,
+  // into the next forward, which reuses them: their creation order is then older than every op
+  // node's. Backward must still hand w2's gradient over before it goes on to the first layer
+  // (what lets DDP's first bucket travel while backward computes the rest).
+  const Tensor x = ones({2, 3});
+  Tensor w1 = ones({3, 3}, TensorOptions().with_requires_grad());
+  Tensor w2 = ones({3, 1}, TensorOptions().with_requires_grad());
+  std::vector<std::string> order;
+  w2.register_post_accumulate_grad_hook([&order](const Tensor&) { order.push_back("w2"); });
+  w1.register_post_accumulate_grad_hook([&order](const Tensor&) { order.push_back("w1"); });
+  Tensor loss;  // the last step's, alive into the next forward
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    order.clear();
+    const Tensor h = matmul(x, w1);
+    h.register_hook([&order](const Tensor&) {
+      order.push_back("h");  // h's gradient: the first layer's backward is about to run
+      return Tensor();
+    });
+    loss = matmul(relu(h), w2).sum();
+    loss.backward();
+    CHECK_EQ(order, std::vector<std::string>{"w2", "h", "w1"});
+  }
 }
 
 TEST_CASE("out= with an output that requires grad raises") {
