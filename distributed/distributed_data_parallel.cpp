@@ -7,6 +7,7 @@
 #include "allocator/trace.h"
 #include "autograd/grad_mode.h"
 #include "distributed/error.h"
+#include "engine/elementwise.h"
 #include "engine/factories.h"
 #include "engine/memory.h"
 
@@ -57,8 +58,18 @@ struct DistributedDataParallel::State {
     const Tensor grad = p.tensor.grad();
     const bool is_view =
         grad.defined() && grad.impl()->storage_ptr() == p.view.impl()->storage_ptr();
-    if (!is_view) {
-      p.view.copy_(grad);
+    // Divided by the world size on the way into the bucket (PyTorch's DDP does the same), so
+    // the bucket is all-reduced as a plain sum and nothing is left to do once it arrives: the
+    // division happens while backward goes on, not after the wait at its end.
+    const double share = 1.0 / pg->size();
+    if (is_view) {
+      if (pg->size() > 1) p.view.mul_(share);
+    } else {
+      if (pg->size() > 1) {
+        mul_out(p.view, grad, share);
+      } else {
+        p.view.copy_(grad);
+      }
       // With views, the parameter's gradient becomes its piece of the bucket: the gradient
       // autograd allocated is freed here.
       if (options.gradient_as_bucket_view) p.tensor.set_grad(p.view);
@@ -79,10 +90,10 @@ struct DistributedDataParallel::State {
     ++started;
     // Unchecked: the constructor made sure every rank has these buckets.
     if (options.overlap) {
-      b.work = pg->all_reduce_async(b.flat, ReduceOp::Avg, CallCheck::Skip);
+      b.work = pg->all_reduce_async(b.flat, ReduceOp::Sum, CallCheck::Skip);
       return;
     }
-    pg->all_reduce(b.flat, ReduceOp::Avg, CallCheck::Skip);
+    pg->all_reduce(b.flat, ReduceOp::Sum, CallCheck::Skip);
     copy_back(b);
   }
 

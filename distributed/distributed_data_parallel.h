@@ -8,14 +8,16 @@
 //   - the parameters are grouped into buckets in reverse order of registration (backward produces
 //     the last layers' gradients first): the first bucket closes once it holds
 //     first_bucket_cap_mb MiB (1 MiB, PyTorch's), the others at bucket_cap_mb (25 MiB);
-//   - a post-accumulate hook on every parameter copies its gradient into its bucket as soon as
-//     backward has accumulated it; when every gradient of a bucket has arrived (and every earlier
-//     bucket has been started, so all ranks reduce the buckets in the same order) the bucket's
-//     all-reduce starts on the process group's communication thread (all_reduce_async) and
-//     backward goes on computing the next gradients meanwhile;
+//   - a post-accumulate hook on every parameter copies its gradient, divided by the world size,
+//     into its bucket as soon as backward has accumulated it (backward runs every AccumulateGrad
+//     as soon as it is ready, autograd/accumulate_grad.cpp); when every gradient of a bucket has
+//     arrived (and every earlier bucket has been started, so all ranks reduce the buckets in the
+//     same order) the bucket's all-reduce (a sum: the shares are divided already) starts on the
+//     process group's communication thread (all_reduce_async) and backward goes on computing the
+//     next gradients meanwhile;
 //   - when the last bucket has started (in the hook of the last gradient backward produces),
-//     DDP waits for every bucket in order, averages it and copies the values back into the
-//     parameters' .grad: backward returns with the whole batch's gradients, as in PyTorch.
+//     DDP waits for every bucket in order and copies the values back into the parameters'
+//     .grad: backward returns with the whole batch's gradients, as in PyTorch.
 // overlap = false reduces each bucket in the hook, blocking, as memgrad did before (kept for
 // comparison: `./memgrad bench dist` measures both).
 // Memory:

@@ -271,6 +271,15 @@ Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha) {
 Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
   return binary_out("mul", BinaryOp::Mul, out, a, b, 1.0);
 }
+Tensor& mul_out(Tensor& out, const Tensor& a, Scalar b) {
+  detail::check_defined("mul", a, "self");
+  TraceOpScope trace("mul");
+  detail::prepare_out(out, a.sizes(), scalar_result(a.dtype(), b), a.device(), "mul");
+  kernels_for(a.device())
+      .binary_scalar(BinaryOp::Mul, operand(out), operand(a), b.to_double(), false);
+  out.storage().bump_version();
+  return out;
+}
 Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b) {
   return binary_out("div", BinaryOp::Div, out, a, b, 1.0);
 }

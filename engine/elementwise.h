@@ -66,6 +66,7 @@ Tensor& pow_(Tensor& self, Scalar exponent);
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor& mul_out(Tensor& out, const Tensor& a, Scalar b);  // one pass: a copy, scaled
 Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b);
 
 Tensor neg(const Tensor& x);

@@ -200,6 +200,22 @@ TEST_CASE("out= writes into a preallocated tensor without allocating") {
   CHECK_EQ(out.to_vector<float>()[0], doctest::Approx(std::exp(1.0)).epsilon(1e-6));
 }
 
+TEST_CASE("mul_out by a scalar writes a scaled copy in one pass, into a view without allocating") {
+  const Tensor a = arange(0, 6).to(kFloat32).view({2, 3});
+  Tensor flat = zeros({8});
+  Tensor out = flat.narrow(0, 1, 6).view({2, 3});
+  const int64_t v0 = flat.version();
+  StatsDelta delta(allocator_for(kCPU));
+  mul_out(out, a.t().contiguous().t(), 0.5);  // a strided input, read in a's element order
+  CHECK_EQ(delta.allocations(), 0);
+  CHECK_EQ(flat.version(), v0 + 1);
+  CHECK_EQ(flat.to_vector<float>(), std::vector<float>{0, 0, 0.5f, 1, 1.5f, 2, 2.5f, 0});
+  Tensor wrong = flat.narrow(0, 0, 4);
+  CHECK_THROWS_AS(mul_out(wrong, a, 2.0), ShapeError);  // a view of another shape
+  Tensor ints = zeros({2, 3}, TensorOptions(kInt64));
+  CHECK_THROWS_AS(mul_out(ints, a, 2.0), DTypeError);
+}
+
 TEST_CASE("an out-of-place op allocates exactly its result, rounded to 512 bytes") {
   const Tensor a = ones({1000});
   StatsDelta delta(allocator_for(kCPU));
