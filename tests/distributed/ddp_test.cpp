@@ -141,8 +141,11 @@ int no_sync_worker() {
 }
 
 // Two buckets (the last layer's parameters, then the first layer's): the first starts its
-// all-reduce during backward, as soon as its gradients are in, before the first layer's gradients
-// arrive. Hooks registered before DDP's on the first layer's parameters see one bucket started;
+// all-reduce during backward, as soon as its gradients are in, before the first layer's backward
+// runs, in every step: also in the second, whose forward reuses the AccumulateGrad nodes the
+// first step's loss kept alive (a hook on the first layer's output gradient, which runs just
+// before that layer's backward, sees one bucket started). Hooks registered before DDP's on the
+// first layer's parameters see one bucket started;
 // with DDP_OVERLAP=1 none is reduced yet (it is in flight on the communication thread while
 // backward computes), without it the first is reduced already (blocking). After backward both
 // are, and the gradients are the whole batch's. And the in-flight bucket holds no byte more: the
@@ -153,14 +156,22 @@ int overlap_worker() {
   const Setup setup;
   auto model = make_model();
   DistributedDataParallel* ddp_seen = nullptr;
-  std::vector<uint64_t> started_at, reduced_at;  // as each first-layer gradient arrived
+  uint64_t started_before = 0, reduced_before = 0;  // the counts when the step began
+  std::vector<uint64_t> started_at, reduced_at;     // as each first-layer gradient arrived
+  std::vector<uint64_t> started_below;  // when the gradient of the first layer's output arrived
   for (const auto& [name, p] : model->named_parameters()) {
     if (name.rfind("0.", 0) != 0) continue;
     p.register_post_accumulate_grad_hook([&](const Tensor&) {
-      started_at.push_back(ddp_seen->buckets_started());
-      reduced_at.push_back(ddp_seen->buckets_reduced());
+      started_at.push_back(ddp_seen->buckets_started() - started_before);
+      reduced_at.push_back(ddp_seen->buckets_reduced() - reduced_before);
     });
   }
+  (*model)[0]->register_forward_hook([&](nn::UnaryModule&, const Tensor&, const Tensor& out) {
+    out.register_hook([&](const Tensor&) {
+      started_below.push_back(ddp_seen->buckets_started() - started_before);
+      return Tensor();
+    });
+  });
   DistributedDataParallel ddp(
       model, setup.pg,
       {.bucket_cap_mb = 0.0002, .first_bucket_cap_mb = 0.0002, .overlap = overlap});
@@ -169,19 +180,36 @@ int overlap_worker() {
   check(ddp.buckets()[1].parameters.front() == "0.bias", ddp.buckets()[1].parameters.front());
   const Tensor xr = setup.x.narrow(0, setup.rank * setup.rows, setup.rows);
   const Tensor yr = setup.y.narrow(0, setup.rank * setup.rows, setup.rows);
-  reset_peak_memory_stats(kCPU);
-  nn::cross_entropy(ddp(xr), yr).backward();
-  std::printf("peak allocated: %zu\n", max_memory_allocated(kCPU));
-  check(started_at == std::vector<uint64_t>{1, 1},
-        fmt::format("buckets started as the first layer's gradients arrived: {} (expected 1, 1)",
-                    fmt::join(started_at, ", ")));
-  const std::vector<uint64_t> reduced_expected =
-      overlap ? std::vector<uint64_t>{0, 0} : std::vector<uint64_t>{1, 1};
-  check(reduced_at == reduced_expected,
-        fmt::format("buckets reduced as the first layer's gradients arrived: {} (expected {})",
-                    fmt::join(reduced_at, ", "), fmt::join(reduced_expected, ", ")));
-  check(ddp.buckets_reduced() == 2, fmt::format("{} buckets reduced", ddp.buckets_reduced()));
-  setup.check_gradients(*model, "after the overlapped backward");
+  Tensor loss;  // kept into the next step's forward, as a training loop keeps it
+  for (int step = 0; step < 2; ++step) {
+    ddp.zero_grad();
+    started_before = ddp.buckets_started();
+    reduced_before = ddp.buckets_reduced();
+    started_at.clear();
+    reduced_at.clear();
+    started_below.clear();
+    reset_peak_memory_stats(kCPU);
+    loss = nn::cross_entropy(ddp(xr), yr);
+    loss.backward();
+    if (step == 0) std::printf("peak allocated: %zu\n", max_memory_allocated(kCPU));
+    check(started_below == std::vector<uint64_t>{1},
+          fmt::format("step {}: buckets started when the first layer's backward began: {} "
+                      "(expected 1)",
+                      step, fmt::join(started_below, ", ")));
+    check(started_at == std::vector<uint64_t>{1, 1},
+          fmt::format("step {}: buckets started as the first layer's gradients arrived: {} "
+                      "(expected 1, 1)",
+                      step, fmt::join(started_at, ", ")));
+    const std::vector<uint64_t> reduced_expected =
+        overlap ? std::vector<uint64_t>{0, 0} : std::vector<uint64_t>{1, 1};
+    check(reduced_at == reduced_expected,
+          fmt::format("step {}: buckets reduced as the first layer's gradients arrived: {} "
+                      "(expected {})",
+                      step, fmt::join(reduced_at, ", "), fmt::join(reduced_expected, ", ")));
+    check(ddp.buckets_reduced() - reduced_before == 2,
+          fmt::format("step {}: {} buckets reduced", step, ddp.buckets_reduced() - reduced_before));
+    setup.check_gradients(*model, fmt::format("after the overlapped backward of step {}", step));
+  }
   return failures() == 0 ? 0 : 1;
 }
 
