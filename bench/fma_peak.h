@@ -1,12 +1,15 @@
 // fma_peak: the machine's fused multiply-add peak, measured, and the FLOPs of the benchmarks' MLP
 // step, so a step's time can be set against the least it could take here (its FMA-peak bound).
 //
-// The peak is measured rather than computed from a data sheet: each of `threads` threads runs 16
-// independent chains of fused multiply-adds on 64-byte vectors (the build's -march=native turns
-// them into AVX-512 FMAs where the CPU has them, pairs of AVX2 FMAs otherwise), enough chains to
-// cover the FMA latency on every x86 core measured, for about 100 ms after a warm-up. A FLOP is
-// one multiply or one add, so an FMA on 16 floats is 32. The figure is what the cores sustain at
-// the clock they hold under that load, the bound a GEMM could reach if it did nothing but FMAs.
+// The peak is measured rather than computed from a data sheet: each of `threads` threads runs
+// independent chains of fused multiply-adds on the widest vectors the build targets
+// (-march=native): 16 chains of 64-byte AVX-512 vectors where the CPU has them, else 12 chains of
+// 32-byte AVX2 vectors (with the two constants, 14 of AVX2's 16 vector registers: 16 chains of
+// 64 bytes there would need 32 and spill to memory every iteration, measuring a tenth of the
+// peak). Either is enough chains to cover the FMA latency of two FMA units on every x86 core
+// measured. They run for about 100 ms after a warm-up. A FLOP is one multiply or one add, so an
+// FMA on 16 floats is 32. The figure is what the cores sustain at the clock they hold under that
+// load, the bound a GEMM could reach if it did nothing but FMAs.
 #pragma once
 
 #include <cstdint>
@@ -20,27 +23,35 @@ namespace bench {
 
 namespace detail {
 
-using Float16 = float __attribute__((vector_size(64)));
+#ifdef __AVX512F__
+inline constexpr int kVectorBytes = 64;
+inline constexpr int kChains = 16;
+#else
+inline constexpr int kVectorBytes = 32;
+inline constexpr int kChains = 12;
+#endif
+inline constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(float));
+using Vector = float __attribute__((vector_size(kVectorBytes)));
 
-// `iterations` x 16 chains x 16 lanes x 2 FLOPs; returns a value that depends on every chain.
+// `iterations` x kChains chains x kLanes lanes x 2 FLOPs; returns a value that depends on every
+// chain.
 inline float fma_chains(int64_t iterations) {
-  constexpr int kChains = 16;
-  Float16 acc[kChains];
-  for (int k = 0; k < kChains; ++k) acc[k] = Float16{} + 1.0f + static_cast<float>(k) * 1e-3f;
-  const Float16 a = Float16{} + 0.999999f;
-  const Float16 b = Float16{} + 1e-7f;
+  Vector acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = Vector{} + 1.0f + static_cast<float>(k) * 1e-3f;
+  const Vector a = Vector{} + 0.999999f;
+  const Vector b = Vector{} + 1e-7f;
   for (int64_t i = 0; i < iterations; ++i) {
     // One FMA each (-ffp-contract=fast); without -ffast-math the compiler may not fold them.
     for (int k = 0; k < kChains; ++k) acc[k] = acc[k] * a + b;
   }
   float sum = 0.0f;
   for (int k = 0; k < kChains; ++k) {
-    for (int lane = 0; lane < 16; ++lane) sum += acc[k][lane];
+    for (int lane = 0; lane < kLanes; ++lane) sum += acc[k][lane];
   }
   return sum;
 }
 
-inline constexpr double kFlopsPerIteration = 16.0 * 16.0 * 2.0;
+inline constexpr double kFlopsPerIteration = 2.0 * kChains * kLanes;
 
 }  // namespace detail
 
