@@ -12,6 +12,7 @@
 // load, the bound a GEMM could reach if it did nothing but FMAs.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -55,8 +56,13 @@ inline constexpr double kFlopsPerIteration = 2.0 * kChains * kLanes;
 
 }  // namespace detail
 
-// GFLOP/s of fused multiply-adds on `threads` threads at once (10^9 FLOPs per second).
+// GFLOP/s of fused multiply-adds on `threads` threads at once (10^9 FLOPs per second). Measured
+// after a training run, it first lets that run's thread pools go idle: libgomp's workers keep
+// spinning on a core for some milliseconds after a parallel region (its GOMP_SPINCOUNT), other
+// runtimes up to 200 ms (KMP_BLOCKTIME), and a spinning worker took 15 to 35% of the peak
+// measured right after the MLP's steps on a 2-core machine.
 inline double measured_fma_peak_gflops(int threads) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   detail::fma_chains(1 << 20);  // warm-up: the clock settles under the vector load
   const int64_t iterations = int64_t{1} << 23;
   std::vector<std::thread> workers;
