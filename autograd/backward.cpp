@@ -1,4 +1,5 @@
-// The backward runner: dependency counts, a ready queue ordered by creation, input buffers.
+// The backward runner: dependency counts, a ready queue (AccumulateGrad first, then by creation),
+// input buffers.
 #include "autograd/backward.h"
 
 #include <queue>

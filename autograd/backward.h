@@ -1,10 +1,11 @@
 // The backward runner: executes the graph from some outputs back to the leaves.
 //
 // Nodes run in dependency order with an explicit ready queue (no recursion, so deep graphs do
-// not exhaust the stack); among ready nodes the most recently created runs first, as in
-// PyTorch. Gradients arriving at the same node input are summed in a buffer that is freed as
-// soon as the node has run, and each node's saved tensors are released right after it runs
-// unless retain_graph, so activation memory falls progressively during backward.
+// not exhaust the stack); among ready nodes an AccumulateGrad runs first (a leaf's gradient is
+// written, and its post-accumulate hooks run, as soon as it is complete), then the most recently
+// created, as in PyTorch. Gradients arriving at the same node input are summed in a buffer that
+// is freed as soon as the node has run, and each node's saved tensors are released right after
+// it runs unless retain_graph, so activation memory falls progressively during backward.
 #pragma once
 
 #include <vector>
