@@ -40,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -170,6 +171,25 @@ def run(build_dir, command, cache):
     return out
 
 
+def run_all(build_dir, texts, cache):
+    """Runs every program that regenerate() will run on `texts` ({path: text}) into `cache`, two
+    at a time: the programs are independent, and one alone keeps about one core busy. A bad
+    marker raises ValueError naming its file."""
+    variant = bool(os.environ.get("MEMGRAD_VARIANT"))
+    commands = []
+    for path, text in texts.items():
+        for m in MARKER.finditer(text):
+            try:
+                command = parse_spec(m.group("spec").strip())[0]
+            except ValueError as e:
+                raise ValueError(f"{os.path.relpath(path, ROOT)}: {e}") from None
+            if command not in commands and not (variant and computes_nothing(command)):
+                commands.append(command)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outputs = list(pool.map(lambda c: run(build_dir, c, {}), commands))
+    cache.update(zip(commands, outputs))
+
+
 def computes_nothing(command):
     """Whether a block's program runs on a meta device (estimate, or --device meta:N): shapes
     only, no arithmetic, so no BLAS kernel or thread count can change its output."""
@@ -245,15 +265,15 @@ def main():
     cache = {}
     stale = []
     new_texts = {}
+    olds = {path: open(path, encoding="utf-8").read() for path in targets()}
+    olds = {path: text for path, text in olds.items() if "<!-- output:" in text}
     try:
-        for path in targets():
-            old = open(path, encoding="utf-8").read()
-            if "<!-- output:" not in old:
-                continue
-            new_texts[path] = regenerate(old, opts.build_dir, cache)
+        run_all(opts.build_dir, olds, cache)
     except ValueError as e:
-        print(f"gen_docs: {os.path.relpath(path, ROOT)}: {e}", file=sys.stderr)
+        print(f"gen_docs: {e}", file=sys.stderr)
         return 2
+    for path, old in olds.items():
+        new_texts[path] = regenerate(old, opts.build_dir, cache)
     if os.path.isdir(os.path.join(ROOT, "docs", "memory-guide")):
         new_texts[os.path.join(ROOT, "docs", "memory-guide.md")] = assemble_guide(new_texts)
     for path, text in new_texts.items():

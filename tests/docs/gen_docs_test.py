@@ -78,11 +78,21 @@ class MarkerTest(unittest.TestCase):
         os.environ["MEMGRAD_VARIANT"] = "1"
         try:
             self.assertEqual(gen_docs.regenerate(text, "/nonexistent", {}), text)
+            cache = {}
+            gen_docs.run_all("/nonexistent", {"docs/x.md": text}, cache)
+            self.assertEqual(cache, {})
         finally:
             if old is None:
                 del os.environ["MEMGRAD_VARIANT"]
             else:
                 os.environ["MEMGRAD_VARIANT"] = old
+
+    def test_a_bad_marker_is_reported_with_its_file_before_anything_runs(self):
+        text = ("<!-- output: no_such_program | tolerance: rel 10 -->\n```text\nx\n```\n"
+                "<!-- end output -->")
+        with self.assertRaisesRegex(ValueError, r"^docs/bad\.md: marker"):
+            gen_docs.run_all("/nonexistent", {os.path.join(gen_docs.ROOT, "docs", "bad.md"): text},
+                             {})
 
     def test_text_outside_the_blocks_must_match(self):
         block = "<!-- output: p | tolerance: rel 10% -->\n```text\nloss 0.50\n```\n<!-- end output -->"
