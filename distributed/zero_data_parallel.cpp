@@ -53,6 +53,10 @@ struct ZeroDataParallel::State {
   // Stage 3: the units in the order this forward gathered them, and the previous forward's
   // order (which forward prefetch follows).
   std::vector<size_t> order, last_order;
+  // Stage 3: the unit whose forward ended last, still gathered: its backward comes first, right
+  // after the loss, so it is not freed and gathered again (FSDP2 does not reshard its root after
+  // forward for the same reason). The next unit's forward, its own reduction or step() frees it.
+  std::optional<size_t> kept;
   // Stages 2-3 with overlap: the unit being reduce-scattered on the communication thread (at
   // most one), its piece, and its staging bytes.
   struct Reduction {
@@ -129,6 +133,7 @@ struct ZeroDataParallel::State {
   // Stage 3: the parameters let go of the gathered vector, which is freed (after its prefetch,
   // if one is in flight).
   void release(Unit& u) {
+    if (kept && &units[*kept] == &u) kept.reset();
     if (u.gathering != nullptr) finish_gather(u);
     if (!u.flat_param.defined()) return;
     for (Tensor& p : u.params) p.impl()->set_data(*placeholder.impl());
@@ -139,6 +144,8 @@ struct ZeroDataParallel::State {
   // Stage 3, before unit k's forward: its parameters, then (prefetch) the next unit's in the
   // previous forward's order.
   void before_forward(size_t k) {
+    if (kept && *kept != k) release(units[*kept]);
+    kept.reset();
     gather(units[k]);
     if (!overlap) return;
     // A unit met again: a new forward that did not come through the wrapper.
@@ -155,6 +162,13 @@ struct ZeroDataParallel::State {
     if (!overlap) return;
     const auto at = std::find(order.rbegin(), order.rend(), k);
     if (at != order.rend() && at + 1 != order.rend()) prefetch_unit(*(at + 1));
+  }
+
+  // Stage 3, after unit k's forward: its parameters stay gathered while no other unit's forward
+  // follows (then it is the last, and its backward the first); the unit kept before is freed.
+  void keep(size_t k) {
+    if (kept && *kept != k) release(units[*kept]);
+    kept = k;
   }
 
   // A new forward through the wrapper: the order it gathers in starts again.
@@ -366,14 +380,17 @@ ZeroDataParallel::ZeroDataParallel(std::shared_ptr<nn::UnaryModule> module,
         [weak, k](nn::UnaryModule&, const Tensor&, const Tensor& output) {
           auto state = weak.lock();
           if (!state) return;
-          if (is_grad_enabled() && output.requires_grad()) {
-            // Just before the unit's backward: its parameters again.
-            output.register_hook([weak, k](const Tensor&) {
-              if (auto st = weak.lock()) st->before_backward(k);
-              return Tensor();
-            });
+          if (!is_grad_enabled() || !output.requires_grad()) {
+            state->release(state->units[k]);
+            return;
           }
-          state->release(state->units[k]);
+          // Just before the unit's backward: its parameters again (still there if its forward
+          // was the last).
+          output.register_hook([weak, k](const Tensor&) {
+            if (auto st = weak.lock()) st->before_backward(k);
+            return Tensor();
+          });
+          state->keep(k);
         }));
   }
 }
@@ -460,6 +477,11 @@ int64_t ZeroDataParallel::gradient_nbytes() const {
 }
 
 int64_t ZeroDataParallel::gathered_peak_nbytes() const { return state_->gathered_peak; }
+
+int64_t ZeroDataParallel::kept_nbytes() const {
+  const State& s = *state_;
+  return s.kept ? allocated_nbytes(s.units[*s.kept].flat_param) : 0;
+}
 int64_t ZeroDataParallel::reduction_peak_nbytes() const { return state_->reduction_peak; }
 
 void ZeroDataParallel::reset_peaks() {

@@ -14,8 +14,12 @@
 //            stage 1. Per parameter: 4 + 12/N B.
 //   stage 3  also shards the parameters (FSDP's FULL_SHARD). Between uses each parameter is an
 //            empty tensor; a unit's parameters are all-gathered just before its forward and
-//            freed right after it, gathered again just before its backward (a hook on the unit's
-//            output gradient) and freed once its gradients are reduce-scattered.
+//            freed when the next unit's forward starts, gathered again just before its backward
+//            (a hook on the unit's output gradient) and freed once its gradients are
+//            reduce-scattered. The unit whose forward ends last is thus still gathered when its
+//            backward, the first, starts: one all_gather fewer per step (FSDP2 keeps its root's
+//            parameters after forward for the same reason). Under no_grad a unit is freed
+//            right after its forward.
 //            Per parameter: 16/N B, plus the largest unit gathered while it runs (with
 //            overlap, the largest two consecutive units: the next is gathered meanwhile).
 //
@@ -111,6 +115,9 @@ class ZeroDataParallel : public nn::UnaryModule {
   // full gradients plus the reduce-scatter's staging; with overlap also the next unit's full
   // gradients, filling meanwhile).
   int64_t gathered_peak_nbytes() const;
+  // Stage 3: the bytes of the unit still gathered after its forward (the last one's, for its
+  // backward), as allocated; 0 when none is (other stages, under no_grad, after backward).
+  int64_t kept_nbytes() const;
   int64_t reduction_peak_nbytes() const;
   void reset_peaks();
 

@@ -220,9 +220,10 @@ int print_context_study(const examples::CharLMShape& shape, int64_t batch, Devic
 }
 
 // The forward's parts as report rows, then their sum against the allocator's count. With
-// dropout the masks are not in the expectations: the rows are shown as measured only.
-void add_forward_rows(examples::MemoryReport& report, const examples::ForwardMemory& kept,
-                      double dropout) {
+// dropout the masks are not in the expectations: the rows are shown as measured only. ZeRO-3
+// keeps the head's parameters gathered for its backward (saved by no node, but no leak).
+void add_forward_rows(examples::MemoryReport& report, examples::ForwardMemory kept, double dropout,
+                      const examples::DataParallel& dp) {
   for (const examples::ForwardPart& part : kept.parts) {
     if (part.expected == 0 && part.measured == 0 && part.what != "anything else saved") continue;
     if (dropout > 0.0) {
@@ -234,6 +235,12 @@ void add_forward_rows(examples::MemoryReport& report, const examples::ForwardMem
   report.add("forward: the loss (0-d)", rounded(4), kept.loss);
   report.add("forward: cached blocks served whole (<= 1 MiB left over)", kept.expected_served_whole,
              kept.served_whole);
+  if (dp.expected_kept_after_forward() != 0 || dp.kept_after_forward() != 0) {
+    report.add("forward: ZeRO-3: the head's parameters, gathered for its backward",
+               dp.expected_kept_after_forward(), dp.kept_after_forward());
+    kept.unaccounted -= dp.kept_after_forward();
+    kept.expected_total += dp.expected_kept_after_forward();
+  }
   report.add("forward: kept but saved by no node (a leak if not 0)", 0, kept.unaccounted);
   if (dropout > 0.0) {
     report.note("forward (+ everything saved for backward, the loss)", kept.measured_total);
@@ -376,7 +383,7 @@ int main(int argc, char** argv) {
           // models, with or without autocast; a 16-bit model's forward is measured only).
           const examples::ForwardMemory kept =
               examples::measure_forward(model, batch->input, batch->target, mode, &result);
-          add_forward_rows(report, kept, dropout);
+          add_forward_rows(report, kept, dropout, dp);
         } else {
           result =
               examples::charlm_loss(model, batch->input, batch->target, mode.amp, mode.amp_dtype);

@@ -238,11 +238,14 @@ int main(int argc, char** argv) {
           const int64_t small = rounded(rows * kClasses * 4);
           if (report_pending && m == 0) {
             // Saved for backward: both ReLU outputs (also the next Linear's inputs) and the
-            // log-probabilities; alive besides: the logits and the 0-d loss.
+            // log-probabilities; alive besides: the logits, the 0-d loss and (ZeRO-3) the last
+            // layer's gathered parameters, which its backward uses first.
             const int64_t measured = static_cast<int64_t>(memory_allocated(device)) - before;
             if (plain_step) {
-              first.report.add("forward (+ saved activations, logits, loss)",
-                               2 * act + 2 * small + rounded(4), measured);
+              first.report.add(
+                  opt.zero == 3 ? "forward (+ saved activations, logits, loss, fc3 gathered)"
+                                : "forward (+ saved activations, logits, loss)",
+                  2 * act + 2 * small + rounded(4) + dp.expected_kept_after_forward(), measured);
             } else {
               first.report.note(
                   fmt::format("forward ({})",

@@ -278,7 +278,8 @@ int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run)
   const int64_t n = world;
   const StateBytes e = sharding_state_bytes(run);
   int64_t bytes = 0;
-  for (const std::vector<int64_t>& u : sharding_model_shape(run).units) {
+  const std::vector<std::vector<int64_t>> units = sharding_model_shape(run).units;
+  for (const std::vector<int64_t>& u : units) {
     const int64_t numel = sum_of(u);
     const int64_t piece = padded(numel, world) / n;  // ZeRO's shard of the padded unit
     switch (s) {
@@ -293,9 +294,10 @@ int64_t expected_payload_per_step(Sharding s, int world, const ShardingRun& run)
       case Sharding::Zero2Overlap:
         bytes += (n - 1) * e.gradient * piece + (n - 1) * e.parameter * piece;
         break;
-      case Sharding::Zero3:  // 2 all-gathers, 1 reduce-scatter
-      case Sharding::Zero3Overlap:
-        bytes += 2 * (n - 1) * e.parameter * piece + (n - 1) * e.gradient * piece;
+      case Sharding::Zero3:  // 2 all-gathers (1 for the last unit, kept for its backward), and
+      case Sharding::Zero3Overlap:  // 1 reduce-scatter
+        bytes += (&u == &units.back() ? 1 : 2) * (n - 1) * e.parameter * piece +
+                 (n - 1) * e.gradient * piece;
         break;
       case Sharding::Single: break;
     }

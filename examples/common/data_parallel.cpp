@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "engine/factories.h"
+#include "examples/common/report.h"
 
 namespace memgrad::examples {
 
@@ -68,6 +69,16 @@ std::string DataParallel::wrap_label() const {
              ? "ZeRO-3 (the parameters replaced by this rank's shards)"
              : fmt::format("ZeRO-{} (the parameters moved into padded flat units)", zero_->stage());
 }
+
+int64_t DataParallel::expected_kept_after_forward() const {
+  if (!zero_ || zero_->stage() != 3) return 0;
+  const std::vector<distributed::ZeroUnitInfo> units = zero_->units();
+  const distributed::ZeroUnitInfo& last = units.front().name.empty() ? units.front() : units.back();
+  return rounded(last.padded_numel *
+                 static_cast<int64_t>(model_->parameters().front().element_size()));
+}
+
+int64_t DataParallel::kept_after_forward() const { return zero_ ? zero_->kept_nbytes() : 0; }
 
 std::vector<Tensor> DataParallel::trainable() const {
   return zero_ ? zero_->shard_parameters() : model_->parameters();

@@ -41,6 +41,13 @@ class DataParallel {
   // buckets)" or "ZeRO-3 (the parameters replaced by this rank's shards)".
   std::string wrap_label() const;
 
+  // ZeRO-3 keeps the parameters of the unit whose forward ends last gathered for its backward:
+  // their bytes expected from the units' sizes (that unit is the root when it holds parameters
+  // of its own, otherwise the last unit: the models here run their modules in the order they
+  // register them), and as measured. 0 for one process, DDP and ZeRO 1-2.
+  int64_t expected_kept_after_forward() const;
+  int64_t kept_after_forward() const;
+
   // What to call for the forward pass.
   nn::UnaryModule& module() { return *runner_; }
   // What the optimizer updates: the parameters, or this rank's ZeRO shards.

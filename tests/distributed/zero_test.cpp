@@ -12,10 +12,12 @@
 
 #include <fmt/format.h>
 
+#include "autograd/grad_mode.h"
 #include "distributed/process_group.h"
 #include "distributed/zero_data_parallel.h"
 #include "engine/memgrad.h"
 #include "engine/nn/linear.h"
+#include "engine/nn/sequential.h"
 #include "engine/optim/optimizer.h"
 #include "examples/behaviours/b22_tensor_sharding.h"
 #include "tests/distributed/workers.h"
@@ -146,8 +148,67 @@ int overlap_edges_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
+// Stage 3, with and without overlap, on three Linear units: after a forward that records the
+// graph only the last unit is still gathered (its backward comes first, without another
+// all_gather); the next forward frees it before anything else; under no_grad every unit is freed
+// right after its forward; after backward, and after step(), none is gathered.
+int kept_unit_worker() {
+  auto pg = distributed::init_process_group(distributed::Backend::Gloo);
+  for (bool overlap : {false, true}) {
+    manual_seed(4);
+    std::vector<std::shared_ptr<nn::Linear>> layers = {std::make_shared<nn::Linear>(6, 8),
+                                                       std::make_shared<nn::Linear>(8, 8),
+                                                       std::make_shared<nn::Linear>(8, 512)};
+    auto model = std::make_shared<nn::Sequential>(
+        std::initializer_list<std::shared_ptr<nn::UnaryModule>>{layers[0], layers[1], layers[2]});
+    distributed::ZeroDataParallel zero(model, pg, {3, overlap});
+    optim::SGD optimizer(zero.shard_parameters(), {.lr = 0.1});
+    const Tensor x = randn({2, 6});
+    // Which layers hold their whole weight now ("" when none).
+    auto gathered = [&layers] {
+      std::string out;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        if (layers[i]->weight().numel() > 0) out += std::to_string(i);
+      }
+      return out;
+    };
+    auto expect = [&](const char* when, const std::string& want) {
+      check(gathered() == want, fmt::format("overlap {}: {}: gathered '{}', expected '{}'", overlap,
+                                            when, gathered(), want));
+    };
+    Tensor loss = zero(x).sum();
+    expect("after a forward", "2");
+    loss = zero(x).sum();  // a second forward, the first one's graph dropped
+    expect("after another forward", "2");
+    const uint64_t sent = pg->wire_bytes_sent().value_or(0);
+    loss.backward();
+    expect("after backward", "");
+    // Backward gathered units 0 and 1 again and reduce-scattered all three; each rank sends half
+    // of each unit's float32 elements. Unit 2's gather (9,216 B) would exceed the slack.
+    const int64_t units[] = {8 * 6 + 8, 8 * 8 + 8, 512 * 8 + 512};
+    const int64_t payload =
+        (units[0] + units[1]) / 2 * 4 + (units[0] + units[1] + units[2]) / 2 * 4;
+    const auto in_backward = static_cast<int64_t>(pg->wire_bytes_sent().value_or(0) - sent);
+    check(in_backward >= payload && in_backward < payload + units[2] / 2 * 4,
+          fmt::format("overlap {}: backward sent {} B, the payload is {} B", overlap, in_backward,
+                      payload));
+    zero.step(optimizer);
+    expect("after step", "");
+    {
+      NoGradGuard no_grad;
+      zero(x);
+      expect("after a forward under no_grad", "");
+    }
+    zero(x).sum();
+    zero.step(optimizer);
+    expect("after a forward, then step() without backward", "");
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
 const bool kRegistered = memgrad::testing::register_worker("sharding", sharding_worker) &&
-                         memgrad::testing::register_worker("overlap_edges", overlap_edges_worker);
+                         memgrad::testing::register_worker("overlap_edges", overlap_edges_worker) &&
+                         memgrad::testing::register_worker("kept_unit", kept_unit_worker);
 
 }  // namespace
 
@@ -175,6 +236,12 @@ TEST_CASE("ZeRO 2-3 with overlap: an unused unit and backwards outside the wrapp
     INFO(outputs(result));
     CHECK(result.ok());
   }
+}
+
+TEST_CASE("ZeRO-3 keeps the unit whose forward ended last gathered for its backward") {
+  const distributed::SpawnResult result = run_workers("kept_unit", 2, 20);
+  INFO(outputs(result));
+  CHECK(result.ok());
 }
 
 TEST_CASE("with master weights each rank holds the bytes B22 expects at N = 2, 3 and 4") {
