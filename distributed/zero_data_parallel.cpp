@@ -482,6 +482,7 @@ int64_t ZeroDataParallel::kept_nbytes() const {
   const State& s = *state_;
   return s.kept ? allocated_nbytes(s.units[*s.kept].flat_param) : 0;
 }
+
 int64_t ZeroDataParallel::reduction_peak_nbytes() const { return state_->reduction_peak; }
 
 void ZeroDataParallel::reset_peaks() {
