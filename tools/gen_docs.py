@@ -175,7 +175,6 @@ def run_all(build_dir, texts, cache):
     """Runs every program that regenerate() will run on `texts` ({path: text}) into `cache`, two
     at a time: the programs are independent, and one alone keeps about one core busy. A bad
     marker raises ValueError naming its file."""
-    variant = bool(os.environ.get("MEMGRAD_VARIANT"))
     commands = []
     for path, text in texts.items():
         for m in MARKER.finditer(text):
@@ -183,7 +182,7 @@ def run_all(build_dir, texts, cache):
                 command = parse_spec(m.group("spec").strip())[0]
             except ValueError as e:
                 raise ValueError(f"{os.path.relpath(path, ROOT)}: {e}") from None
-            if command not in commands and not (variant and computes_nothing(command)):
+            if command not in commands and runs_here(command):
                 commands.append(command)
     with ThreadPoolExecutor(max_workers=2) as pool:
         outputs = list(pool.map(lambda c: run(build_dir, c, {}), commands))
@@ -197,15 +196,17 @@ def computes_nothing(command):
     return words[0] == "estimate" or any(w.startswith("meta:") for w in words)
 
 
-def regenerate(text, build_dir, cache):
-    # Under ./memgrad test --variants (MEMGRAD_VARIANT set) the blocks that compute nothing are
-    # not run again: the variants exist for what a BLAS kernel or a thread count can change.
-    variant = bool(os.environ.get("MEMGRAD_VARIANT"))
+def runs_here(command):
+    """Under ./memgrad test --variants (MEMGRAD_VARIANT set) the blocks that compute nothing are
+    not run again: the variants exist for what a BLAS kernel or a thread count can change."""
+    return not (os.environ.get("MEMGRAD_VARIANT") and computes_nothing(command))
 
+
+def regenerate(text, build_dir, cache):
     def block(m):
         spec = m.group("spec").strip()
         command, tolerance = parse_spec(spec)
-        if variant and computes_nothing(command):
+        if not runs_here(command):
             return m.group(0)
         note = tolerance_note(tolerance) if tolerance != Tolerance() else ""
         return (f"<!-- output: {spec} -->\n```text\n{run(build_dir, command, cache)}\n```\n"
