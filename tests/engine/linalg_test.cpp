@@ -1,12 +1,15 @@
 // Matrix products: values against hand-computed results, every operand layout (transposed,
 // sliced, broadcast batch), the memory each call takes, dtypes, and every error.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "engine/memgrad.h"
+#include "memgrad_build_config.h"
 #include "tests/support/error_check.h"
 #include "tests/support/stats_delta.h"
 #include "tests/support/tensor_check.h"
@@ -308,6 +311,36 @@ TEST_CASE("larger random products match a reference in every layout") {
     check_values(mm(a, b), {37, 29}, expected, 1e-9);
     check_values(mm(a.t().contiguous().t(), b.t().contiguous().t()), {37, 29}, expected, 1e-9);
     check_values(mm(a.to(kFloat32), b.to(kFloat32)), {37, 29}, expected, 1e-4);
+  }
+}
+
+TEST_CASE(
+    "a tall product cut into row bands, one per thread, has the values and bits of one call") {
+  // kernels/cpu/gemm.cpp cuts a product with at least 256 rows per thread and twice as many rows
+  // as columns into one band of rows per thread. 1000 rows: bands of 512 and 488 on 2 threads,
+  // the second not a multiple of the 16-row tile; with one thread, one call.
+  const int threads_before = omp_get_max_threads();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (bool transposed_a : {false, true}) {
+      CAPTURE(dtype);
+      CAPTURE(transposed_a);
+      const TensorOptions options(dtype);
+      const Tensor a = transposed_a ? randn({64, 1000}, options).t() : randn({1000, 64}, options);
+      const Tensor b = randn({64, 40}, options);
+      omp_set_num_threads(1);
+      const Tensor one_call = mm(a, b);
+      omp_set_num_threads(2);
+      const Tensor banded = mm(a, b);
+      omp_set_num_threads(threads_before);
+      check_values(
+          banded, {1000, 40},
+          reference_bmm(a.contiguous().to_vector<double>(), b.to_vector<double>(), 1, 1000, 64, 40),
+          dtype == kFloat32 ? 1e-4 : 1e-10);
+#if MEMGRAD_WITH_BLAS
+      // OpenBLAS cuts neither way along k, so each element is the same sum in the same order.
+      CHECK(std::memcmp(banded.data_ptr(), one_call.data_ptr(), banded.nbytes()) == 0);
+#endif
+    }
   }
 }
 
