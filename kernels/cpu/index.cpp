@@ -160,7 +160,20 @@ void CpuBackend::masked_fill(const Operand& self, const Operand& mask, double va
     using T = decltype(tag);
     char v[sizeof(T)];
     store_as<double>(v, self.dtype, value);
+    T fill;
+    std::memcpy(&fill, v, sizeof(T));
     parallel_run(nest, base_pointers(ops), [&](auto p, auto s, int64_t n) {
+      if (s[0] == static_cast<int64_t>(sizeof(T)) && s[1] == 1) {
+        // Contiguous rows (attention's causal mask): a select the compiler vectorises.
+        T* __restrict out = reinterpret_cast<T*>(p[0]);
+        const auto* __restrict m = reinterpret_cast<const uint8_t*>(p[1]);
+        const T f = fill;
+        for (int64_t i = 0; i < n; ++i) {
+          const T o = out[i];
+          out[i] = m[i] != 0 ? f : o;
+        }
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) {
         if (*reinterpret_cast<const bool*>(p[1] + i * s[1])) {
           std::memcpy(p[0] + i * s[0], v, sizeof(T));

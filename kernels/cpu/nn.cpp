@@ -23,6 +23,25 @@ void put(const Operand& o, int64_t i, compute_t<T> v) {
   static_cast<T*>(o.data)[i] = static_cast<T>(v);
 }
 
+// Row sums in double over kLanes interleaved partial sums (element i into lane i % kLanes),
+// added lane by lane at the end: independent chains, which the compiler turns into vector adds,
+// where one running sum would wait on each add's latency. The order is fixed, so a sum does not
+// depend on the thread count.
+constexpr int64_t kLanes = 8;
+
+template <typename F>
+double lane_sum(int64_t n, F&& term) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += term(i + l);
+  }
+  for (; i < n; ++i) acc[i % kLanes] += term(i);
+  double sum = 0.0;
+  for (double a : acc) sum += a;
+  return sum;
+}
+
 // Statistics use the same type as mean/rstd (float32, or float64 for float64 inputs).
 template <typename T, typename S>
 void layer_norm_rows(const Operand& y, const Operand& mean, const Operand& rstd, const Operand& x,
@@ -31,14 +50,12 @@ void layer_norm_rows(const Operand& y, const Operand& mean, const Operand& rstd,
 #pragma omp parallel for if (rows * n > 65536) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * n;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(at<T>(x, base + i));
-    const double mu = sum / static_cast<double>(n);
-    double sq = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double d = static_cast<double>(at<T>(x, base + i)) - mu;
-      sq += d * d;
-    }
+    auto xi = [&](int64_t i) { return static_cast<double>(at<T>(x, base + i)); };
+    const double mu = lane_sum(n, xi) / static_cast<double>(n);
+    const double sq = lane_sum(n, [&](int64_t i) {
+      const double d = xi(i) - mu;
+      return d * d;
+    });
     const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
     static_cast<S*>(mean.data)[r] = static_cast<S>(mu);
     static_cast<S*>(rstd.data)[r] = static_cast<S>(inv);
@@ -68,14 +85,14 @@ void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operan
       const int64_t base = r * n;
       const double mu = static_cast<S*>(mean.data)[r];
       const double inv = static_cast<S*>(rstd.data)[r];
-      double sum_g = 0.0, sum_gx = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
+      auto gw_at = [&](int64_t i) {
         const double g = static_cast<double>(at<T>(dy, base + i));
-        const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
-        sum_g += gw;
-        sum_gx += gw * xhat;
-      }
+        return w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
+      };
+      const double sum_g = lane_sum(n, gw_at);
+      const double sum_gx = lane_sum(n, [&](int64_t i) {
+        return gw_at(i) * layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
+      });
       const double mg = sum_g / static_cast<double>(n), mgx = sum_gx / static_cast<double>(n);
       for (int64_t i = 0; i < n; ++i) {
         const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
