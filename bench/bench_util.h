@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -88,11 +89,16 @@ inline double current_rss_mib() {
                    : 0.0;
 }
 
-// Peak resident set size of this process so far, in MiB (getrusage ru_maxrss is in KiB).
+// Peak resident set size of this process so far, in MiB: the kernel's VmHWM
+// (/proc/self/status). Not getrusage's ru_maxrss, which a process keeps across exec: a program
+// started by a Python runner would report the runner's 13 MiB as its own peak at startup.
 inline double peak_rss_mib() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
+  }
+  return 0.0;
 }
 
 // The BLAS this process loaded, looked up at run time (dlsym) so the caller needs no BLAS headers:

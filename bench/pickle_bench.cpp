@@ -100,17 +100,6 @@ PyValue snapshot(double mb) {
                         {"device_traces", PyValue::list({PyValue::list(std::move(trace))})}});
 }
 
-// This process's peak resident set (VmHWM) in MiB: unlike getrusage's ru_maxrss it starts
-// afresh at exec, so it does not include the writer's peak.
-double vm_hwm_mib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
-  }
-  return 0.0;
-}
-
 int read_only(const char* path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(fmt::format("pickle_bench: cannot open {}", path), path);
@@ -119,7 +108,7 @@ int read_only(const char* path) {
   const auto start = bench::Clock::now();
   const PyValue value = read_pickle(bytes);
   const double seconds = bench::seconds_since(start);
-  const double peak = vm_hwm_mib();
+  const double peak = bench::peak_rss_mib();
   bench::report("pickle_file_size", file_mib, "MiB");
   bench::report("pickle_read_time", seconds, "s");
   bench::report("pickle_read_peak_rss", peak, "MiB");

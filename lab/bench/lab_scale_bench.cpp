@@ -211,15 +211,6 @@ bool perfetto_complete(const std::string& path, const std::vector<TraceEvent>& t
   return valid && counted.counters == trace.size() && counted.markers == markers;
 }
 
-double vm_hwm_mib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
-  }
-  return 0.0;
-}
-
 // The child: read and import FILE, report time and peak memory against its size.
 int import_only(const char* path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -227,7 +218,7 @@ int import_only(const char* path) {
   const auto start = bench::Clock::now();
   const ImportedSnapshot s = import_snapshot_file(path);
   const double seconds = bench::seconds_since(start);
-  const double peak = vm_hwm_mib();
+  const double peak = bench::peak_rss_mib();
   bench::report("lab_import_file_size", file_mib, "MiB");
   bench::report("lab_import_events", static_cast<double>(s.events.size()), "events");
   bench::report("lab_import_time", seconds, "s");
