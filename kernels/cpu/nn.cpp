@@ -1,10 +1,11 @@
 // CPU kernels of the nn layer: layer norm (forward, backward) and fused log-softmax + NLL.
-// Rows are independent: OpenMP over rows (the layer norm's weight and bias gradients: over
-// columns); float16 rows compute in float. The per-element formulas are kernels/nn_formulas.h,
-// shared with the CUDA backend.
+// Rows are independent: OpenMP over rows (the layer norm's weight and bias gradients: partial
+// sums over fixed chunks of rows, added in chunk order); float16 rows compute in float. The
+// per-element formulas are kernels/nn_formulas.h, shared with the CUDA backend.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/element_types.h"
@@ -70,62 +71,62 @@ void layer_norm_rows(const Operand& y, const Operand& mean, const Operand& rstd,
 }
 
 // dx = rstd (dy w - mean(dy w) - xhat mean(dy w xhat)); dweight = sum dy xhat; dbias = sum dy.
-// dx: OpenMP over rows (each row is independent). dweight and dbias: OpenMP over columns, each
-// column summed over the rows in row order, so the sums (in double) do not depend on the thread
-// count.
+// One pass over the rows, in chunks of kRowChunk rows spread over OpenMP threads: each row's dx,
+// and each chunk's partial sums of dweight and dbias (in double, rows in order), which are then
+// added chunk by chunk in chunk order. The chunks do not depend on the thread count, so neither do
+// the sums. The partial sums are host memory (a std::vector), like the GEMM's packing buffers:
+// 2 x chunks x n doubles (64 KiB for 2048 rows of 128), not in the allocator's statistics.
+constexpr int64_t kRowChunk = 64;
+
 template <typename T, typename S>
 void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operand& db,
                               const Operand& dy, const Operand& x, const Operand& mean,
                               const Operand& rstd, const Operand& w, int64_t rows, int64_t n) {
-  const bool want_dw = dw.data != nullptr, want_db = db.data != nullptr;
-  const bool parallel = rows * n > 65536;
-  if (dx.data != nullptr) {
-#pragma omp parallel for if (parallel) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+  const bool want_dx = dx.data != nullptr, want_dw = dw.data != nullptr;
+  const bool want_db = db.data != nullptr;
+  const int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
+  std::vector<double> part_w(want_dw ? static_cast<size_t>(chunks * n) : 0);
+  std::vector<double> part_b(want_db ? static_cast<size_t>(chunks * n) : 0);
+#pragma omp parallel for if (rows * n > 65536) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    double* pw = want_dw ? part_w.data() + c * n : nullptr;
+    double* pb = want_db ? part_b.data() + c * n : nullptr;
+    for (int64_t r = c * kRowChunk; r < std::min(rows, (c + 1) * kRowChunk); ++r) {
       const int64_t base = r * n;
       const double mu = static_cast<S*>(mean.data)[r];
       const double inv = static_cast<S*>(rstd.data)[r];
-      auto gw_at = [&](int64_t i) {
-        const double g = static_cast<double>(at<T>(dy, base + i));
-        return w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
+      auto xhat_at = [&](int64_t i) {
+        return layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
       };
-      const double sum_g = lane_sum(n, gw_at);
-      const double sum_gx = lane_sum(n, [&](int64_t i) {
-        return gw_at(i) * layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
-      });
-      const double mg = sum_g / static_cast<double>(n), mgx = sum_gx / static_cast<double>(n);
-      for (int64_t i = 0; i < n; ++i) {
-        const double xhat = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
-        const double g = static_cast<double>(at<T>(dy, base + i));
-        const double gw = w.data != nullptr ? g * static_cast<double>(at<T>(w, i)) : g;
-        put<T>(dx, base + i, static_cast<compute_t<T>>(layer_norm_dx(inv, gw, mg, xhat, mgx)));
+      auto g_at = [&](int64_t i) { return static_cast<double>(at<T>(dy, base + i)); };
+      if (want_dx) {
+        auto gw_at = [&](int64_t i) {
+          return w.data != nullptr ? g_at(i) * static_cast<double>(at<T>(w, i)) : g_at(i);
+        };
+        const double mg = lane_sum(n, gw_at) / static_cast<double>(n);
+        const double mgx =
+            lane_sum(n, [&](int64_t i) { return gw_at(i) * xhat_at(i); }) / static_cast<double>(n);
+        for (int64_t i = 0; i < n; ++i) {
+          put<T>(dx, base + i,
+                 static_cast<compute_t<T>>(layer_norm_dx(inv, gw_at(i), mg, xhat_at(i), mgx)));
+        }
+      }
+      if (pw != nullptr) {
+        for (int64_t i = 0; i < n; ++i) pw[i] += g_at(i) * xhat_at(i);
+      }
+      if (pb != nullptr) {
+        for (int64_t i = 0; i < n; ++i) pb[i] += g_at(i);
       }
     }
   }
-  if (!want_dw && !want_db) return;
-  // Columns in blocks of kColumns: each thread walks all rows over its own block.
-  constexpr int64_t kColumns = 16;
-  const int64_t blocks = (n + kColumns - 1) / kColumns;
-#pragma omp parallel for if (parallel) schedule(static)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t i0 = blk * kColumns, i1 = std::min(n, i0 + kColumns);
-    double acc_w[kColumns] = {}, acc_b[kColumns] = {};
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t base = r * n;
-      const double mu = static_cast<S*>(mean.data)[r];
-      const double inv = static_cast<S*>(rstd.data)[r];
-      for (int64_t i = i0; i < i1; ++i) {
-        const double g = static_cast<double>(at<T>(dy, base + i));
-        if (want_dw) {
-          acc_w[i - i0] += g * layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
-        }
-        if (want_db) acc_b[i - i0] += g;
-      }
+  for (int64_t i = 0; i < n; ++i) {
+    double sum_w = 0.0, sum_b = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (want_dw) sum_w += part_w[static_cast<size_t>(c * n + i)];
+      if (want_db) sum_b += part_b[static_cast<size_t>(c * n + i)];
     }
-    for (int64_t i = i0; i < i1; ++i) {
-      if (want_dw) put<T>(dw, i, static_cast<compute_t<T>>(acc_w[i - i0]));
-      if (want_db) put<T>(db, i, static_cast<compute_t<T>>(acc_b[i - i0]));
-    }
+    if (want_dw) put<T>(dw, i, static_cast<compute_t<T>>(sum_w));
+    if (want_db) put<T>(db, i, static_cast<compute_t<T>>(sum_b));
   }
 }
 

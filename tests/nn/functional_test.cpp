@@ -323,6 +323,22 @@ TEST_CASE("layer_norm's float32 gradients on many rows match the same rows in fl
   }
 }
 
+TEST_CASE("layer_norm's weight and bias gradients on many rows are column sums of dy xhat and dy") {
+  // The backward adds dweight and dbias over chunks of rows (700 rows: 10 whole chunks of 64
+  // and a last of 60). The reference: the same sums by the reduction kernel, with xhat from the
+  // forward of a layer norm without weight and bias.
+  manual_seed(5);
+  const TensorOptions f64(kFloat64);
+  const Tensor x = randn({700, 100}, f64), dy = randn({700, 100}, f64);
+  Tensor w = randn({100}, f64), b = randn({100}, f64);
+  w.requires_grad_();
+  b.requires_grad_();
+  (nn::layer_norm(x, {100}, w, b) * dy).sum().backward();
+  const Tensor xhat = nn::layer_norm(x, {100});
+  check_values(b.grad(), {100}, dy.sum(Shape{0}).to_vector<double>(), 1e-9);
+  check_values(w.grad(), {100}, (dy * xhat).sum(Shape{0}).to_vector<double>(), 1e-9);
+}
+
 TEST_CASE(
     "gelu's tanh form has the float64 rule's float32 gradient on contiguous and strided rows") {
   // d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2),
