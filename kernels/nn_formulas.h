@@ -46,11 +46,17 @@ MEMGRAD_HOST_DEVICE inline double cross_entropy_loss(double picked, double sum_l
 // d loss / d logit of one class: g (exp(log_prob) - y), with the smoothed target
 // y = (1 - s) [class is the target] + s / C (spread = s / C) and g the row's incoming gradient
 // (0 for an ignored row).
+// `prob` is exp(log_prob), computed by the caller (the CPU kernel exponentiates a row at once).
+MEMGRAD_HOST_DEVICE inline double cross_entropy_grad_from_prob(double g, double prob,
+                                                               bool is_target, double smoothing,
+                                                               double spread) {
+  const double y = (is_target ? 1.0 - smoothing : 0.0) + spread;
+  return g * (prob - y);
+}
+
 MEMGRAD_HOST_DEVICE inline double cross_entropy_grad(double g, double log_prob, bool is_target,
                                                      double smoothing, double spread) {
-  const double p = std::exp(log_prob);
-  const double y = (is_target ? 1.0 - smoothing : 0.0) + spread;
-  return g * (p - y);
+  return cross_entropy_grad_from_prob(g, std::exp(log_prob), is_target, smoothing, spread);
 }
 
 }  // namespace memgrad::kernels

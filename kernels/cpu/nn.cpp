@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/element_types.h"
 #include "kernels/nn_formulas.h"
@@ -130,6 +132,24 @@ void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operan
   }
 }
 
+// exp over a row of `n` values term(0..n) in blocks of at most kExpBlock, with Eigen's
+// vectorised exp for double (libm's is one call per element); `use(first, block)` sees each
+// block of exponentials in order.
+constexpr int64_t kExpBlock = 512;
+using ExpBlock = Eigen::Map<Eigen::ArrayXd>;
+
+template <typename Term, typename Use>
+void for_exp_blocks(int64_t n, Term&& term, Use&& use) {
+  double buffer[kExpBlock];
+  for (int64_t first = 0; first < n; first += kExpBlock) {
+    const int64_t len = std::min(kExpBlock, n - first);
+    for (int64_t j = 0; j < len; ++j) buffer[j] = term(first + j);
+    ExpBlock block(buffer, len);
+    block = block.exp();
+    use(first, block);
+  }
+}
+
 template <typename T>
 IndexCheck cross_entropy_rows(const Operand& loss, const Operand& lp, const Operand& logits,
                               const Operand& target, int64_t ignore, double smoothing) {
@@ -148,8 +168,9 @@ IndexCheck cross_entropy_rows(const Operand& loss, const Operand& lp, const Oper
     for (int64_t c = 0; c < classes; ++c)
       mx = std::max(mx, static_cast<double>(at<T>(logits, base + c)));
     double sum = 0.0;
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(static_cast<double>(at<T>(logits, base + c)) - mx);
+    for_exp_blocks(
+        classes, [&](int64_t c) { return static_cast<double>(at<T>(logits, base + c)) - mx; },
+        [&](int64_t, const ExpBlock& e) { sum += e.sum(); });
     const double lse = mx + std::log(sum);
     double sum_lp = 0.0;
     for (int64_t c = 0; c < classes; ++c) {
@@ -181,11 +202,15 @@ void cross_entropy_backward_rows(const Operand& grad, const Operand& grad_loss, 
     const int64_t base = r * classes;
     const int64_t t = tgt[r];
     const double g = t == ignore ? 0.0 : static_cast<double>(at<T>(grad_loss, r * gstride)) * scale;
-    for (int64_t c = 0; c < classes; ++c) {
-      const double v =
-          cross_entropy_grad(g, static_cast<double>(at<T>(lp, base + c)), c == t, smoothing, off);
-      put<T>(grad, base + c, static_cast<compute_t<T>>(v));
-    }
+    for_exp_blocks(
+        classes, [&](int64_t c) { return static_cast<double>(at<T>(lp, base + c)); },
+        [&](int64_t first, const ExpBlock& p) {
+          for (int64_t j = 0; j < p.size(); ++j) {
+            const int64_t c = first + j;
+            const double v = cross_entropy_grad_from_prob(g, p[j], c == t, smoothing, off);
+            put<T>(grad, base + c, static_cast<compute_t<T>>(v));
+          }
+        });
   }
 }
 
