@@ -33,7 +33,7 @@ void put(const Operand& o, int64_t i, compute_t<T> v) {
 constexpr int64_t kLanes = 8;
 
 template <typename F>
-double lane_sum(int64_t n, F&& term) {
+double interleaved_sum(int64_t n, F&& term) {
   double acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -54,8 +54,8 @@ void layer_norm_rows(const Operand& y, const Operand& mean, const Operand& rstd,
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * n;
     auto xi = [&](int64_t i) { return static_cast<double>(at<T>(x, base + i)); };
-    const double mu = lane_sum(n, xi) / static_cast<double>(n);
-    const double sq = lane_sum(n, [&](int64_t i) {
+    const double mu = interleaved_sum(n, xi) / static_cast<double>(n);
+    const double sq = interleaved_sum(n, [&](int64_t i) {
       const double d = xi(i) - mu;
       return d * d;
     });
@@ -105,9 +105,9 @@ void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operan
         auto gw_at = [&](int64_t i) {
           return w.data != nullptr ? g_at(i) * static_cast<double>(at<T>(w, i)) : g_at(i);
         };
-        const double mg = lane_sum(n, gw_at) / static_cast<double>(n);
-        const double mgx =
-            lane_sum(n, [&](int64_t i) { return gw_at(i) * xhat_at(i); }) / static_cast<double>(n);
+        const double mg = interleaved_sum(n, gw_at) / static_cast<double>(n);
+        const double mgx = interleaved_sum(n, [&](int64_t i) { return gw_at(i) * xhat_at(i); }) /
+                           static_cast<double>(n);
         for (int64_t i = 0; i < n; ++i) {
           put<T>(dx, base + i,
                  static_cast<compute_t<T>>(layer_norm_dx(inv, gw_at(i), mg, xhat_at(i), mgx)));

@@ -206,14 +206,19 @@ double lane_sum(const T* p, int64_t n, F f) {
 template <bool kIsMax, typename C, typename T>
 C lane_extreme(const T* p, int64_t n, C init) {
   constexpr int kLanes = std::max(8, 128 / static_cast<int>(sizeof(C)));
+  static_assert((kLanes & (kLanes - 1)) == 0, "the lanes are folded in halves");
   C lanes[kLanes];
   for (int l = 0; l < kLanes; ++l) lanes[l] = init;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) lanes[l] = pick<kIsMax>(lanes[l], to_acc<C>(p[i + l]));
   }
-  C acc = init;
-  for (int l = 0; l < kLanes; ++l) acc = pick<kIsMax>(acc, lanes[l]);
+  // The lanes folded in halves (each step a vector operation; one lane after another would be a
+  // chain of kLanes dependent picks, the most of a short row's time: softmax's rows of 64).
+  for (int half = kLanes / 2; half > 0; half /= 2) {
+    for (int l = 0; l < half; ++l) lanes[l] = pick<kIsMax>(lanes[l], lanes[l + half]);
+  }
+  C acc = lanes[0];
   for (; i < n; ++i) acc = pick<kIsMax>(acc, to_acc<C>(p[i]));
   return acc;
 }
