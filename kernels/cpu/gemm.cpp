@@ -39,12 +39,14 @@ namespace {
 // Work per product (m n k) below which batches are spread over threads instead of letting one
 // product use several threads (OpenBLAS itself stays single-threaded below 2^18).
 constexpr int64_t kSmallGemmWork = int64_t{1} << 20;
-// Row bands: at least this many rows per thread, and m >= kBandAspect x n. Band edges fall on
+// Row bands: at least this many rows per thread (fewer would leave the bands unequal by up to
+// half of kBandAlign: a 512 x 128 x 2048 weight gradient ran slower in bands of 288 and 224
+// rows than on OpenBLAS's threads), and m >= kBandAspect x n. Band edges fall on
 // multiples of kBandAlign rows: OpenBLAS steps through a row-major C's rows in groups (24 in
 // the Zen and Haswell SGEMM kernels, 8 or 16 in others) and sums the last, partial group
 // differently, so a band edge inside a group would change that group's last bits. 96 is a
 // multiple of every group size of the x86-64 kernels.
-constexpr int64_t kMinBandRows = 256;
+constexpr int64_t kMinBandRows = 512;
 constexpr int64_t kBandAspect = 2;
 constexpr int64_t kBandAlign = 96;
 

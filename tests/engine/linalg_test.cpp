@@ -316,16 +316,17 @@ TEST_CASE("larger random products match a reference in every layout") {
 
 TEST_CASE(
     "a tall product cut into row bands, one per thread, has the values and bits of one call") {
-  // kernels/cpu/gemm.cpp cuts a product with at least 256 rows per thread and twice as many rows
-  // as columns into one band of rows per thread. 1000 rows: bands of 512 and 488 on 2 threads,
-  // the second not a multiple of the 16-row tile; with one thread, one call.
+  // kernels/cpu/gemm.cpp cuts a product with at least 512 rows per thread and twice as many rows
+  // as columns into one band of rows per thread: 2080 rows make bands of 1056 and 1024 on 2
+  // threads; with one thread, one call. (Without the bands the bits would differ: OpenBLAS's
+  // own two threads sum some elements in another order than its single thread does.)
   const int threads_before = omp_get_max_threads();
   for (DType dtype : {kFloat32, kFloat64}) {
     for (bool transposed_a : {false, true}) {
       CAPTURE(dtype);
       CAPTURE(transposed_a);
       const TensorOptions options(dtype);
-      const Tensor a = transposed_a ? randn({64, 1000}, options).t() : randn({1000, 64}, options);
+      const Tensor a = transposed_a ? randn({64, 2080}, options).t() : randn({2080, 64}, options);
       const Tensor b = randn({64, 40}, options);
       omp_set_num_threads(1);
       const Tensor one_call = mm(a, b);
@@ -333,8 +334,8 @@ TEST_CASE(
       const Tensor banded = mm(a, b);
       omp_set_num_threads(threads_before);
       check_values(
-          banded, {1000, 40},
-          reference_bmm(a.contiguous().to_vector<double>(), b.to_vector<double>(), 1, 1000, 64, 40),
+          banded, {2080, 40},
+          reference_bmm(a.contiguous().to_vector<double>(), b.to_vector<double>(), 1, 2080, 64, 40),
           dtype == kFloat32 ? 1e-4 : 1e-10);
 #if MEMGRAD_WITH_BLAS
       // OpenBLAS cuts neither way along k, so each element is the same sum in the same order.
