@@ -345,6 +345,22 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("batched float32 products with transposed operands match a reference") {
+  // 2 x 3 products of 7 x 24 x 16, small enough to run one per thread, with A and B each as a
+  // transposed view (the layouts attention's q k^T and its gradients take).
+  manual_seed(11);
+  const Tensor a = randn({2, 3, 7, 16}), at = randn({2, 3, 16, 7}).transpose(-2, -1);
+  const Tensor b = randn({2, 3, 16, 24}), bt = randn({2, 3, 24, 16}).transpose(-2, -1);
+  for (const Tensor* lhs : {&a, &at}) {
+    for (const Tensor* rhs : {&b, &bt}) {
+      const std::vector<double> expected =
+          reference_bmm(lhs->contiguous().to_vector<double>(),
+                        rhs->contiguous().to_vector<double>(), 6, 7, 16, 24);
+      check_values(matmul(*lhs, *rhs), {2, 3, 7, 24}, expected, 1e-5);
+    }
+  }
+}
+
 TEST_CASE("empty inner dimension gives zeros and empty outer dims give empty results") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
