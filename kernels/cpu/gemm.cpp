@@ -181,7 +181,8 @@ void gemm_row_bands(const GemmArgs& g, T alpha, const Mat<T>& a, const T* pa, co
       std::max<int64_t>(kBandAlign, (g.m / threads + kBandAlign / 2) / kBandAlign * kBandAlign);
   // Row r of A: r * ld elements on for a row-major A, r for a transposed one.
   const int64_t a_row_step = a.trans ? 1 : a.ld;
-#pragma omp parallel for schedule(static) num_threads(static_cast <int>(threads))
+  const int team = static_cast<int>(threads);
+#pragma omp parallel for schedule(static) num_threads(team)
   for (int64_t t = 0; t < threads; ++t) {
     // The last band takes what is left.
     const int64_t first = t * band,
