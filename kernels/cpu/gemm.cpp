@@ -201,27 +201,25 @@ template <typename T>
 void gemm_batches(const GemmArgs& g, const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc,
                   int64_t batch_stride_c) {
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  const int64_t products = g.outer * g.batch, work = g.m * g.n * g.k;
+  const bool spread = products > 1 && work < kSmallGemmWork && !omp_in_parallel();
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool bands = !spread && threads > 1 && g.m >= kMinBandRows * threads &&
+                     g.m >= kBandAspect * g.n && work >= kSmallGemmWork;
   auto one = [&](int64_t flat) {
     const int64_t o = flat / g.batch, i = flat % g.batch;
-    gemm_one<T>(g.m, g.n, g.k, alpha, a, a.data + o * g.outer_stride_a + i * a.batch_stride, b,
-                b.data + o * g.outer_stride_b + i * b.batch_stride, beta,
-                c + o * g.outer_stride_c + i * batch_stride_c, ldc);
+    const T* pa = a.data + o * g.outer_stride_a + i * a.batch_stride;
+    const T* pb = b.data + o * g.outer_stride_b + i * b.batch_stride;
+    T* pc = c + o * g.outer_stride_c + i * batch_stride_c;
+    if (bands) {
+      gemm_row_bands<T>(g, alpha, a, pa, b, pb, beta, pc, ldc, threads);
+    } else {
+      gemm_one<T>(g.m, g.n, g.k, alpha, a, pa, b, pb, beta, pc, ldc);
+    }
   };
-  const int64_t products = g.outer * g.batch;
-  if (products > 1 && g.m * g.n * g.k < kSmallGemmWork && !omp_in_parallel()) {
+  if (spread) {
 #pragma omp parallel for schedule(static)
     for (int64_t flat = 0; flat < products; ++flat) one(flat);
-    return;
-  }
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads > 1 && g.m >= kMinBandRows * threads && g.m >= kBandAspect * g.n &&
-      g.m * g.n * g.k >= kSmallGemmWork) {
-    for (int64_t flat = 0; flat < products; ++flat) {
-      const int64_t o = flat / g.batch, i = flat % g.batch;
-      gemm_row_bands<T>(g, alpha, a, a.data + o * g.outer_stride_a + i * a.batch_stride, b,
-                        b.data + o * g.outer_stride_b + i * b.batch_stride, beta,
-                        c + o * g.outer_stride_c + i * batch_stride_c, ldc, threads);
-    }
     return;
   }
   for (int64_t flat = 0; flat < products; ++flat) one(flat);
