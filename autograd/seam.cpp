@@ -42,6 +42,23 @@ struct PendingInplace {
   Edge base_edge;  // the base's history before the op
 };
 
+// PyTorch refuses in-place ops on the pieces of split, chunk and unbind (and on views of them)
+// while autograd records: one node produced all the pieces, and it cannot be rebuilt around one.
+[[noreturn]] void throw_multi_output_view_inplace(const Tensor& self) {
+  const AutogradMeta* meta = self.impl()->autograd_meta();
+  const std::string what =
+      meta != nullptr && meta->grad_fn
+          ? fmt::format("Output {} of {} is a view and is being modified inplace.", meta->output_nr,
+                        meta->grad_fn->name())
+          : std::string(
+                "A view that does not require grad is being modified inplace by an op "
+                "whose other inputs require grad.");
+  throw AutogradError(what +
+                      " This view is the output of a function that returns multiple views. Such "
+                      "functions do not allow the output views to be modified inplace. You should "
+                      "replace the inplace operation by an out-of-place one.");
+}
+
 bool is_leaf_requiring_grad(const Tensor& t) {
   const AutogradMeta* meta = t.impl()->autograd_meta();
   return t.requires_grad() && (meta == nullptr || meta->grad_fn == nullptr);
@@ -72,6 +89,7 @@ class Seam final : public AutogradSeam {
     bool others_need = false;
     for (const Tensor& o : others) others_need = others_need || (o.defined() && o.requires_grad());
     if (!self.requires_grad() && !others_need) return nullptr;
+    if (self_view && self.impl()->from_multi_output_view()) throw_multi_output_view_inplace(self);
     const OpEntry& entry = op_entry(kind);
     if (entry.backward == nullptr) {
       throw AutogradError(

@@ -137,6 +137,17 @@ struct DiagonalAttrs {
   int64_t dim2 = 1;
 };
 
+// split and chunk: the pieces' lengths along `dim` (wrapped), in order.
+struct SplitAttrs {
+  int64_t dim = 0;
+  std::vector<int64_t> lengths;
+};
+
+// unbind along `dim` (wrapped).
+struct UnbindAttrs {
+  int64_t dim = 0;
+};
+
 // layer_norm over the trailing `normalized_shape`.
 struct LayerNormAttrs {
   Shape normalized_shape;
@@ -154,10 +165,11 @@ struct DropoutAttrs {
   double scale = 1.0;
 };
 
-using OpAttrs = std::variant<NoAttrs, AlphaAttrs, ScalarAttrs, GeluAttrs, ClampAttrs,
-                             ReductionAttrs, VarianceAttrs, NormAttrs, ArgReductionAttrs,
-                             SoftmaxAttrs, IndexDimAttrs, AddmmAttrs, FillAttrs, CatAttrs, PadAttrs,
-                             SliceAttrs, SelectAttrs, TransposeAttrs, PermuteAttrs, AsStridedAttrs,
-                             DiagonalAttrs, LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs>;
+using OpAttrs =
+    std::variant<NoAttrs, AlphaAttrs, ScalarAttrs, GeluAttrs, ClampAttrs, ReductionAttrs,
+                 VarianceAttrs, NormAttrs, ArgReductionAttrs, SoftmaxAttrs, IndexDimAttrs,
+                 AddmmAttrs, FillAttrs, CatAttrs, PadAttrs, SliceAttrs, SelectAttrs, TransposeAttrs,
+                 PermuteAttrs, AsStridedAttrs, DiagonalAttrs, SplitAttrs, UnbindAttrs,
+                 LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs>;
 
 }  // namespace memgrad

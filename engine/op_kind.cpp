@@ -74,6 +74,8 @@ const char* op_name(OpKind kind) {
     case OpKind::Unsqueeze: return "unsqueeze";
     case OpKind::AsStrided: return "as_strided";
     case OpKind::Diagonal: return "diagonal";
+    case OpKind::Split: return "split";
+    case OpKind::Unbind: return "unbind";
     case OpKind::LayerNorm: return "layer_norm";
     case OpKind::CrossEntropy: return "cross_entropy";
     case OpKind::MseLoss: return "mse_loss";

@@ -85,6 +85,8 @@ enum class OpKind : uint16_t {
   Unsqueeze,
   AsStrided,  // the input's geometry is on the node  AsStridedAttrs
   Diagonal,   //                                      DiagonalAttrs
+  Split,      // split, chunk (pieces as outputs)     SplitAttrs
+  Unbind,     // unbind (pieces as outputs)           UnbindAttrs
   // ---- nn ----
   LayerNorm,     // inputs: x, weight, bias; outputs: y, mean, rstd     LayerNormAttrs
   CrossEntropy,  // inputs: logits, target, log_probs                   CrossEntropyAttrs

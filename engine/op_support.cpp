@@ -82,6 +82,11 @@ void record(OpKind kind, std::initializer_list<Tensor> inputs,
                           std::span<const Tensor>(outputs.begin(), outputs.size()), attrs);
 }
 
+void record_outputs(OpKind kind, const Tensor& input, std::span<const Tensor> outputs,
+                    const OpAttrs& attrs) {
+  autograd_seam()->record(kind, std::span<const Tensor>(&input, 1), outputs, attrs);
+}
+
 InplaceRecord::InplaceRecord(OpKind kind, const Tensor& self, std::initializer_list<Tensor> others,
                              const OpAttrs& attrs) {
   AutogradSeam* seam = autograd_seam();

@@ -52,6 +52,11 @@ inline bool should_record(std::initializer_list<const Tensor*> inputs) {
 void record(OpKind kind, std::initializer_list<Tensor> inputs,
             std::initializer_list<Tensor> outputs, const OpAttrs& attrs = {});
 
+// Records an op with one input and any number of outputs (split, chunk, unbind: one node whose
+// outputs are all the pieces).
+void record_outputs(OpKind kind, const Tensor& input, std::span<const Tensor> outputs,
+                    const OpAttrs& attrs);
+
 // The two halves of recording an in-place op on `self`, around the kernel:
 //   InplaceRecord rec(OpKind::Mul, self, {other}, attrs);  // checks, saves old values
 //   kernel(...);

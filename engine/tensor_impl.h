@@ -59,6 +59,11 @@ class TensorImpl {
   bool is_view() const { return view_base_ != nullptr; }
   const std::shared_ptr<TensorImpl>& view_base() const { return view_base_; }
   void set_view_base(std::shared_ptr<TensorImpl> base) { view_base_ = std::move(base); }
+  // Whether this view is a piece of split, chunk or unbind (one op with several view outputs),
+  // or a view of such a piece: autograd refuses in-place ops on it, as PyTorch does. Views made
+  // from it inherit the mark.
+  bool from_multi_output_view() const { return from_multi_output_view_; }
+  void mark_from_multi_output_view() { from_multi_output_view_ = true; }
 
   // Autograd slots, written only by autograd/.
   bool requires_grad() const { return requires_grad_; }
@@ -75,6 +80,7 @@ class TensorImpl {
   DType dtype_;
   bool contiguous_ = true;
   bool requires_grad_ = false;  // a leaf that requires grad, or an output with a grad_fn
+  bool from_multi_output_view_ = false;
   std::shared_ptr<TensorImpl> view_base_;
   std::unique_ptr<AutogradMeta, AutogradMetaDeleter> autograd_meta_;
 };

@@ -19,14 +19,46 @@ namespace {
 
 // The one place a view is made: same Storage shared_ptr, view_base = the root base (a view of a
 // view aliases the tensor that owns the storage, as in PyTorch), dtype kept.
-Tensor aliased(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
-               OpKind kind, const OpAttrs& attrs = NoAttrs{}) {
+// A view of x's storage with this layout, not recorded. A view of a piece of split, chunk or
+// unbind is marked as one too.
+Tensor unrecorded_view(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset) {
   auto impl =
       std::make_shared<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset, x.dtype());
   impl->set_view_base(x.is_view() ? x.impl()->view_base() : x.impl_ptr());
-  Tensor out(std::move(impl));
+  if (x.impl()->from_multi_output_view()) impl->mark_from_multi_output_view();
+  return Tensor(std::move(impl));
+}
+
+Tensor aliased(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
+               OpKind kind, const OpAttrs& attrs = NoAttrs{}) {
+  Tensor out = unrecorded_view(x, sizes, strides, offset);
   if (detail::should_record({&x})) detail::record(kind, {x}, {out}, attrs);
   return out;
+}
+
+// The pieces of split, chunk and unbind: marked (autograd refuses in-place ops on them, as
+// PyTorch does) and recorded as one op with every piece an output, so backward joins their
+// gradients in one allocation (PyTorch's SplitBackward0 and UnbindBackward0).
+std::vector<Tensor> multi_output_views(const Tensor& x, std::vector<Tensor> pieces, OpKind kind,
+                                       const OpAttrs& attrs) {
+  for (const Tensor& p : pieces) p.impl()->mark_from_multi_output_view();
+  if (detail::should_record({&x})) detail::record_outputs(kind, x, pieces, attrs);
+  return pieces;
+}
+
+// The pieces of x along dimension d, of `lengths` elements each, in order.
+std::vector<Tensor> split_pieces(const Tensor& x, int d, const std::vector<int64_t>& lengths) {
+  std::vector<Tensor> pieces;
+  pieces.reserve(lengths.size());
+  Shape sizes = x.sizes();
+  int64_t start = 0;
+  for (int64_t length : lengths) {
+    sizes[d] = length;
+    pieces.push_back(
+        unrecorded_view(x, sizes, x.strides(), x.storage_offset() + start * x.stride(d)));
+    start += length;
+  }
+  return multi_output_views(x, std::move(pieces), OpKind::Split, SplitAttrs{d, lengths});
 }
 
 // Ops that need at least one dimension (select, slice, narrow, split, ...).
@@ -472,13 +504,13 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   }
   const int64_t pieces =
       split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
-  std::vector<Tensor> out;
-  out.reserve(static_cast<size_t>(pieces));
+  std::vector<int64_t> lengths;
+  lengths.reserve(static_cast<size_t>(pieces));
   for (int64_t i = 0; i < pieces; ++i) {
     const int64_t start = i * split_size;
-    out.push_back(slice(x, d, start, std::min(start + split_size, size), 1));
+    lengths.push_back(std::min(start + split_size, size) - start);
   }
-  return out;
+  return split_pieces(x, d, lengths);
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
@@ -505,14 +537,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
             size, d, split_sizes),
         "split", ShapeRoles::given(x.sizes()));
   }
-  std::vector<Tensor> out;
-  out.reserve(split_sizes.size());
-  int64_t start = 0;
-  for (int64_t s : split_sizes) {
-    out.push_back(slice(x, d, start, start + s, 1));
-    start += s;
-  }
-  return out;
+  return split_pieces(x, d, split_sizes);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
@@ -540,10 +565,16 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
                      {.dim = dim, .ndim = 0});
   }
   const int d = wrap_dim(dim, x.dim(), "unbind");
-  std::vector<Tensor> out;
-  out.reserve(static_cast<size_t>(x.size(d)));
-  for (int64_t i = 0; i < x.size(d); ++i) out.push_back(select(x, d, i));
-  return out;
+  Shape sizes = x.sizes();
+  Shape strides = x.strides();
+  sizes.erase(d);
+  strides.erase(d);
+  std::vector<Tensor> pieces;
+  pieces.reserve(static_cast<size_t>(x.size(d)));
+  for (int64_t i = 0; i < x.size(d); ++i) {
+    pieces.push_back(unrecorded_view(x, sizes, strides, x.storage_offset() + i * x.stride(d)));
+  }
+  return multi_output_views(x, std::move(pieces), OpKind::Unbind, UnbindAttrs{d});
 }
 
 }  // namespace memgrad

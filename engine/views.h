@@ -6,6 +6,10 @@
 //   Aliases:   self's storage; is_view() is true and the result shares self's version counter.
 //   Version:   unchanged.
 //   Saves for backward: nothing; backward needs only sizes (and for as_strided, the geometry).
+// split, chunk and unbind return views recorded as one op with every piece an output (PyTorch's
+// SplitBackward0 and UnbindBackward0): backward joins the pieces' gradients in one allocation of
+// the input's shape, and an in-place op on a piece (or a view of one) while autograd records
+// raises AutogradError, as in PyTorch.
 // Errors: ShapeError for incompatible sizes (with "use .reshape(...) instead" when a view is
 // impossible only because of the strides), IndexError for bad dims or indices.
 #pragma once

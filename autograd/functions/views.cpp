@@ -1,6 +1,8 @@
 // Views: backward needs only sizes (and for as_strided, the geometry), so views save nothing.
 // Most gradients are views of the incoming gradient (transpose, permute, view); slice, select
-// and diagonal write it into zeros of the input's shape (one allocation, as PyTorch).
+// and diagonal write it into zeros of the input's shape (one allocation, as PyTorch); split,
+// chunk and unbind are one node for all their pieces, whose gradients cat or stack joins (one
+// allocation, plus zeros for each piece that got no gradient, as PyTorch).
 #include <algorithm>
 #include <numeric>
 
@@ -90,6 +92,36 @@ struct Diagonal {
   }
 };
 
+// The gradients of a multi-output view's pieces, in order: zeros of the piece's shape for a
+// piece that got none.
+std::vector<Tensor> piece_grads(OpNode& n, const Grads& g) {
+  const std::vector<TensorMeta>& pieces = n.output_meta();
+  std::vector<Tensor> out;
+  out.reserve(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    out.push_back(i < g.size() && g[i].defined() ? g[i] : zeros_for(pieces[i]));
+  }
+  return out;
+}
+
+// ---- split(x), chunk(x): d = the pieces' gradients joined by cat ----
+struct Split {
+  static constexpr OpKind kind = OpKind::Split;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
+    return {cat(piece_grads(n, g), n.attrs<SplitAttrs>().dim)};
+  }
+};
+
+// ---- unbind(x): d = the pieces' gradients joined by stack ----
+struct Unbind {
+  static constexpr OpKind kind = OpKind::Unbind;
+  static void save(OpNode&, Inputs, Outputs) {}
+  static Grads backward(OpNode& n, const Grads& g) {
+    return {stack(piece_grads(n, g), n.attrs<UnbindAttrs>().dim)};
+  }
+};
+
 // Storage positions of every element of a geometry, as an int64 tensor (row-major order).
 Tensor positions(const Shape& sizes, const Shape& strides, int64_t offset, Device device) {
   std::vector<int64_t> out(static_cast<size_t>(numel_of(sizes)));
@@ -150,6 +182,8 @@ void register_view_ops() {
   register_op<Transpose>();
   register_op<Permute>();
   register_op<Diagonal>();
+  register_op<Split>();
+  register_op<Unbind>();
   register_op<AsStrided>();
 }
 

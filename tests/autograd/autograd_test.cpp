@@ -202,6 +202,76 @@ TEST_CASE("an in-place op on a view updates the base's history (CopySlices)") {
   check_values(x.grad(), {4}, {2 * 10 * 10, 2 * 20 * 10, 2 * 3, 2 * 4});
 }
 
+TEST_CASE(
+    "split, chunk and unbind make one node whose backward joins the pieces in one allocation") {
+  // x (4, 6) float32 is split into three (4, 2) pieces; each piece's gradient is supplied.
+  Tensor x = ones({4, 6}, TensorOptions().with_requires_grad());
+  const std::vector<Tensor> pieces = x.split(2, 1);
+  REQUIRE_EQ(pieces.size(), 3);
+  for (const Tensor& p : pieces) CHECK_EQ(p.grad_fn_name(), "SplitBackward");
+  CHECK_EQ(x.chunk(3, 1)[2].grad_fn_name(), "SplitBackward");
+  CHECK_EQ(x.unbind(0)[3].grad_fn_name(), "UnbindBackward");
+  std::vector<Tensor> grads;
+  for (int i = 0; i < 3; ++i) grads.push_back(full({4, 2}, static_cast<double>(i + 1)));
+  PolicyAllocator& alloc = allocator_for(kCPU);
+  const int64_t before = alloc.stats().allocation.all().allocated;
+  StatsDelta delta(alloc);
+  autograd::backward(pieces, grads);
+  // One allocation, x's gradient (cat of the three pieces' gradients): no zeros of x's shape per
+  // piece, no accumulation.
+  CHECK_EQ(alloc.stats().allocation.all().allocated - before, 1);
+  CHECK_EQ(delta.allocated(), 512);  // 24 floats in one 512-byte block
+  check_values(x.grad(), {4, 6},
+               {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+
+  // A piece without a gradient gets zeros of its own shape (a second allocation, freed), as in
+  // PyTorch's split_backward.
+  x.set_grad(Tensor());
+  const std::vector<Tensor> again = x.split(std::vector<int64_t>{1, 5}, 1);
+  const Tensor sevens = full({4, 5}, 7.0);
+  const int64_t before_one = alloc.stats().allocation.all().allocated;
+  StatsDelta one(alloc);
+  autograd::backward({again[1]}, {sevens});
+  CHECK_EQ(alloc.stats().allocation.all().allocated - before_one, 2);
+  CHECK_EQ(one.allocated(), 512);
+  check_values(x.grad(), {4, 6},
+               {0, 7, 7, 7, 7, 7, 0, 7, 7, 7, 7, 7, 0, 7, 7, 7, 7, 7, 0, 7, 7, 7, 7, 7});
+
+  // unbind: the rows' gradients stacked, zeros for the rows that got none.
+  x.set_grad(Tensor());
+  const std::vector<Tensor> rows = x.unbind(0);
+  autograd::backward({rows[1], rows[3]}, {full({6}, 2.0), full({6}, 5.0)});
+  check_values(x.grad(), {4, 6},
+               {0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5});
+}
+
+TEST_CASE("an in-place op on a piece of split, chunk or unbind raises while autograd records") {
+  Tensor x = leaf({1.0, 2.0, 3.0, 4.0});
+  Tensor y = x * 1.0;
+  const char* rule = "This view is the output of a function that returns multiple views";
+  CHECK_THROWS_WITH_AS(y.split(2)[1].add_(1.0), doctest::Contains(rule), AutogradError);
+  CHECK_THROWS_WITH_AS(y.split(2)[1].add_(1.0),
+                       doctest::Contains("Output 1 of SplitBackward is a view"), AutogradError);
+  CHECK_THROWS_WITH_AS(y.chunk(2)[0].view({2, 1}).mul_(2.0),
+                       doctest::Contains("Output 0 of ViewBackward is a view"), AutogradError);
+  CHECK_THROWS_WITH_AS(y.unbind()[3].zero_(), doctest::Contains(rule), AutogradError);
+  // A piece of a tensor that does not require grad, written with one that does.
+  Tensor plain = zeros({4});
+  CHECK_THROWS_WITH_AS(plain.split(2)[0].copy_(x.slice(0, 0, 2) * 2.0), doctest::Contains(rule),
+                       AutogradError);
+  CHECK_EQ(y.version(), 0);  // nothing was written
+  check_values(y, {4}, {1, 2, 3, 4});
+  // Allowed, as in PyTorch: under no_grad, when nothing requires grad, and on a detached piece.
+  {
+    NoGradGuard no_grad;
+    y.split(2)[1].add_(1.0);
+  }
+  plain.split(2)[1].add_(1.0);
+  y.split(2)[0].detach().mul_(10.0);
+  check_values(y, {4}, {10, 20, 4, 5});
+  check_values(plain, {4}, {0, 0, 1, 1});
+}
+
 TEST_CASE("an in-place op writing a tensor that requires grad into a view of a plain tensor") {
   Tensor w = leaf({2.0, 3.0});
   Tensor buffer = zeros({4});
