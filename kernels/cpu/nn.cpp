@@ -93,31 +93,35 @@ void layer_norm_backward_rows(const Operand& dx, const Operand& dw, const Operan
   for (int64_t c = 0; c < chunks; ++c) {
     double* pw = want_dw ? part_w.data() + c * n : nullptr;
     double* pb = want_db ? part_b.data() + c * n : nullptr;
+    // The row's xhat, dy and dy w, each computed once (the sums and dx read them again).
+    std::vector<double> row(static_cast<size_t>(3 * n));
+    double* xhat = row.data();
+    double* g = xhat + n;
+    double* gw = g + n;
     for (int64_t r = c * kRowChunk; r < std::min(rows, (c + 1) * kRowChunk); ++r) {
       const int64_t base = r * n;
       const double mu = static_cast<S*>(mean.data)[r];
       const double inv = static_cast<S*>(rstd.data)[r];
-      auto xhat_at = [&](int64_t i) {
-        return layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
-      };
-      auto g_at = [&](int64_t i) { return static_cast<double>(at<T>(dy, base + i)); };
+      for (int64_t i = 0; i < n; ++i) {
+        xhat[i] = layer_norm_xhat(static_cast<double>(at<T>(x, base + i)), mu, inv);
+        g[i] = static_cast<double>(at<T>(dy, base + i));
+        gw[i] = w.data != nullptr ? g[i] * static_cast<double>(at<T>(w, i)) : g[i];
+      }
       if (want_dx) {
-        auto gw_at = [&](int64_t i) {
-          return w.data != nullptr ? g_at(i) * static_cast<double>(at<T>(w, i)) : g_at(i);
-        };
-        const double mg = interleaved_sum(n, gw_at) / static_cast<double>(n);
-        const double mgx = interleaved_sum(n, [&](int64_t i) { return gw_at(i) * xhat_at(i); }) /
-                           static_cast<double>(n);
+        const double mg =
+            interleaved_sum(n, [&](int64_t i) { return gw[i]; }) / static_cast<double>(n);
+        const double mgx =
+            interleaved_sum(n, [&](int64_t i) { return gw[i] * xhat[i]; }) / static_cast<double>(n);
         for (int64_t i = 0; i < n; ++i) {
           put<T>(dx, base + i,
-                 static_cast<compute_t<T>>(layer_norm_dx(inv, gw_at(i), mg, xhat_at(i), mgx)));
+                 static_cast<compute_t<T>>(layer_norm_dx(inv, gw[i], mg, xhat[i], mgx)));
         }
       }
       if (pw != nullptr) {
-        for (int64_t i = 0; i < n; ++i) pw[i] += g_at(i) * xhat_at(i);
+        for (int64_t i = 0; i < n; ++i) pw[i] += g[i] * xhat[i];
       }
       if (pb != nullptr) {
-        for (int64_t i = 0; i < n; ++i) pb[i] += g_at(i);
+        for (int64_t i = 0; i < n; ++i) pb[i] += g[i];
       }
     }
   }
