@@ -9,7 +9,6 @@
 #pragma once
 
 #include <dlfcn.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,8 +1,9 @@
 // Views: every function computes a new layout (sizes, strides in elements, storage offset) over
-// the input's storage and hands it to one helper, aliased(), which builds the TensorImpl, points
-// view_base at the root base and records the op for autograd. No view allocates device memory;
-// reshape (and flatten, which reshapes) copies through clone() only when no strides can express
-// the new shape, exactly when PyTorch does.
+// the input's storage and hands it to one helper, aliased(), which builds the TensorImpl (through
+// unrecorded_view), points view_base at the root base and records the op for autograd; split,
+// chunk and unbind build all their pieces first and record them as one op. No view allocates
+// device memory; reshape (and flatten, which reshapes) copies through clone() only when no
+// strides can express the new shape, exactly when PyTorch does.
 #include "engine/views.h"
 
 #include <algorithm>
@@ -17,10 +18,9 @@
 namespace memgrad {
 namespace {
 
-// The one place a view is made: same Storage shared_ptr, view_base = the root base (a view of a
-// view aliases the tensor that owns the storage, as in PyTorch), dtype kept.
-// A view of x's storage with this layout, not recorded. A view of a piece of split, chunk or
-// unbind is marked as one too.
+// The one place a view is made, not recorded: same Storage shared_ptr, view_base = the root base
+// (a view of a view aliases the tensor that owns the storage, as in PyTorch), dtype kept. A view
+// of a piece of split, chunk or unbind is marked as one too.
 Tensor unrecorded_view(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset) {
   auto impl =
       std::make_shared<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset, x.dtype());
