@@ -24,9 +24,9 @@
 //   buckets                 one flat tensor per bucket, allocated at construction and kept: as
 //                           many bytes as the gradients (each bucket rounded as one allocation).
 //                           A bucket in flight holds nothing more: the communication thread
-//                           reduces it in place (Gloo's ring keeps its own two segments of at
-//                           most 1 MiB, process_group.h), so the peaks are those of the blocking
-//                           reduction, byte for byte.
+//                           reduces it in place (Gloo's ring receives into a scratch chunk on
+//                           the host heap, process_group.h), so the peaks are those of the
+//                           blocking reduction, byte for byte.
 //   gradient_as_bucket_view the parameters' .grad become views into the buckets (after the first
 //                           backward, which copies each gradient in and frees it): the gradients
 //                           and the buckets are then the same bytes, one gradient-sized copy

@@ -18,20 +18,19 @@
 // Memory: each collective says what it allocates. Outputs are the caller's tensors (allocated
 // by the caller, as in PyTorch's all_gather_into_tensor and reduce_scatter_tensor), and every
 // staging buffer memgrad allocates comes from the device's allocator, so it shows in
-// memory_allocated() while the collective runs. Gloo's own ring all-reduce keeps two segments of
-// at most 1 MiB each in memory Gloo allocates itself (new[], freed on return), and NCCL keeps its
-// channels' buffers (cudaMalloc, per communicator): those bytes are the one thing a collective
-// uses that memgrad's statistics do not see. On NCCL the call check goes through two small
-// device tensors (one 512-byte block each, freed on return), since NCCL moves device memory only.
-// A group of one rank on Gloo needs no engine: its collectives are local copies or nothing. On
-// NCCL even a group of one runs every collective (and its call check) through NCCL.
-// Collectives are not recorded by autograd. Each completes before it returns, except
-// all_reduce_async, reduce_scatter_async and all_gather_async, which run on the group's
-// communication thread (one per group, started by the first such call) and return a Work to wait
-// on: data-parallel training reduces a bucket of gradients while backward computes the next
-// (DistributedDataParallel), and ZeRO-3 gathers the next unit's parameters while the current one
-// computes. The collectives keep one order on every rank: a blocking collective first waits for the
-// ones in flight.
+// memory_allocated() while the collective runs. On Gloo the ring all-reduce receives each step's
+// chunk (nbytes / N) into a scratch buffer on the host heap (GlooRing, freed on return), and NCCL
+// keeps its channels' buffers (cudaMalloc, per communicator): those bytes are the one thing a
+// collective uses that memgrad's statistics do not see. On NCCL the call check goes through two
+// small device tensors (one 512-byte block each, freed on return), since NCCL moves device memory
+// only. A group of one rank on Gloo needs no engine: its collectives are local copies or nothing.
+// On NCCL even a group of one runs every collective (and its call check) through NCCL. Collectives
+// are not recorded by autograd. Each completes before it returns, except all_reduce_async,
+// reduce_scatter_async and all_gather_async, which run on the group's communication thread (one per
+// group, started by the first such call) and return a Work to wait on: data-parallel training
+// reduces a bucket of gradients while backward computes the next (DistributedDataParallel), and
+// ZeRO-3 gathers the next unit's parameters while the current one computes. The collectives keep
+// one order on every rank: a blocking collective first waits for the ones in flight.
 #pragma once
 
 #include <atomic>
@@ -118,7 +117,7 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return options_.timeout; }
 
   // Reduces `tensor` over all ranks, in place: every rank ends with the sum (or average).
-  // Allocates: nothing (Gloo's ring: its own two segments of at most 1 MiB, see above).
+  // Allocates: nothing (Gloo's ring: a scratch chunk of nbytes / N on the host heap, see above).
   // Version: bumps tensor's. Sends per rank: 2 (N - 1) / N x nbytes (ring).
   void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum,
                   CallCheck check = CallCheck::Exchange);
@@ -135,7 +134,7 @@ class ProcessGroup {
 
   // input (N x k elements) is reduced over ranks and rank r receives elements [r k, (r + 1) k) of
   // the result in `output` (k elements): PyTorch's reduce_scatter_tensor. Allocates: on Gloo one
-  // staging buffer of input's nbytes (the N pieces every rank sends this one, gathered by Gloo's
+  // staging buffer of input's nbytes (the N pieces every rank sends this one, gathered by an
   // all-to-all, then summed in rank order into output), freed before it returns; on NCCL nothing.
   // Version: bumps output's. Sends per rank: (N - 1) / N x input's nbytes.
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum,

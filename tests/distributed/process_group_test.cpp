@@ -127,6 +127,74 @@ int collectives_worker() {
   return failures() == 0 ? 0 : 1;
 }
 
+// The ring collectives (GlooRing) put every element in its place: element-wise distinct values
+// at sizes that leave chunks empty (fewer elements than ranks), split them unevenly, and cut
+// them into several pieces (a chunk above 200 KiB); sums in every dtype, all_gather and
+// reduce_scatter (an all-to-all) of blocks of several pieces. Values are small integers, exact
+// in every dtype, so the checks compare exactly.
+int ring_worker() {
+  auto pg = init_process_group(Backend::Gloo);
+  const int r = pg->rank(), n = pg->size();
+  const double weights = n * (n + 1) / 2.0;  // sum over ranks q of (q + 1)
+  auto pattern = [](int64_t i, int64_t period) { return static_cast<double>(i % period); };
+  // Rank q holds (q + 1) f(i); the sum is weights x f(i).
+  auto check_sum = [&](int64_t count, DType dtype, int64_t period) {
+    std::vector<double> mine(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) mine[static_cast<size_t>(i)] = (r + 1) * pattern(i, period);
+    Tensor t = from_vector(mine).to(dtype);
+    pg->all_reduce(t);
+    const Tensor d = t.to(kFloat64);
+    const auto* v = static_cast<const double*>(d.data_ptr());
+    for (int64_t i = 0; i < count; ++i) {
+      if (v[i] != weights * pattern(i, period)) {
+        check(false, fmt::format("all_reduce of {} {}: element {} is {}, expected {}", count,
+                                 dtype_name(dtype), i, v[i], weights * pattern(i, period)));
+        return;
+      }
+    }
+  };
+  const int64_t piece = 200 * 1024 / 4;  // float32 elements in one piece
+  for (int64_t count :
+       {int64_t{1}, int64_t{3}, int64_t{7}, n * piece + 1, 3 * n * piece + 5, int64_t{1} << 20}) {
+    check_sum(count, kFloat32, 4093);
+  }
+  check_sum(2 * n * piece + 3, kFloat64, 1000003);
+  check_sum(2 * n * piece + 3, kInt64, 1000003);
+  check_sum(4 * n * piece + 1, kFloat16, 8);  // 2-byte elements: twice the float32 pieces
+  check_sum(4 * n * piece + 1, kBFloat16, 8);
+
+  // all_gather: rank q's block holds q x 100000 + j, 30001 float64 (two pieces).
+  const int64_t block = 30001;
+  std::vector<double> own(static_cast<size_t>(block));
+  for (int64_t j = 0; j < block; ++j) own[static_cast<size_t>(j)] = r * 100000.0 + j;
+  Tensor gathered = empty({n * block}, TensorOptions(kFloat64));
+  pg->all_gather(gathered, from_vector(own));
+  const auto* g = static_cast<const double*>(gathered.data_ptr());
+  for (int64_t i = 0; i < n * block; ++i) {
+    const double expected = (i / block) * 100000.0 + static_cast<double>(i % block);
+    if (g[i] != expected) {
+      check(false, fmt::format("all_gather: element {} is {}, expected {}", i, g[i], expected));
+      break;
+    }
+  }
+
+  // reduce_scatter: input[i] = (r + 1) (i mod 977) over n x 30001 float64; rank r receives
+  // weights x ((r x 30001 + j) mod 977).
+  std::vector<double> input(static_cast<size_t>(n * block));
+  for (int64_t i = 0; i < n * block; ++i) input[static_cast<size_t>(i)] = (r + 1) * pattern(i, 977);
+  Tensor scattered = empty({block}, TensorOptions(kFloat64));
+  pg->reduce_scatter(scattered, from_vector(input));
+  const auto* s = static_cast<const double*>(scattered.data_ptr());
+  for (int64_t j = 0; j < block; ++j) {
+    const double expected = weights * pattern(r * block + j, 977);
+    if (s[j] != expected) {
+      check(false, fmt::format("reduce_scatter: element {} is {}, expected {}", j, s[j], expected));
+      break;
+    }
+  }
+  return failures() == 0 ? 0 : 1;
+}
+
 // all_reduce_async: three in flight at once come back in order with all_reduce's results; an
 // average is divided, and the version bumped (twice, as all_reduce does), only by wait(); a
 // blocking collective after them waits for them first (its result is right and the count is every
@@ -482,6 +550,7 @@ const bool kRegistered =
     memgrad::testing::register_worker("prints_then_dies", prints_then_dies_worker) &&
     memgrad::testing::register_worker("exits_after_init", exits_after_init_worker) &&
     memgrad::testing::register_worker("collectives", collectives_worker) &&
+    memgrad::testing::register_worker("ring", ring_worker) &&
     memgrad::testing::register_worker("async", async_worker) &&
     memgrad::testing::register_worker("async_gather", async_gather_worker) &&
     memgrad::testing::register_worker("mismatch", mismatch_worker) &&
@@ -497,6 +566,15 @@ TEST_CASE("collectives give PyTorch's results on 2 and 4 ranks; only reduce_scat
   for (int n : {2, 4}) {
     CAPTURE(n);
     const SpawnResult result = run_workers("collectives", n);
+    INFO(outputs(result));
+    CHECK(result.ok());
+  }
+}
+
+TEST_CASE("the ring collectives put every element in its place on 2, 3 and 4 ranks") {
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    const SpawnResult result = run_workers("ring", n);
     INFO(outputs(result));
     CHECK(result.ok());
   }
