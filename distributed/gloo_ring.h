@@ -6,8 +6,8 @@
 // message costs two wake-ups. A wake-up is dear where an idle core halts (a virtual machine
 // without halt polling: the vCPU must be scheduled again), and a training step leaves the
 // cores idle exactly there, between its computation and the next. Here the thread blocked in
-// recv(2) is the one the kernel wakes. On a 2-vCPU machine this took DDP's MLP step from 10.4 to
-// 6.3 ms (docs/performance.md, "Data parallelism").
+// recv(2) is the one the kernel wakes. On a 2-vCPU machine this took DDP's MLP step (blocking, one
+// bucket) from 10.4 to 6.5 ms (docs/performance.md, "Data parallelism").
 //
 // The algorithms are the bandwidth-optimal rings: all_reduce is a reduce-scatter then an
 // all-gather, each of N - 1 steps in which every rank sends one of N chunks to the next rank and

@@ -1,4 +1,4 @@
-// ProcessGroup on 2 and 4 CPU ranks over Gloo (loopback, a file store): PyTorch's results for
+// ProcessGroup on 2, 3 and 4 CPU ranks over Gloo (loopback, a file store): PyTorch's results for
 // every collective, the bytes each allocates, the typed error of a mismatched call on every
 // rank (and of a call one rank's own checks rejected), the error naming a rank that died, and the
 // failure note that lets a launcher name it.
