@@ -24,9 +24,9 @@ std::unique_ptr<Transport> make_gloo_transport(int rank, int size, const Store& 
 // A group of one: every collective is a local copy, or nothing.
 std::unique_ptr<Transport> make_local_transport();
 
-// The TCP payload this process has sent on its connections (Linux's tcpi_bytes_sent less
-// tcpi_bytes_retrans, summed over its TCP sockets), leaving out the connection to `skip_port`
-// (the Redis store's; 0 skips none).
+// The TCP payload this process has written to its connections (Linux's tcpi_bytes_sent less
+// tcpi_bytes_retrans, plus tcpi_notsent_bytes, what still waits in the send queue; summed over
+// its TCP sockets), leaving out the connection to `skip_port` (the Redis store's; 0 skips none).
 uint64_t tcp_payload_bytes_sent(int skip_port);
 
 }  // namespace memgrad::distributed::detail

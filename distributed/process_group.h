@@ -176,7 +176,8 @@ class ProcessGroup {
   int64_t staging_peak_nbytes() const { return staging_peak_; }
   void reset_staging_peak() { staging_peak_ = 0; }
   // Bytes this process has sent to its peers since the group was made, measured by the kernel:
-  // the TCP payload of the group's connections (Linux's tcpi_bytes_sent less retransmissions), so
+  // the TCP payload of the group's connections (Linux's tcpi_bytes_sent less retransmissions,
+  // plus what still waits in the send queue when a collective returns: tcpi_notsent_bytes), so
   // it includes Gloo's 48-byte message headers and memgrad's call check besides the tensors'
   // bytes. Empty where it cannot be measured (NCCL, which moves data over NVLink/PCIe/IB).
   std::optional<uint64_t> wire_bytes_sent() const;

@@ -47,7 +47,9 @@ uint64_t tcp_payload_bytes_sent(int skip_port) {
     len = sizeof(info);
     if (getsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
     if (skip_port != 0 && peer_port(static_cast<int>(fd)) == skip_port) continue;
-    total += info.tcpi_bytes_sent - info.tcpi_bytes_retrans;
+    // Written by this process: sent once, or still in the send queue (a collective returns once
+    // its writes are in the kernel's buffer, before the peer's window lets them all out).
+    total += info.tcpi_bytes_sent - info.tcpi_bytes_retrans + info.tcpi_notsent_bytes;
   }
   closedir(dir);
   return total;

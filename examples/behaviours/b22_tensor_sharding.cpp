@@ -718,7 +718,8 @@ int body(const BehaviourFlags& flags) {
 
   fmt::print(
       "\nBytes rank 0 sent during step {}: expected, the data the collectives move; "
-      "measured, the TCP payload of its connections (Linux's tcpi_bytes_sent), which adds "
+      "measured, the TCP payload written to its connections (Linux's tcpi_bytes_sent and "
+      "tcpi_notsent_bytes), which adds "
       "Gloo's message headers and the call checks.\n",
       run.steps);
   fmt::print("{:<22} {:>12} {:>12} {:>12}\n", "", "expected", "measured", "overhead");
