@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
-#include <vector>
 
 #include <gloo/transport/buffer.h>
 #include <gloo/transport/pair.h>
@@ -56,10 +56,13 @@ void GlooRing::all_reduce(void* data, size_t count, size_t element_bytes, Reduce
   auto chunk = [&](size_t c) { return part(count, n, c % n); };
   const size_t pieces =
       std::max<size_t>(1, ceil_div(ceil_div(count, n) * element_bytes, kPieceBytes));
-  std::vector<char> scratch(ceil_div(count, n) * element_bytes);
+  // Each reduce-scatter step receives its chunk here; left uninitialized, as every byte read was
+  // received first.
+  const size_t scratch_bytes = ceil_div(count, n) * element_bytes;
+  const auto scratch = std::make_unique_for_overwrite<char[]>(scratch_bytes);
   const int scatter_slot = next_slot(), gather_slot = next_slot();
   auto scatter_send = next->createSendBuffer(scatter_slot, bytes, count * element_bytes);
-  auto scatter_recv = prev->createRecvBuffer(scatter_slot, scratch.data(), scratch.size());
+  auto scatter_recv = prev->createRecvBuffer(scatter_slot, scratch.get(), scratch_bytes);
   auto gather_send = next->createSendBuffer(gather_slot, bytes, count * element_bytes);
   auto gather_recv = prev->createRecvBuffer(gather_slot, bytes, count * element_bytes);
   // Reduce-scatter: at step s, send chunk r - s (summed over s + 1 ranks so far) and add the
@@ -70,7 +73,7 @@ void GlooRing::all_reduce(void* data, size_t count, size_t element_bytes, Reduce
     step(*scatter_send, out_begin * element_bytes, out_end - out_begin, 0, *scatter_recv,
          in_end - in_begin, element_bytes, pieces, [&](size_t offset, size_t piece) {
            char* into = bytes + in_begin * element_bytes + offset;
-           sum(into, into, scratch.data() + offset, piece / element_bytes);
+           sum(into, into, scratch.get() + offset, piece / element_bytes);
          });
   }
   // All-gather: at step s, pass on chunk r + 1 - s (complete) and receive chunk r - s in place.
