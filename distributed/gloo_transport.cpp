@@ -128,9 +128,7 @@ class GlooTransport final : public Transport {
 
   std::vector<int64_t> exchange(const std::vector<int64_t>& mine) override {
     std::vector<int64_t> all(mine.size() * static_cast<size_t>(context_->size));
-    std::copy(mine.begin(), mine.end(),
-              all.begin() + static_cast<ptrdiff_t>(mine.size()) * context_->rank);
-    guarded([&] { ring_->all_gather(all.data(), mine.size() * sizeof(int64_t)); });
+    all_gather(all.data(), mine.data(), mine.size() * sizeof(int64_t));
     return all;
   }
 
