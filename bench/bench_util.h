@@ -182,17 +182,32 @@ int run_main(int argc, char** argv, const char* program, Run&& run) {
   }
 }
 
-// The step times (ms) of a training benchmark: step(s) for s in [0, warmup + timed), each timed
-// on its own, the first `warmup` discarded. --quick: 5 + 30 steps, else 20 + 200.
-template <typename Step>
-std::vector<double> time_training_steps(const Flags& flags, Step&& step) {
+// Timed steps are cut into this many blocks; time_training_steps calls its `between` after each.
+inline constexpr int kStepBlocks = 10;
+
+// The step times (ms) of a training benchmark: step(s) for s = 0, 1, 2, ..., each timed on its
+// own, until `timed` steps are timed after `warmup` untimed ones. --quick: 5 + 30 steps, else
+// 20 + 200. `between()` runs after every block of timed / kStepBlocks timed steps, outside the
+// timing, and the step after it runs untimed too (it wakes the thread pool that went idle).
+template <typename Step, typename Between>
+std::vector<double> time_training_steps(const Flags& flags, Step&& step, Between&& between) {
   const int warmup = flags.quick ? 5 : 20;
   const int timed = flags.quick ? 30 : 200;
+  const int block = timed / kStepBlocks;
   std::vector<double> step_ms;
-  for (int s = 0; s < warmup + timed; ++s) {
+  bool untimed = false;
+  for (int s = 0; static_cast<int>(step_ms.size()) < timed; ++s) {
     const Clock::time_point start = Clock::now();
     step(s);
-    if (s >= warmup) step_ms.push_back(seconds_since(start) * 1e3);
+    if (s < warmup || untimed) {
+      untimed = false;
+      continue;
+    }
+    step_ms.push_back(seconds_since(start) * 1e3);
+    if (static_cast<int>(step_ms.size()) % block == 0) {
+      between();
+      untimed = true;
+    }
   }
   return step_ms;
 }

@@ -57,10 +57,10 @@ inline constexpr double kFlopsPerIteration = 2.0 * kChains * kLanes;
 }  // namespace detail
 
 // GFLOP/s of fused multiply-adds on `threads` threads at once (10^9 FLOPs per second). Measured
-// after a training run, it first lets that run's thread pools go idle: libgomp's workers keep
-// spinning on a core for some milliseconds after a parallel region (its GOMP_SPINCOUNT), other
-// runtimes up to 200 ms (KMP_BLOCKTIME), and a spinning worker took 15 to 35% of the peak
-// measured right after the MLP's steps on a 2-core machine.
+// between a training run's steps, it first lets that run's thread pools go idle: libgomp's
+// workers keep spinning on a core for some milliseconds after a parallel region (its
+// GOMP_SPINCOUNT), other runtimes up to 200 ms (KMP_BLOCKTIME), and a spinning worker took 15 to
+// 35% of the peak measured right after the MLP's steps on a 2-core machine.
 inline double measured_fma_peak_gflops(int threads) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   detail::fma_chains(1 << 20);  // warm-up: the clock settles under the vector load
@@ -79,38 +79,32 @@ inline double measured_fma_peak_gflops(int threads) {
   return static_cast<double>(iterations) * detail::kFlopsPerIteration * threads / seconds / 1e9;
 }
 
-// The FLOPs of one training step of a stack of Linear layers with `widths` (inputs first) on a
-// batch of `batch` rows: forward and the weights' gradients one GEMM each per layer, and the
-// inputs' gradients for every layer but the first (the data needs none). 2 FLOPs per
-// multiply-add; the elementwise passes (bias, activation, loss, optimizer) are not counted.
-inline double linear_stack_step_flops(const std::vector<int64_t>& widths, int64_t batch) {
-  double flops = 0.0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    const double gemm = 2.0 * static_cast<double>(batch * widths[i] * widths[i + 1]);
-    flops += (i == 0 ? 2.0 : 3.0) * gemm;
-  }
-  return flops;
+// A training benchmark's step times and the FMA peak measured while they were taken.
+struct StepsAndPeak {
+  std::vector<double> step_ms;
+  std::vector<double> peak_gflops;  // one measurement after each block of timed steps
+};
+
+// time_training_steps with the FMA peak of kThreads threads measured after each of its
+// kStepBlocks blocks, so the peak is sampled over the same minutes, under the same load from
+// whatever else shares the machine, as the steps it bounds. On a shared 2-vCPU machine, single
+// 10 ms measurements a second apart ranged from 86 to 200 GFLOP/s while nothing of ours ran: one
+// measurement after the run (what this replaces) set a median of 200 steps against whichever
+// value that moment gave.
+template <typename Step>
+StepsAndPeak time_training_steps_and_peak(const Flags& flags, Step&& step) {
+  StepsAndPeak out;
+  out.step_ms = time_training_steps(
+      flags, step, [&] { out.peak_gflops.push_back(measured_fma_peak_gflops(kThreads)); });
+  return out;
 }
 
-// The FLOPs of one training step of a decoder-only transformer (train_charlm's CharLM) of
-// `layers` blocks of width d = `width`, on `batch` sequences of `context` = T tokens over a
-// vocabulary of V = `vocab`: per token, each block's projections (query, key, value and output:
-// 4 d^2 multiply-adds) and MLP (d x 4d and back: 8 d^2), its attention (scores over all T
-// positions, the causal mask applied to them, and the weighted sum: 2 T d), and the head (d V);
-// backward takes two GEMMs of each (every input needs its gradient: the embeddings' flow through
-// the first block). The elementwise passes (layer norms, GELU, softmax, AdamW) are not counted.
-inline double transformer_step_flops(int64_t vocab, int64_t width, int64_t layers, int64_t context,
-                                     int64_t batch) {
-  const double d = static_cast<double>(width), t = static_cast<double>(context);
-  const double per_token =
-      static_cast<double>(layers) * (12.0 * d * d + 2.0 * t * d) + d * static_cast<double>(vocab);
-  return 3.0 * 2.0 * static_cast<double>(batch * context) * per_token;
-}
-
-// Prints "<prefix>_step_gflop", "fma_peak" (measured on kThreads threads) and
-// "<prefix>_step_fma_bound": the least time the step's `flops` take at that peak.
-inline void report_fma_bound(const std::string& prefix, double flops) {
-  const double peak = measured_fma_peak_gflops(kThreads);
+// Prints "<prefix>_step_gflop", "fma_peak" (the median of `peak_gflops`, measured on kThreads
+// threads between the steps) and "<prefix>_step_fma_bound": the least time the step's `flops`
+// take at that peak.
+inline void report_fma_bound(const std::string& prefix, double flops,
+                             const std::vector<double>& peak_gflops) {
+  const double peak = median(peak_gflops);
   report((prefix + "_step_gflop").c_str(), flops / 1e9, "GFLOP");
   report("fma_peak", peak, "GFLOP/s");
   report((prefix + "_step_fma_bound").c_str(), flops / (peak * 1e9) * 1e3, "ms");

@@ -13,8 +13,10 @@
 // bytes (max_memory_allocated, MiB) and reserved bytes, the peak RSS of the process (MiB; RSS
 // at startup too, before any tensor) and the loss after the last step (a sanity check: the
 // random labels are memorised, so it falls from about 2.3), then the step's GEMM FLOPs, the FMA
-// peak of this machine's 2 cores, measured (bench/fma_peak.h), and the step's FMA-peak bound:
-// the least time those FLOPs take at that peak. Timing lives here, never in tests.
+// peak of this machine's 2 cores, measured between blocks of the timed steps (bench/fma_peak.h),
+// the step's FMA-peak bound: the least time those FLOPs take at that peak, and the step's
+// products timed alone (bench/step_gemms.h: what the GEMM library takes for those FLOPs). Timing
+// lives here, never in tests.
 #include <omp.h>
 
 #include <cstdio>
@@ -25,6 +27,7 @@
 #include "bench/bench_mlp.h"
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
+#include "bench/memgrad_products.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/optimizer.h"
@@ -57,7 +60,7 @@ int run(const bench::Flags& flags) {
   Mlp model;
   optim::SGD optimizer(model.parameters(), {.lr = 0.1, .momentum = 0.9});
   Tensor loss;
-  std::vector<double> step_ms = bench::time_training_steps(flags, [&](int s) {
+  bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
     const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
     optimizer.zero_grad();
     loss = nn::cross_entropy(model.forward(batch.input), batch.target);
@@ -66,12 +69,13 @@ int run(const bench::Flags& flags) {
   });
   bench::report_training(
       "train",
-      {std::move(step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
+      {std::move(timed.step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
        static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
   // The least the step could take here: its GEMM FLOPs at the FMA peak of bench::kThreads cores.
-  bench::report_fma_bound("train",
-                          bench::linear_stack_step_flops(
-                              {kInputs, bench::kMlpHidden, bench::kMlpHidden, kClasses}, kBatch));
+  const std::vector<bench::GemmShape> gemms = bench::linear_stack_step_gemms(
+      {kInputs, bench::kMlpHidden, bench::kMlpHidden, kClasses}, kBatch);
+  bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
+  bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::memgrad_products()), "ms");
   return 0;
 }
 

@@ -17,8 +17,9 @@
 // prints (bench/bench_util.h format) the same figures as train_bench, named charlm_*: median
 // and p90 step (ms), peak allocated and reserved bytes (MiB), peak RSS and RSS at startup (MiB),
 // and the loss after the last step (it falls from about ln 86 = 4.45 as the pool is memorised),
-// then the step's GEMM FLOPs, the machine's measured FMA peak and the step's FMA-peak bound
-// (bench/fma_peak.h).
+// then the step's GEMM FLOPs, the machine's FMA peak measured between blocks of the timed steps,
+// the step's FMA-peak bound (bench/fma_peak.h) and its products timed alone
+// (bench/step_gemms.h).
 #include <omp.h>
 
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "autograd/autograd.h"
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
+#include "bench/memgrad_products.h"
 #include "engine/optim/optimizer.h"
 #include "examples/charlm/charlm_model.h"
 
@@ -63,7 +65,7 @@ int run(const bench::Flags& flags) {
                          /*checkpoint_segments=*/0, kCPU);
   optim::AdamW optimizer(model.parameters(), {.lr = 3e-3, .weight_decay = 0.01});
   Tensor loss;
-  std::vector<double> step_ms = bench::time_training_steps(flags, [&](int s) {
+  bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
     const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
     optimizer.zero_grad();
     loss = examples::charlm_loss(model, batch.input, batch.target, /*amp=*/false).loss;
@@ -72,10 +74,13 @@ int run(const bench::Flags& flags) {
   });
   bench::report_training(
       "charlm",
-      {std::move(step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
+      {std::move(timed.step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
        static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
-  bench::report_fma_bound("charlm",
-                          bench::transformer_step_flops(kVocab, kWidth, kLayers, kContext, kBatch));
+  const std::vector<bench::GemmShape> gemms =
+      bench::transformer_step_gemms(kVocab, kWidth, kLayers, kHeads, kContext, kBatch);
+  bench::report_fma_bound("charlm", bench::gemm_flops(gemms), timed.peak_gflops);
+  bench::report("charlm_step_gemms", bench::time_step_gemms(gemms, bench::memgrad_products()),
+                "ms");
   return 0;
 }
 

@@ -21,6 +21,7 @@
 
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
+#include "bench/peer/torch_products.h"
 
 namespace {
 
@@ -137,17 +138,19 @@ int run(const bench::Flags& flags) {
       torch::optim::AdamWOptions(3e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
   torch::Tensor loss;
   double accuracy = 0.0;
-  std::vector<double> step_ms = bench::time_training_steps(flags, [&](int s) {
+  bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
     const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
     model->zero_grad(/*set_to_none=*/true);
     loss = charlm_loss(model, batch, &accuracy);
     loss.backward();
     optimizer.step();
   });
-  bench::report_training(
-      "charlm", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss, loss.item<double>()});
-  bench::report_fma_bound("charlm",
-                          bench::transformer_step_flops(kVocab, kWidth, kLayers, kContext, kBatch));
+  bench::report_training("charlm", {std::move(timed.step_ms), std::nullopt, std::nullopt,
+                                    startup_rss, loss.item<double>()});
+  const std::vector<bench::GemmShape> gemms =
+      bench::transformer_step_gemms(kVocab, kWidth, kLayers, kHeads, kContext, kBatch);
+  bench::report_fma_bound("charlm", bench::gemm_flops(gemms), timed.peak_gflops);
+  bench::report("charlm_step_gemms", bench::time_step_gemms(gemms, bench::torch_products()), "ms");
   return 0;
 }
 

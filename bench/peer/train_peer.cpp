@@ -14,6 +14,7 @@
 
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
+#include "bench/peer/torch_products.h"
 
 namespace {
 
@@ -53,17 +54,19 @@ int run(const bench::Flags& flags) {
   Mlp model;
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   torch::Tensor loss;
-  std::vector<double> step_ms = bench::time_training_steps(flags, [&](int s) {
+  bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
     const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
     model->zero_grad(/*set_to_none=*/true);
     loss = torch::nn::functional::cross_entropy(model->forward(batch.input), batch.target);
     loss.backward();
     optimizer.step();
   });
-  bench::report_training(
-      "train", {std::move(step_ms), std::nullopt, std::nullopt, startup_rss, loss.item<double>()});
-  bench::report_fma_bound(
-      "train", bench::linear_stack_step_flops({kInputs, kHidden, kHidden, kClasses}, kBatch));
+  bench::report_training("train", {std::move(timed.step_ms), std::nullopt, std::nullopt,
+                                   startup_rss, loss.item<double>()});
+  const std::vector<bench::GemmShape> gemms =
+      bench::linear_stack_step_gemms({kInputs, kHidden, kHidden, kClasses}, kBatch);
+  bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
+  bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::torch_products()), "ms");
   return 0;
 }
 
