@@ -87,10 +87,10 @@ struct StepsAndPeak {
 
 // time_training_steps with the FMA peak of kThreads threads measured after each of its
 // kStepBlocks blocks, so the peak is sampled over the same minutes, under the same load from
-// whatever else shares the machine, as the steps it bounds. On a shared 2-vCPU machine, single
-// 10 ms measurements a second apart ranged from 86 to 200 GFLOP/s while nothing of ours ran: one
-// measurement after the run (what this replaces) set a median of 200 steps against whichever
-// value that moment gave.
+// whatever else shares the machine, as the steps it bounds. On a shared 2-vCPU machine,
+// back-to-back measurements of 4 ms each ranged from 70 to 200 GFLOP/s within seconds while
+// nothing else of ours ran: one measurement after the run (what this replaces) set a median of
+// 200 steps against whichever value that moment gave.
 template <typename Step>
 StepsAndPeak time_training_steps_and_peak(const Flags& flags, Step&& step) {
   StepsAndPeak out;
