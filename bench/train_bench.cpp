@@ -5,7 +5,8 @@
 // cross-entropy, SGD (lr 0.1, momentum 0.9), batch 128, float32, 2 threads; synthetic data from
 // seed 0: a pool of 16 batches (randn inputs, randint(0, 10) labels), cycled. A step is
 // zero_grad (set_to_none, as in both libraries' current default) + forward + backward + step.
-// 20 warm-up steps, then 200 timed steps, each timed on its own.
+// 20 warm-up steps, then 200 timed steps, each timed on its own (an untimed step follows each of
+// the FMA peak's measurements between them: bench/bench_util.h's time_training_steps).
 //
 //   train_bench [--quick] [--config]
 //

@@ -10,7 +10,9 @@
 // seed 0: a pool of 16 batches, each a randint(0, 86) window of 65 tokens per sequence whose
 // first 64 are the input and last 64 the target, cycled. A step is zero_grad (set_to_none) +
 // forward + cross-entropy and the next-character accuracy (as charlm_loss computes them) +
-// backward + step. 20 warm-up steps, then 200 timed steps, each timed on its own.
+// backward + step. 20 warm-up steps, then 200 timed steps, each timed on its own (an untimed
+// step follows each of the FMA peak's measurements between them: bench/bench_util.h's
+// time_training_steps).
 //
 //   train_charlm_bench [--quick] [--config]
 //
