@@ -138,6 +138,12 @@ BENCHMARKS = [
                        Target("train_step_median", "<=", 1.15,
                               relative_to="train_step_fma_bound"),
                        Target("train_peak_rss", "<=", 0.3))),
+    Benchmark("gemm_scaling", "bench/gemm_scaling_bench",
+              "the MLP's and the transformer's matrix products against the FMA peak, on one "
+              "thread, on two, and as two single-threaded streams at once: how much of the "
+              "steps' distance to their FMA-peak bound is the GEMM library's and how much the "
+              "machine's; no peer",
+              ("--quick",)),
     Benchmark("train_charlm", "bench/train_charlm_bench",
               "train_charlm's transformer training step (2 blocks of width 128, 4 heads, "
               "context 64, AdamW, batch 32): step time, peak memory; vs libtorch",
