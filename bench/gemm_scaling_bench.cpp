@@ -40,13 +40,6 @@ constexpr int kRepeats = 3;
 
 using Products = std::vector<std::function<void()>>;
 
-Products prepared(const std::vector<bench::GemmShape>& shapes) {
-  auto prepare = bench::memgrad_products();
-  Products products;
-  for (const bench::GemmShape& g : shapes) products.push_back(prepare(g));
-  return products;
-}
-
 void run_all(const Products& products) {
   for (const auto& run : products) run();
 }
@@ -54,14 +47,7 @@ void run_all(const Products& products) {
 // The median of kRepeats timings (ms) of `run`, after one untimed call.
 template <typename Run>
 double median_ms(Run&& run) {
-  run();
-  std::vector<double> ms;
-  for (int r = 0; r < kRepeats; ++r) {
-    const bench::Clock::time_point start = bench::Clock::now();
-    run();
-    ms.push_back(bench::seconds_since(start) * 1e3);
-  }
-  return bench::median(ms);
+  return bench::median_seconds_per_call(run, kRepeats, /*calls=*/1) * 1e3;
 }
 
 struct Scaling {
@@ -73,7 +59,8 @@ struct Scaling {
 Scaling measure(const std::vector<bench::GemmShape>& shapes, int blocks) {
   const double gflop = bench::gemm_flops(shapes) / 1e9;
   // One set of operands per thread of "two at once", so the two streams share nothing.
-  const Products mine = prepared(shapes), theirs = prepared(shapes);
+  const Products mine = bench::prepared_products(shapes, bench::memgrad_products()),
+                 theirs = bench::prepared_products(shapes, bench::memgrad_products());
   Scaling s;
   for (int b = 0; b < blocks; ++b) {
     omp_set_num_threads(1);

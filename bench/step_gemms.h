@@ -92,13 +92,21 @@ auto product_runner(Randn randn, Matmul matmul) {
   };
 }
 
-// The median time (ms) of running every product of `shapes` once, over 50 repetitions after 3
-// untimed ones. `prepare(shape)` makes a product's operands and returns what runs it, so the
-// operands are made before the timing.
+// What runs each product of `shapes`, its operands made now: `prepare(shape)` makes a
+// product's operands and returns what runs it.
 template <typename Prepare>
-double time_step_gemms(const std::vector<GemmShape>& shapes, Prepare prepare) {
+std::vector<std::function<void()>> prepared_products(const std::vector<GemmShape>& shapes,
+                                                     Prepare prepare) {
   std::vector<std::function<void()>> products;
   for (const GemmShape& g : shapes) products.push_back(prepare(g));
+  return products;
+}
+
+// The median time (ms) of running every product of `shapes` once, over 50 repetitions after 3
+// untimed ones; the operands are made before the timing (prepared_products).
+template <typename Prepare>
+double time_step_gemms(const std::vector<GemmShape>& shapes, Prepare prepare) {
+  const std::vector<std::function<void()>> products = prepared_products(shapes, prepare);
   std::vector<double> ms;
   for (int r = 0; r < 53; ++r) {
     const Clock::time_point start = Clock::now();
