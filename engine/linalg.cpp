@@ -143,10 +143,9 @@ void fold_batch_into_rows(std::vector<BatchDim>& dims, BatchedMatrix& a, Batched
 // C = alpha A B + beta C over the batch shape `batch` (A, B, C already GEMM-readable). The
 // innermost merged batch dim becomes the kernel's batch, the next one its outer batch level;
 // any further ones loop here.
-void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& b, BatchedMatrix c,
-              const Shape& batch, double alpha, double beta) {
-  std::vector<BatchDim> dims = merge_batch(batch, a, b, c);
-  fold_batch_into_rows(dims, a, c);
+// The kernel's arguments for one product C = alpha A B + beta C of matrices (no batch).
+kernels::GemmArgs matrix_gemm(DType dtype, const BatchedMatrix& a, const BatchedMatrix& b,
+                              const BatchedMatrix& c, double alpha, double beta) {
   kernels::GemmArgs g;
   g.dtype = dtype;
   g.m = a.rows;
@@ -154,9 +153,18 @@ void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& 
   g.k = a.cols;
   g.a = kernels::MatrixArg{a.data, a.rs, a.cs, 0};
   g.b = kernels::MatrixArg{b.data, b.rs, b.cs, 0};
+  g.c = c.data;
   g.ldc = c.rs;
   g.alpha = alpha;
   g.beta = beta;
+  return g;
+}
+
+void run_gemm(Device device, DType dtype, BatchedMatrix a, const BatchedMatrix& b, BatchedMatrix c,
+              const Shape& batch, double alpha, double beta) {
+  std::vector<BatchDim> dims = merge_batch(batch, a, b, c);
+  fold_batch_into_rows(dims, a, c);
+  kernels::GemmArgs g = matrix_gemm(dtype, a, b, c, alpha, beta);
   if (!dims.empty()) {
     const BatchDim& inner = dims.back();
     g.batch = inner.size;
@@ -480,6 +488,77 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     }
   }
   return out;
+}
+
+namespace {
+
+// Whether linear_backward can run its two products as one pair of kernel calls: both gradients
+// wanted, no autograd record or autocast to apply, and every operand readable by GEMM as it
+// stands (grad and x contiguous, so folding their leading dims into rows copies nothing).
+bool pair_ready(const Tensor& grad, const Tensor& x, const Tensor& weight) {
+  if (!grad.defined() || !x.defined() || !weight.defined()) return false;
+  if (grad.dim() < 2 || x.dim() != grad.dim() || weight.dim() != 2) return false;
+  if (grad.device() != x.device() || weight.device() != x.device()) return false;
+  if (grad.dtype() != x.dtype() || weight.dtype() != x.dtype() || !is_floating(x.dtype())) {
+    return false;
+  }
+  const int64_t out_f = weight.size(0), in_f = weight.size(1);
+  if (grad.size(-1) != out_f || x.size(-1) != in_f) return false;
+  for (int d = 0; d + 1 < x.dim(); ++d) {
+    if (grad.size(d) != x.size(d)) return false;
+  }
+  return grad.numel() > 0 && x.numel() > 0 && grad.is_contiguous() && x.is_contiguous() &&
+         gemm_ready(out_f, in_f, weight.stride(0), weight.stride(1)) && !autocast_enabled() &&
+         !should_record({&grad, &x, &weight});
+}
+
+}  // namespace
+
+std::array<Tensor, 3> linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                      std::array<bool, 3> needs) {
+  detail::check_defined("linear_backward", grad, "grad");
+  std::array<Tensor, 3> grads;
+  const int64_t out_f = grad.dim() == 0 ? 1 : grad.size(-1);
+  if (needs[0] && needs[1] && pair_ready(grad, x, weight)) {
+    const int64_t in_f = x.size(-1), rows = x.numel() / in_f;
+    // Allocated in the order, and under the op names, of the matmul and mm below.
+    {
+      TraceOpScope trace("matmul");
+      grads[0] = new_tensor(x.sizes(), x.dtype(), x.device());
+    }
+    {
+      TraceOpScope trace("mm");
+      grads[1] = new_tensor(weight.sizes(), x.dtype(), x.device());
+    }
+    BatchedMatrix g, g_t, w, x2;
+    g.data = g_t.data = grad.data_ptr();
+    g.rows = g_t.cols = rows;
+    g.cols = g_t.rows = out_f;
+    g.rs = g_t.cs = out_f;  // g: rows x out row-major; g_t its transpose
+    g_t.rs = 1;
+    w.data = weight.data_ptr();
+    w.rows = out_f;
+    w.cols = in_f;
+    w.rs = weight.stride(0);
+    w.cs = weight.stride(1);
+    x2.data = x.data_ptr();
+    x2.rows = rows;
+    x2.cols = in_f;
+    x2.rs = in_f;
+    kernels_for(x.device())
+        .gemm_pair(
+            matrix_gemm(x.dtype(), g, w, result_matrix(grads[0], {}, rows, in_f), 1.0, 0.0),
+            matrix_gemm(x.dtype(), g_t, x2, result_matrix(grads[1], {}, out_f, in_f), 1.0, 0.0));
+    if (needs[2]) grads[2] = grad.reshape({-1, out_f}).sum({0});
+    return grads;
+  }
+  if (needs[0]) grads[0] = matmul(grad, weight);
+  if (needs[1] || needs[2]) {
+    const Tensor g2 = grad.reshape({-1, out_f});
+    if (needs[1]) grads[1] = mm(g2.t(), x.reshape({-1, x.size(-1)}));
+    if (needs[2]) grads[2] = g2.sum({0});
+  }
+  return grads;
 }
 
 Tensor& mm_out(Tensor& out, const Tensor& mat1, const Tensor& mat2) {

@@ -13,6 +13,8 @@
 // Errors: ShapeError naming both shapes and the mismatching sizes.
 #pragma once
 
+#include <array>
+
 #include "engine/scalar.h"
 #include "engine/tensor.h"
 
@@ -29,6 +31,17 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta =
              Scalar alpha = 1);
 // x @ weight^T + bias, for x of shape (..., in) and weight (out, in).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// The gradients of linear(x, weight, bias) given the output's gradient `grad`, each only where
+// `needs` asks (the others undefined): grad @ weight (x's shape; weight needed),
+// grad^T @ x over all leading dims (weight's shape; x needed) and grad summed over all leading
+// dims (the bias's shape). Results, allocations and their order are those of matmul(grad,
+// weight), mm(grad2^T, x2) and grad2.sum({0}) for grad2 and x2 the two reshaped to matrices;
+// when both products are wanted and need no copies, they go to the kernels as one pair, which
+// the CPU runs side by side, one thread each (kernels/cpu/gemm.cpp): the same results as on one
+// thread, bit for bit, whatever the number of threads.
+std::array<Tensor, 3> linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                      std::array<bool, 3> needs);
 
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b);
 Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b);

@@ -103,6 +103,12 @@ class KernelBackend {
 
   // ---- matrix products ----
   virtual void gemm(const GemmArgs& args) = 0;
+  // Two independent products (neither reads what the other writes), for a backend that can
+  // run them at once; by default one after the other.
+  virtual void gemm_pair(const GemmArgs& first, const GemmArgs& second) {
+    gemm(first);
+    gemm(second);
+  }
 
   // ---- indexing ----
   virtual IndexCheck index_select(const Operand& out, const Operand& in, const Operand& index,

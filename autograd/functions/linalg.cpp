@@ -99,19 +99,12 @@ struct Linear {
     if (n.needs_grad(0)) n.save(kWeight, in[1]);
   }
   static Grads backward(OpNode& n, const Grads& g) {
-    const Tensor& grad = g[0];
-    const int64_t out = grad.size(-1);
-    Tensor gx, gw, gbias;
-    if (n.needs_grad(0)) gx = matmul(grad, n.unpack(kWeight));
-    if (n.needs_grad(1) || n.needs_grad(2)) {
-      const Tensor g2 = grad.reshape({-1, out});
-      if (n.needs_grad(1)) {
-        const Tensor x = n.unpack(kX);
-        gw = mm(g2.t(), x.reshape({-1, x.size(-1)}));
-      }
-      if (n.needs_grad(2)) gbias = g2.sum({0});
-    }
-    return {gx, gw, gbias};
+    const std::array<bool, 3> needs{n.needs_grad(0), n.needs_grad(1), n.needs_grad(2)};
+    // Both unpacked before either product, as PyTorch's nodes do (the weight first).
+    const Tensor weight = needs[0] ? n.unpack(kWeight) : Tensor();
+    const Tensor x = needs[1] ? n.unpack(kX) : Tensor();
+    const std::array<Tensor, 3> grads = linear_backward(g[0], x, weight, needs);
+    return {grads[0], grads[1], grads[2]};
   }
 };
 

@@ -50,6 +50,7 @@ class CpuBackend final : public KernelBackend {
 
   // gemm.cpp
   void gemm(const GemmArgs& args) override;
+  void gemm_pair(const GemmArgs& first, const GemmArgs& second) override;
 
   // index.cpp
   IndexCheck index_select(const Operand& out, const Operand& in, const Operand& index,

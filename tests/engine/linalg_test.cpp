@@ -3,9 +3,13 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/memgrad.h"
@@ -49,6 +53,21 @@ std::vector<double> reference_bmm(const std::vector<double>& a, const std::vecto
     }
   }
   return c;
+}
+
+// The allocations `run` makes on the CPU, in order: size and the op its trace context names.
+std::vector<std::pair<uint64_t, std::string>> traced_allocs(const std::function<void()>& run) {
+  PolicyAllocator& cpu = allocator_for(kCPU);
+  const bool was_tracing = cpu.trace().enabled();
+  cpu.trace().enable();
+  run();
+  std::vector<std::pair<uint64_t, std::string>> allocs;
+  const std::vector<TraceContextRecord> contexts = cpu.trace().contexts();
+  for (const TraceEvent& e : cpu.trace().events()) {
+    if (e.action == TraceAction::Alloc) allocs.emplace_back(e.nbytes, contexts[e.context].op);
+  }
+  if (!was_tracing) cpu.trace().disable();
+  return allocs;
 }
 
 }  // namespace
@@ -278,6 +297,120 @@ TEST_CASE("linear computes x weight^T + bias without copying the weight") {
     const Tensor xt = tensor({{1.0, 4.0}, {2.0, 5.0}, {3.0, 6.0}}, dev).t();
     check_values(linear(xt, w, b), {2, 4}, {1.5, 5, 5, 7, 4.5, 11, 14, 13});
   }
+}
+
+TEST_CASE(
+    "linear_backward gives matmul's and mm's gradients, one thread's bits, same allocations") {
+  // grad (3, 700, 96) of linear(x (3, 700, 64), weight (96, 64)): the input gradient grad @
+  // weight, the weight gradient grad^T @ x over 2100 rows and the bias gradient. On two threads
+  // the two products run side by side, each on one thread: the bits of one thread's matmul and
+  // mm, where the row bands and OpenBLAS's own threads would give them too, or not.
+  const int threads_before = omp_get_max_threads();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    CAPTURE(dtype);
+    const TensorOptions options(dtype);
+    const Tensor grad = randn({3, 700, 96}, options), x = randn({3, 700, 64}, options);
+    const Tensor weight = randn({96, 64}, options);
+    auto composed = [&] {
+      const Tensor gx = matmul(grad, weight);
+      const Tensor g2 = grad.reshape({-1, 96});
+      const Tensor gw = mm(g2.t(), x.reshape({-1, 64}));
+      return std::array<Tensor, 3>{gx, gw, g2.sum({0})};
+    };
+    omp_set_num_threads(1);
+    const std::array<Tensor, 3> one_thread = composed();
+    omp_set_num_threads(2);
+    std::array<Tensor, 3> grads;
+    StatsDelta d(allocator_for(kCPU));
+    const int64_t before = allocations_made(kCPU);
+    grads = linear_backward(grad, x, weight, {true, true, true});
+    CHECK_EQ(allocations_made(kCPU) - before, 3);
+    CHECK_EQ(d.allocated(), rounded(grad.nbytes() / 96 * 64) + rounded(weight.nbytes()) +
+                                rounded(96 * element_size(dtype)));
+    const auto pair_allocs = traced_allocs([&] {
+      linear_backward(grad, x, weight, {true, true, true});
+    });
+    const auto composed_allocs = traced_allocs([&] { composed(); });
+    omp_set_num_threads(threads_before);
+    CHECK_EQ(pair_allocs, composed_allocs);
+    REQUIRE_EQ(pair_allocs.size(), 3);
+    CHECK_EQ(pair_allocs[0].second, "matmul");
+    CHECK_EQ(pair_allocs[1].second, "mm");
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK_EQ(grads[i].sizes(), one_thread[i].sizes());
+      const double tolerance = dtype == kFloat32 ? 1e-3 : 1e-9;
+      check_values(grads[i], one_thread[i].sizes(), one_thread[i].to_vector<double>(), tolerance);
+#if MEMGRAD_WITH_BLAS
+      if (i < 2)
+        CHECK(std::memcmp(grads[i].data_ptr(), one_thread[i].data_ptr(), grads[i].nbytes()) == 0);
+#endif
+    }
+  }
+}
+
+TEST_CASE("linear_backward computes only what is asked, and falls back for odd layouts") {
+  for (Device dev : devices_under_test()) {
+    CAPTURE(dev.str());
+    const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);  // (2, 3)
+    const Tensor w = tensor({{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.0, 0.0, 2.0}},
+                            dev);                                                // (4, 3)
+    const Tensor g = tensor({{1.0, 0.0, 2.0, 1.0}, {0.0, 1.0, 0.0, 3.0}}, dev);  // (2, 4)
+    // g w = [3 2 4; 0 1 7]; g^T x = [1 2 3; 4 5 6; 2 4 6; 13 17 21]; g summed = [1 1 2 4]
+    const std::vector<double> gx{3, 2, 4, 0, 1, 7}, gw{1, 2, 3, 4, 5, 6, 2, 4, 6, 13, 17, 21};
+    std::array<Tensor, 3> all = linear_backward(g, x, w, {true, true, true});
+    check_values(all[0], {2, 3}, gx);
+    check_values(all[1], {4, 3}, gw);
+    check_values(all[2], {4}, {1, 1, 2, 4});
+    // Only the bias: neither product runs, and no x or weight is needed.
+    StatsDelta d(allocator_for(dev));
+    std::array<Tensor, 3> bias_only = linear_backward(g, Tensor(), Tensor(), {false, false, true});
+    CHECK_FALSE(bias_only[0].defined());
+    CHECK_FALSE(bias_only[1].defined());
+    check_values(bias_only[2], {4}, {1, 1, 2, 4});
+    CHECK_EQ(d.allocated(), rounded(4 * sizeof(float)));
+    // A transposed grad and a transposed weight (copies where GEMM needs them) give the same.
+    const Tensor gt = tensor({{1.0, 0.0}, {0.0, 1.0}, {2.0, 0.0}, {1.0, 3.0}}, dev).t();
+    const Tensor wt =
+        tensor({{1.0, 0.0, 1.0, 0.0}, {0.0, 1.0, 1.0, 0.0}, {0.0, 1.0, 1.0, 2.0}}, dev).t();
+    all = linear_backward(gt, x, wt, {true, true, false});
+    check_values(all[0], {2, 3}, gx);
+    check_values(all[1], {4, 3}, gw);
+    CHECK_FALSE(all[2].defined());
+    // Mismatched shapes: matmul's error.
+    CHECK_THROWS_AS(linear_backward(g, x, w.t(), {true, true, true}), ShapeError);
+  }
+}
+
+TEST_CASE("a CPU gemm_pair computes both products and hands back an error from either") {
+  // The second product has no floating dtype: its thread's error comes back to the caller as
+  // the InternalError gemm() raises, after the first product was written.
+  const int threads_before = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    omp_set_num_threads(threads);
+    const Tensor a = iota({3, 2}, kCPU), b = iota({2, 4}, kCPU);
+    Tensor c = zeros({3, 4});
+    kernels::GemmArgs first;
+    first.m = 3, first.n = 4, first.k = 2, first.ldc = 4;
+    first.a = {a.data_ptr(), 2, 1, 0};
+    first.b = {b.data_ptr(), 4, 1, 0};
+    first.c = c.data_ptr();
+    kernels::GemmArgs second = first;
+    Tensor c2 = zeros({3, 4});
+    second.c = c2.data_ptr();
+    kernels::cpu_backend().gemm_pair(first, second);
+    const std::vector<double> want =
+        reference_bmm(a.to_vector<double>(), b.to_vector<double>(), 1, 3, 2, 4);
+    check_values(c, {3, 4}, want);
+    check_values(c2, {3, 4}, want);
+    c = zeros({3, 4});
+    first.c = c.data_ptr();
+    second.dtype = kInt64;
+    CHECK_THROWS_AS(kernels::cpu_backend().gemm_pair(first, second), InternalError);
+    check_values(c, {3, 4}, want);
+  }
+  omp_set_num_threads(threads_before);
 }
 
 TEST_CASE("float64 and float16 products are within tolerance") {
