@@ -55,6 +55,15 @@ std::vector<double> reference_bmm(const std::vector<double>& a, const std::vecto
   return c;
 }
 
+// The linear tests' input x (2, 3) and weight w (4, 3).
+struct SmallLinear {
+  Tensor x, w;
+};
+SmallLinear small_linear(Device dev) {
+  return {tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev),
+          tensor({{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.0, 0.0, 2.0}}, dev)};
+}
+
 // The allocations `run` makes on the CPU, in order: size and the op its trace context names.
 std::vector<std::pair<uint64_t, std::string>> traced_allocs(const std::function<void()>& run) {
   PolicyAllocator& cpu = allocator_for(kCPU);
@@ -278,9 +287,7 @@ TEST_CASE("addmm adds a broadcast bias with beta and alpha") {
 TEST_CASE("linear computes x weight^T + bias without copying the weight") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
-    const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);  // (2, 3)
-    const Tensor w = tensor({{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.0, 0.0, 2.0}},
-                            dev);  // (4, 3)
+    const auto [x, w] = small_linear(dev);
     const Tensor b = tensor({0.5, 0.0, -1.0, 1.0}, dev);
     StatsDelta d(allocator_for(dev));
     const int64_t before = allocations_made(dev);
@@ -352,9 +359,7 @@ TEST_CASE(
 TEST_CASE("linear_backward computes only what is asked, and falls back for odd layouts") {
   for (Device dev : devices_under_test()) {
     CAPTURE(dev.str());
-    const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, dev);  // (2, 3)
-    const Tensor w = tensor({{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.0, 0.0, 2.0}},
-                            dev);                                                // (4, 3)
+    const auto [x, w] = small_linear(dev);
     const Tensor g = tensor({{1.0, 0.0, 2.0, 1.0}, {0.0, 1.0, 0.0, 3.0}}, dev);  // (2, 4)
     // g w = [3 2 4; 0 1 7]; g^T x = [1 2 3; 4 5 6; 2 4 6; 13 17 21]; g summed = [1 1 2 4]
     const std::vector<double> gx{3, 2, 4, 0, 1, 7}, gw{1, 2, 3, 4, 5, 6, 2, 4, 6, 13, 17, 21};
