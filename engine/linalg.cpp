@@ -530,26 +530,14 @@ std::array<Tensor, 3> linear_backward(const Tensor& grad, const Tensor& x, const
       TraceOpScope trace("mm");
       grads[1] = new_tensor(weight.sizes(), x.dtype(), x.device());
     }
-    BatchedMatrix g, g_t, w, x2;
-    g.data = g_t.data = grad.data_ptr();
-    g.rows = g_t.cols = rows;
-    g.cols = g_t.rows = out_f;
-    g.rs = g_t.cs = out_f;  // g: rows x out row-major; g_t its transpose
-    g_t.rs = 1;
-    w.data = weight.data_ptr();
-    w.rows = out_f;
-    w.cols = in_f;
-    w.rs = weight.stride(0);
-    w.cs = weight.stride(1);
-    x2.data = x.data_ptr();
-    x2.rows = rows;
-    x2.cols = in_f;
-    x2.rs = in_f;
+    // Views, no copies: grad and x are contiguous.
+    const Tensor g2 = grad.reshape({rows, out_f}), x2 = x.reshape({rows, in_f});
     kernels_for(x.device())
-        .gemm_pair(
-            matrix_gemm(x.dtype(), g, w, result_matrix(grads[0], {}, rows, in_f), 1.0, 0.0),
-            matrix_gemm(x.dtype(), g_t, x2, result_matrix(grads[1], {}, out_f, in_f), 1.0, 0.0));
-    if (needs[2]) grads[2] = grad.reshape({-1, out_f}).sum({0});
+        .gemm_pair(matrix_gemm(x.dtype(), as_matrix(g2, true, {}), as_matrix(weight, false, {}),
+                               result_matrix(grads[0], {}, rows, in_f), 1.0, 0.0),
+                   matrix_gemm(x.dtype(), as_matrix(g2.t(), true, {}), as_matrix(x2, false, {}),
+                               result_matrix(grads[1], {}, out_f, in_f), 1.0, 0.0));
+    if (needs[2]) grads[2] = g2.sum({0});
     return grads;
   }
   if (needs[0]) grads[0] = matmul(grad, weight);

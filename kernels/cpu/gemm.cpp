@@ -289,8 +289,7 @@ void gemm_reduced(const GemmArgs& g) {
 // input gradient already ran in row bands) 0.7 to 2% less.
 void CpuBackend::gemm_pair(const GemmArgs& first, const GemmArgs& second) {
   if (omp_in_parallel() || omp_get_max_threads() < 2) {
-    gemm(first);
-    gemm(second);
+    KernelBackend::gemm_pair(first, second);  // one after the other
     return;
   }
   const GemmArgs* products[2] = {&first, &second};
