@@ -29,6 +29,8 @@
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/memgrad_products.h"
+#include "bench/memgrad_same_start.h"
+#include "bench/same_start.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/optimizer.h"
@@ -48,6 +50,39 @@ struct Batch {
   Tensor target;  // kBatch int64
 };
 
+// One training step on `batch`, its loss assigned to `loss` before backward (as a training
+// loop's `loss = ...` releases the last step's loss there).
+void train_step(Mlp& model, optim::SGD& optimizer, const Batch& batch, Tensor& loss) {
+  optimizer.zero_grad();
+  loss = nn::cross_entropy(model.forward(batch.input), batch.target);
+  loss.backward();
+  optimizer.step();
+}
+
+const std::vector<int64_t> kWidths = {kInputs, bench::kMlpHidden, bench::kMlpHidden, kClasses};
+
+// The same-start run (bench/same_start.h): a fresh model from the weights and batches both
+// libraries draw alike, trained on them; the loss of every step.
+std::vector<double> same_start_losses() {
+  namespace ss = bench::same_start;
+  Mlp model;
+  bench::load_same_start(model, ss::linear_stack_shapes(kWidths));
+  std::vector<Batch> pool;
+  for (int b = 0; b < ss::kPoolBatches; ++b) {
+    pool.push_back(
+        {from_vector(ss::normal_values(ss::batch_seed(b), kBatch * kInputs), {kBatch, kInputs}),
+         from_vector(ss::integer_values(ss::batch_seed(b) + 1, kBatch, kClasses), {kBatch})});
+  }
+  optim::SGD optimizer(model.parameters(), {.lr = 0.1, .momentum = 0.9});
+  std::vector<double> losses;
+  Tensor loss;
+  for (int s = 0; s < ss::kSteps; ++s) {
+    train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
 int run(const bench::Flags& flags) {
   const double startup_rss = bench::peak_rss_mib();
   omp_set_num_threads(bench::kThreads);
@@ -62,21 +97,17 @@ int run(const bench::Flags& flags) {
   optim::SGD optimizer(model.parameters(), {.lr = 0.1, .momentum = 0.9});
   Tensor loss;
   bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
-    const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
-    optimizer.zero_grad();
-    loss = nn::cross_entropy(model.forward(batch.input), batch.target);
-    loss.backward();
-    optimizer.step();
+    train_step(model, optimizer, pool[static_cast<size_t>(s % kPoolBatches)], loss);
   });
   bench::report_training(
       "train",
       {std::move(timed.step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
        static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
   // The least the step could take here: its GEMM FLOPs at the FMA peak of bench::kThreads cores.
-  const std::vector<bench::GemmShape> gemms = bench::linear_stack_step_gemms(
-      {kInputs, bench::kMlpHidden, bench::kMlpHidden, kClasses}, kBatch);
+  const std::vector<bench::GemmShape> gemms = bench::linear_stack_step_gemms(kWidths, kBatch);
   bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::memgrad_products()), "ms");
+  bench::same_start::report_losses("train", same_start_losses());
   return 0;
 }
 

@@ -31,6 +31,8 @@
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/memgrad_products.h"
+#include "bench/memgrad_same_start.h"
+#include "bench/same_start.h"
 #include "engine/optim/optimizer.h"
 #include "examples/charlm/charlm_model.h"
 
@@ -51,6 +53,53 @@ struct Batch {
   Tensor target;  // kBatch x kContext int64: the input shifted by one token
 };
 
+// A batch from a kBatch x (kContext + 1) window of tokens: its first kContext columns are the
+// input, its last kContext the target.
+Batch from_window(const Tensor& window) {
+  return {window.narrow(1, 0, kContext).contiguous(), window.narrow(1, 1, kContext).contiguous()};
+}
+
+examples::CharLM make_model() {
+  return examples::CharLM({kVocab, kWidth, kLayers, kHeads, kContext}, /*dropout=*/0.0,
+                          /*checkpoint_segments=*/0, kCPU);
+}
+
+optim::AdamW make_optimizer(examples::CharLM& model) {
+  return optim::AdamW(model.parameters(), {.lr = 3e-3, .weight_decay = 0.01});
+}
+
+// One training step on `batch`, its loss assigned to `loss` before backward (as a training
+// loop's `loss = ...` releases the last step's loss there).
+void train_step(examples::CharLM& model, optim::AdamW& optimizer, const Batch& batch,
+                Tensor& loss) {
+  optimizer.zero_grad();
+  loss = examples::charlm_loss(model, batch.input, batch.target, /*amp=*/false).loss;
+  loss.backward();
+  optimizer.step();
+}
+
+// The same-start run (bench/same_start.h): a fresh model from the weights and batches both
+// libraries draw alike, trained on them; the loss of every step.
+std::vector<double> same_start_losses() {
+  namespace ss = bench::same_start;
+  examples::CharLM model = make_model();
+  bench::load_same_start(model, ss::transformer_shapes(kVocab, kWidth, kLayers, kContext));
+  std::vector<Batch> pool;
+  for (int b = 0; b < ss::kPoolBatches; ++b) {
+    pool.push_back(from_window(
+        from_vector(ss::integer_values(ss::batch_seed(b), kBatch * (kContext + 1), kVocab),
+                    {kBatch, kContext + 1})));
+  }
+  optim::AdamW optimizer = make_optimizer(model);
+  std::vector<double> losses;
+  Tensor loss;
+  for (int s = 0; s < ss::kSteps; ++s) {
+    train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
 int run(const bench::Flags& flags) {
   const double startup_rss = bench::peak_rss_mib();
   omp_set_num_threads(bench::kThreads);
@@ -59,20 +108,13 @@ int run(const bench::Flags& flags) {
   manual_seed(0);
   std::vector<Batch> pool;
   for (int i = 0; i < kPoolBatches; ++i) {
-    const Tensor window = randint(0, kVocab, {kBatch, kContext + 1});
-    pool.push_back(
-        {window.narrow(1, 0, kContext).contiguous(), window.narrow(1, 1, kContext).contiguous()});
+    pool.push_back(from_window(randint(0, kVocab, {kBatch, kContext + 1})));
   }
-  examples::CharLM model({kVocab, kWidth, kLayers, kHeads, kContext}, /*dropout=*/0.0,
-                         /*checkpoint_segments=*/0, kCPU);
-  optim::AdamW optimizer(model.parameters(), {.lr = 3e-3, .weight_decay = 0.01});
+  examples::CharLM model = make_model();
+  optim::AdamW optimizer = make_optimizer(model);
   Tensor loss;
   bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
-    const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
-    optimizer.zero_grad();
-    loss = examples::charlm_loss(model, batch.input, batch.target, /*amp=*/false).loss;
-    loss.backward();
-    optimizer.step();
+    train_step(model, optimizer, pool[static_cast<size_t>(s % kPoolBatches)], loss);
   });
   bench::report_training(
       "charlm",
@@ -83,6 +125,7 @@ int run(const bench::Flags& flags) {
   bench::report_fma_bound("charlm", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("charlm_step_gemms", bench::time_step_gemms(gemms, bench::memgrad_products()),
                 "ms");
+  bench::same_start::report_losses("charlm", same_start_losses());
   return 0;
 }
 

@@ -22,6 +22,8 @@
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/peer/torch_products.h"
+#include "bench/peer/torch_same_start.h"
+#include "bench/same_start.h"
 
 namespace {
 
@@ -120,6 +122,45 @@ torch::Tensor charlm_loss(CharLM& model, const Batch& batch, double* accuracy) {
   return loss;
 }
 
+Batch from_window(const torch::Tensor& window) {
+  return {window.narrow(1, 0, kContext).contiguous(), window.narrow(1, 1, kContext).contiguous()};
+}
+
+torch::optim::AdamW make_optimizer(CharLM& model) {
+  return torch::optim::AdamW(
+      model->parameters(),
+      torch::optim::AdamWOptions(3e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
+}
+
+void train_step(CharLM& model, torch::optim::AdamW& optimizer, const Batch& batch,
+                torch::Tensor& loss) {
+  double accuracy = 0.0;
+  model->zero_grad(/*set_to_none=*/true);
+  loss = charlm_loss(model, batch, &accuracy);
+  loss.backward();
+  optimizer.step();
+}
+
+std::vector<double> same_start_losses() {
+  namespace ss = bench::same_start;
+  CharLM model;
+  bench::load_same_start(*model, ss::transformer_shapes(kVocab, kWidth, kLayers, kContext));
+  std::vector<Batch> pool;
+  for (int b = 0; b < ss::kPoolBatches; ++b) {
+    pool.push_back(from_window(
+        bench::from_values(ss::integer_values(ss::batch_seed(b), kBatch * (kContext + 1), kVocab),
+                           {kBatch, kContext + 1})));
+  }
+  torch::optim::AdamW optimizer = make_optimizer(model);
+  std::vector<double> losses;
+  torch::Tensor loss;
+  for (int s = 0; s < ss::kSteps; ++s) {
+    train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
 int run(const bench::Flags& flags) {
   const double startup_rss = bench::peak_rss_mib();
   torch::set_num_threads(bench::kThreads);
@@ -128,22 +169,13 @@ int run(const bench::Flags& flags) {
   torch::manual_seed(0);
   std::vector<Batch> pool;
   for (int i = 0; i < kPoolBatches; ++i) {
-    const torch::Tensor window = torch::randint(0, kVocab, {kBatch, kContext + 1});
-    pool.push_back(
-        {window.narrow(1, 0, kContext).contiguous(), window.narrow(1, 1, kContext).contiguous()});
+    pool.push_back(from_window(torch::randint(0, kVocab, {kBatch, kContext + 1})));
   }
   CharLM model;
-  torch::optim::AdamW optimizer(
-      model->parameters(),
-      torch::optim::AdamWOptions(3e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
+  torch::optim::AdamW optimizer = make_optimizer(model);
   torch::Tensor loss;
-  double accuracy = 0.0;
   bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
-    const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
-    model->zero_grad(/*set_to_none=*/true);
-    loss = charlm_loss(model, batch, &accuracy);
-    loss.backward();
-    optimizer.step();
+    train_step(model, optimizer, pool[static_cast<size_t>(s % kPoolBatches)], loss);
   });
   bench::report_training("charlm", {std::move(timed.step_ms), std::nullopt, std::nullopt,
                                     startup_rss, loss.item<double>()});
@@ -151,6 +183,7 @@ int run(const bench::Flags& flags) {
       bench::transformer_step_gemms(kVocab, kWidth, kLayers, kHeads, kContext, kBatch);
   bench::report_fma_bound("charlm", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("charlm_step_gemms", bench::time_step_gemms(gemms, bench::torch_products()), "ms");
+  bench::same_start::report_losses("charlm", same_start_losses());
   return 0;
 }
 

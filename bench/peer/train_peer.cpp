@@ -15,6 +15,8 @@
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/peer/torch_products.h"
+#include "bench/peer/torch_same_start.h"
+#include "bench/same_start.h"
 
 namespace {
 
@@ -41,6 +43,36 @@ struct Batch {
   torch::Tensor target;
 };
 
+void train_step(Mlp& model, torch::optim::SGD& optimizer, const Batch& batch, torch::Tensor& loss) {
+  model->zero_grad(/*set_to_none=*/true);
+  loss = torch::nn::functional::cross_entropy(model->forward(batch.input), batch.target);
+  loss.backward();
+  optimizer.step();
+}
+
+const std::vector<int64_t> kWidths = {kInputs, kHidden, kHidden, kClasses};
+
+std::vector<double> same_start_losses() {
+  namespace ss = bench::same_start;
+  Mlp model;
+  bench::load_same_start(*model, ss::linear_stack_shapes(kWidths));
+  std::vector<Batch> pool;
+  for (int b = 0; b < ss::kPoolBatches; ++b) {
+    pool.push_back({bench::from_values(ss::normal_values(ss::batch_seed(b), kBatch * kInputs),
+                                       {kBatch, kInputs}),
+                    bench::from_values(ss::integer_values(ss::batch_seed(b) + 1, kBatch, kClasses),
+                                       {kBatch})});
+  }
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  std::vector<double> losses;
+  torch::Tensor loss;
+  for (int s = 0; s < ss::kSteps; ++s) {
+    train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
 int run(const bench::Flags& flags) {
   const double startup_rss = bench::peak_rss_mib();
   torch::set_num_threads(bench::kThreads);
@@ -55,18 +87,14 @@ int run(const bench::Flags& flags) {
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   torch::Tensor loss;
   bench::StepsAndPeak timed = bench::time_training_steps_and_peak(flags, [&](int s) {
-    const Batch& batch = pool[static_cast<size_t>(s % kPoolBatches)];
-    model->zero_grad(/*set_to_none=*/true);
-    loss = torch::nn::functional::cross_entropy(model->forward(batch.input), batch.target);
-    loss.backward();
-    optimizer.step();
+    train_step(model, optimizer, pool[static_cast<size_t>(s % kPoolBatches)], loss);
   });
   bench::report_training("train", {std::move(timed.step_ms), std::nullopt, std::nullopt,
                                    startup_rss, loss.item<double>()});
-  const std::vector<bench::GemmShape> gemms =
-      bench::linear_stack_step_gemms({kInputs, kHidden, kHidden, kClasses}, kBatch);
+  const std::vector<bench::GemmShape> gemms = bench::linear_stack_step_gemms(kWidths, kBatch);
   bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::torch_products()), "ms");
+  bench::same_start::report_losses("train", same_start_losses());
   return 0;
 }
 

@@ -31,6 +31,7 @@ echo "$0" >> "{log}"
 echo "add_1elem_overhead: {overhead} ns/op"
 echo "sgemm_1024x1024x1024: {gemm} GFLOP/s"
 echo "train_final_loss: {loss} nats"
+echo "train_same_start_loss_last: {same} nats"
 """
 
 
@@ -48,11 +49,12 @@ class RunnerTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def program(self, name, overhead, gemm, loss, blas="OpenBLAS x, core Haswell, openmp"):
+    def program(self, name, overhead, gemm, loss, blas="OpenBLAS x, core Haswell, openmp",
+                same=0.8323516):
         path = os.path.join(self.build, "bench", name)
         with open(path, "w", encoding="utf-8") as f:
             f.write(PROGRAM.format(label=name, blas=blas, log=self.log, overhead=overhead,
-                                   gemm=gemm, loss=loss))
+                                   gemm=gemm, loss=loss, same=same))
         os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
     def run_compared(self, *argv):
@@ -101,6 +103,24 @@ class RunnerTest(unittest.TestCase):
         self.assertIn(f"target add_1elem_overhead ratio memgrad/{label2} <= 0.5: FAIL (0.667)",
                       out)
         self.assertIn(f"target sgemm_1024x1024x1024 ratio memgrad/{label2} >= 0.95: FAIL", out)
+        self.assertEqual(status, 1)
+
+    def test_same_start_losses_agree_within_the_tolerance(self):
+        self.bench = self.bench._replace(targets=(
+            run_bench.Target("train_same_start_loss_last", "~=", run_bench.SAME_START_TOLERANCE),))
+        self.program("ops_bench", 100, 200, 0.3, same=0.8323516)
+        self.program("ops_peer", 400, 190, 0.1, same=0.8323517)
+        # 0.3% apart: a model or optimizer that differs, not a sum in another order.
+        self.program("ops_peer_torch2", 250, 210, 0.2, blas="MKL 2024", same=0.8348)
+        status, out, _ = self.run_compared()
+        label2 = run_bench.PEERS[1].label
+        # Seven digits, for the figures and the ratio.
+        self.assertIn("train_same_start_loss_last memgrad: 0.8323516 nats", out)
+        self.assertIn("train_same_start_loss_last ratio memgrad/libtorch-1.13: 0.9999999", out)
+        self.assertIn("target train_same_start_loss_last ratio memgrad/libtorch-1.13 ~= "
+                      "1 +- 0.0001: PASS (0.9999999)", out)
+        self.assertIn(f"target train_same_start_loss_last ratio memgrad/{label2} ~= "
+                      "1 +- 0.0001: FAIL (0.9970671)", out)
         self.assertEqual(status, 1)
 
     def test_a_missing_peer_fails_and_says_how_to_get_it(self):
