@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/nn/linear.h"
 
@@ -18,6 +19,8 @@ inline constexpr int64_t kMlpInputs = 784;
 inline constexpr int64_t kMlpHidden = 512;
 inline constexpr int64_t kMlpClasses = 10;
 inline constexpr int kMlpPoolBatches = 16;
+// The layers' widths, inputs first.
+inline const std::vector<int64_t> kMlpWidths = {kMlpInputs, kMlpHidden, kMlpHidden, kMlpClasses};
 
 class Mlp : public memgrad::nn::UnaryModule {
  public:

@@ -42,6 +42,8 @@
 #include "autograd/autograd.h"
 #include "bench/bench_mlp.h"
 #include "bench/bench_util.h"
+#include "bench/memgrad_same_start.h"
+#include "bench/same_start.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/error.h"
 #include "distributed/process_group.h"
@@ -91,6 +93,90 @@ int all_reduce_rank() {
   return 0;
 }
 
+// One rank's model, wrapped as `parallel` says (none in one process), and its optimizer.
+// MEMGRAD_DIST_BENCH_PARALLEL names the variant (run_part): ddp_blocking is DDP as it was before
+// its communication thread, one bucket of 25 MiB reduced at the end of backward; zero3 runs
+// ZeRO-3 in place of DDP (each layer gathered around its forward and backward, gradients
+// reduce-scattered, the optimizer on this rank's shards), zero3_overlap with the communication on
+// the communication thread meanwhile (ZeroOptions::overlap).
+class Trainer {
+ public:
+  Trainer(std::shared_ptr<Mlp> model, const std::shared_ptr<distributed::ProcessGroup>& pg,
+          const std::string& parallel)
+      : runner_(model) {
+    distributed::DDPOptions ddp_options;
+    if (parallel == "ddp_blocking") ddp_options = {.first_bucket_cap_mb = 25.0, .overlap = false};
+    if (pg && parallel.starts_with("zero3")) {
+      zero_ = std::make_shared<distributed::ZeroDataParallel>(
+          model, pg, distributed::ZeroOptions{3, parallel == "zero3_overlap"});
+      runner_ = zero_;
+    } else if (pg) {
+      runner_ = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
+    }
+    optimizer_ =
+        std::make_unique<optim::SGD>(zero_ ? zero_->shard_parameters() : model->parameters(),
+                                     optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  }
+
+  // zero_grad + forward + backward + step on this rank's rows; `loss` is assigned before
+  // backward (a training loop's `loss = ...` releases the last step's loss there).
+  void step(const Tensor& input, const Tensor& target, Tensor& loss) {
+    if (zero_) {
+      zero_->zero_grad();
+    } else {
+      optimizer_->zero_grad();
+    }
+    loss = nn::cross_entropy((*runner_)(input), target);
+    loss.backward();
+    if (zero_) {
+      zero_->step(*optimizer_);
+    } else {
+      optimizer_->step();
+    }
+  }
+
+ private:
+  std::shared_ptr<nn::UnaryModule> runner_;
+  std::shared_ptr<distributed::ZeroDataParallel> zero_;
+  std::unique_ptr<optim::SGD> optimizer_;
+};
+
+// The mean of `value` over the ranks (itself in one process).
+double rank_mean(const std::shared_ptr<distributed::ProcessGroup>& pg, double value) {
+  if (!pg) return value;
+  Tensor t = full({1}, value, TensorOptions(kFloat64));
+  pg->all_reduce(t, distributed::ReduceOp::Avg);
+  return t.item<double>();
+}
+
+// The same-start run (bench/same_start.h) of `parallel` on this rank: a fresh model from the
+// weights and global batches torch_dist_peer.py draws alike, each rank training on its rows;
+// the loss of every step, averaged over the ranks (the loss of the global batch).
+std::vector<double> same_start_losses(const std::shared_ptr<distributed::ProcessGroup>& pg,
+                                      int rank, int world, const std::string& parallel) {
+  namespace ss = bench::same_start;
+  auto model = std::make_shared<Mlp>();
+  bench::load_same_start(*model, ss::linear_stack_shapes(bench::kMlpWidths));
+  const int64_t rows = kBatch / world;
+  std::vector<Tensor> inputs, targets;
+  for (int b = 0; b < ss::kPoolBatches; ++b) {
+    const Tensor x =
+        from_vector(ss::normal_values(ss::batch_seed(b), kBatch * kInputs), {kBatch, kInputs});
+    const Tensor y = from_vector(ss::integer_values(ss::batch_seed(b) + 1, kBatch, kClasses));
+    inputs.push_back(x.narrow(0, rank * rows, rows).contiguous());
+    targets.push_back(y.narrow(0, rank * rows, rows).contiguous());
+  }
+  Trainer trainer(model, pg, parallel);
+  std::vector<double> losses;
+  Tensor loss;
+  for (int s = 0; s < ss::kSteps; ++s) {
+    const auto b = static_cast<size_t>(s % ss::kPoolBatches);
+    trainer.step(inputs[b], targets[b], loss);
+    losses.push_back(rank_mean(pg, loss.item<double>()));
+  }
+  return losses;
+}
+
 // Rank part 2: MLP steps, one process (world size 1: no group, no DDP) or DDP; rank 0 prints.
 int step_rank() {
   const int world = std::atoi(std::getenv("WORLD_SIZE"));
@@ -109,52 +195,19 @@ int step_rank() {
     inputs.push_back(x.narrow(0, rank * rows, rows).contiguous());
     targets.push_back(y.narrow(0, rank * rows, rows).contiguous());
   }
-  auto model = std::make_shared<Mlp>();
-  std::shared_ptr<nn::UnaryModule> runner = model;
-  // MEMGRAD_DIST_BENCH_PARALLEL names the variant (run_part): ddp_blocking is DDP as it was
-  // before its communication thread, one bucket of 25 MiB reduced at the end of backward; zero3
-  // runs ZeRO-3 in place of DDP (each layer gathered around its forward and backward, gradients
-  // reduce-scattered, the optimizer on this rank's shards), zero3_overlap with the
-  // communication on the communication thread meanwhile (ZeroOptions::overlap).
   const char* parallel_env = std::getenv("MEMGRAD_DIST_BENCH_PARALLEL");
   const std::string parallel = parallel_env != nullptr ? parallel_env : "ddp";
-  distributed::DDPOptions ddp_options;
-  if (parallel == "ddp_blocking") ddp_options = {.first_bucket_cap_mb = 25.0, .overlap = false};
-  std::shared_ptr<distributed::ZeroDataParallel> zero;
-  if (pg && parallel.starts_with("zero3")) {
-    zero = std::make_shared<distributed::ZeroDataParallel>(
-        model, pg, distributed::ZeroOptions{3, parallel == "zero3_overlap"});
-    runner = zero;
-  } else if (pg) {
-    runner = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
-  }
-  optim::SGD optimizer(zero ? zero->shard_parameters() : model->parameters(),
-                       {.lr = 0.1, .momentum = 0.9});
+  Trainer trainer(std::make_shared<Mlp>(), pg, parallel);
   std::vector<double> step_ms;
   Tensor loss;
   for (int s = 0; s < warmup + timed; ++s) {
     const auto b = static_cast<size_t>(s % kPoolBatches);
     const bench::Clock::time_point start = bench::Clock::now();
-    if (zero) {
-      zero->zero_grad();
-    } else {
-      optimizer.zero_grad();
-    }
-    loss = nn::cross_entropy((*runner)(inputs[b]), targets[b]);
-    loss.backward();
-    if (zero) {
-      zero->step(optimizer);
-    } else {
-      optimizer.step();
-    }
+    trainer.step(inputs[b], targets[b], loss);
     if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
   }
-  double final_loss = loss.item<double>();
-  if (pg) {
-    Tensor l = full({1}, final_loss, TensorOptions(kFloat64));
-    pg->all_reduce(l, distributed::ReduceOp::Avg);
-    final_loss = l.item<double>();
-  }
+  const double final_loss = rank_mean(pg, loss.item<double>());
+  const std::vector<double> same_start = same_start_losses(pg, rank, world, parallel);
   if (rank != 0) return 0;
   const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_{}", world, parallel)
                              : threads == bench::kThreads
@@ -163,6 +216,7 @@ int step_rank() {
   bench::report((prefix + "_median").c_str(), bench::median(step_ms), "ms");
   bench::report((prefix + "_p90").c_str(), bench::quantile(step_ms, 0.9), "ms");
   bench::report((prefix + "_final_loss").c_str(), final_loss, "nats");
+  bench::same_start::report_losses(prefix, same_start);
   return 0;
 }
 
@@ -218,8 +272,13 @@ int run(const bench::Flags& flags) {
                          "mlp_step_2rank_zero3_median",
                          "mlp_step_2rank_zero3_overlap_median",
                          "ddp_2rank_speedup",
-                         "ddp_2rank_scaling"};
-  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms", "ms", "ms", "ms", "ms", "x", "x"};
+                         "ddp_2rank_scaling",
+                         "mlp_step_1rank_same_start_loss_last",
+                         "mlp_step_2rank_ddp_same_start_loss_last",
+                         "mlp_step_2rank_zero3_same_start_loss_last",
+                         "mlp_step_2rank_zero3_overlap_same_start_loss_last"};
+  const char* units[] = {"ms", "GB/s", "GB/s", "ms",   "ms",   "ms",   "ms",  "ms",
+                         "ms", "x",    "x",    "nats", "nats", "nats", "nats"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
     for (size_t i = 0; i < std::size(names); ++i) bench::report_missing(names[i], units[i]);

@@ -59,14 +59,12 @@ void train_step(Mlp& model, optim::SGD& optimizer, const Batch& batch, Tensor& l
   optimizer.step();
 }
 
-const std::vector<int64_t> kWidths = {kInputs, bench::kMlpHidden, bench::kMlpHidden, kClasses};
-
 // The same-start run (bench/same_start.h): a fresh model from the weights and batches both
 // libraries draw alike, trained on them; the loss of every step.
 std::vector<double> same_start_losses() {
   namespace ss = bench::same_start;
   Mlp model;
-  bench::load_same_start(model, ss::linear_stack_shapes(kWidths));
+  bench::load_same_start(model, ss::linear_stack_shapes(bench::kMlpWidths));
   std::vector<Batch> pool;
   for (int b = 0; b < ss::kPoolBatches; ++b) {
     pool.push_back(
@@ -104,7 +102,8 @@ int run(const bench::Flags& flags) {
       {std::move(timed.step_ms), static_cast<double>(max_memory_allocated(kCPU)) / kMiB,
        static_cast<double>(max_memory_reserved(kCPU)) / kMiB, startup_rss, loss.item<double>()});
   // The least the step could take here: its GEMM FLOPs at the FMA peak of bench::kThreads cores.
-  const std::vector<bench::GemmShape> gemms = bench::linear_stack_step_gemms(kWidths, kBatch);
+  const std::vector<bench::GemmShape> gemms =
+      bench::linear_stack_step_gemms(bench::kMlpWidths, kBatch);
   bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::memgrad_products()), "ms");
   bench::same_start::report_losses("train", same_start_losses());

@@ -132,7 +132,21 @@ BENCHMARKS = [
                        Target("mlp_step_2rank_zero3_median", "<=", 1.5,
                               relative_to="mlp_step_2rank_ddp_median"),
                        Target("mlp_step_2rank_zero3_overlap_median", "<=", 1.5,
-                              relative_to="mlp_step_2rank_ddp_median"))),
+                              relative_to="mlp_step_2rank_ddp_median"),
+                       # From the same start: torch's and memgrad's DDP train alike, as one
+                       # process does, and ZeRO-3 as DDP.
+                       Target("mlp_step_1rank_same_start_loss_last", "~=", SAME_START_TOLERANCE),
+                       Target("mlp_step_2rank_ddp_same_start_loss_last", "~=",
+                              SAME_START_TOLERANCE),
+                       Target("mlp_step_2rank_ddp_same_start_loss_last", "~=",
+                              SAME_START_TOLERANCE,
+                              relative_to="mlp_step_1rank_same_start_loss_last"),
+                       Target("mlp_step_2rank_zero3_same_start_loss_last", "~=",
+                              SAME_START_TOLERANCE,
+                              relative_to="mlp_step_2rank_ddp_same_start_loss_last"),
+                       Target("mlp_step_2rank_zero3_overlap_same_start_loss_last", "~=",
+                              SAME_START_TOLERANCE,
+                              relative_to="mlp_step_2rank_ddp_same_start_loss_last"))),
     Benchmark("estimate", "bench/estimate_bench",
               "a GPT-2 XL-shaped AdamW step (width 1600, 25 heads, context 1024) on an 80 GiB "
               "meta device at 12, 24 and 48 blocks: time (s), exact peaks, host memory; no peer",
@@ -346,7 +360,8 @@ def check_targets(bench, ours, peers):
         if t.relative_to:
             ref = ours.median(t.relative_to)
             a = ours.median(t.metric)
-            checks.append((f"memgrad {t.metric} {t.op} {t.bound} x memgrad {t.relative_to}",
+            bound = f"(1 +- {t.bound})" if t.op == "~=" else t.bound
+            checks.append((f"memgrad {t.metric} {t.op} {bound} x memgrad {t.relative_to}",
                            a / ref if a is not None and ref else None))
         else:
             for peer in peers:

@@ -29,12 +29,17 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import same_start  # noqa: E402  (bench/same_start.h's weights and batches)
+
 BATCH, INPUTS, HIDDEN, CLASSES, POOL = 128, 784, 512, 10, 16
 ALLREDUCE_BYTES = 64 << 20
 
 
 def report(name, value, unit):
-    print(f"{name}: {value:.4g} {unit}", flush=True)
+    # The same-start losses to 7 significant digits, as bench/same_start.h prints them.
+    digits = 7 if "_same_start_loss_" in name else 4
+    print(f"{name}: {value:.{digits}g} {unit}", flush=True)
 
 
 def quantile(values, q):
@@ -73,6 +78,50 @@ def all_reduce_rank(rank, world, store_file, quick, queue):
                    ("allreduce_64mib_busbw", algbw * 2 * (world - 1) / world, "GB/s")])
 
 
+def rank_mean(world, value):
+    """The mean of `value` over the ranks (Gloo has no AVG: a sum, divided)."""
+    if world == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.item() / world
+
+
+def same_start_losses(rank, world):
+    """The same-start run (bench/same_start.h) on this rank: a fresh model from the weights and
+    global batches dist_bench draws alike, each rank training on its rows; the loss of every
+    step, averaged over the ranks."""
+    net = model()
+    params = list(net.named_parameters())
+    shapes = same_start.linear_stack_shapes([INPUTS, HIDDEN, HIDDEN, CLASSES])
+    if [list(p.shape) for _, p in params] != shapes:
+        raise RuntimeError(f"same_start: the model's shapes differ from {shapes}")
+    with torch.no_grad():
+        for i, (name, p) in enumerate(params):
+            values = same_start.parameter_values(i, name, list(p.shape))
+            p.copy_(torch.tensor(values, dtype=torch.float32).view(p.shape))
+    rows = BATCH // world
+    inputs, targets = [], []
+    for b in range(same_start.POOL_BATCHES):
+        seed = same_start.batch_seed(b)
+        x = torch.tensor(same_start.normal_values(seed, BATCH * INPUTS),
+                         dtype=torch.float32).view(BATCH, INPUTS)
+        y = torch.tensor(same_start.integer_values(seed + 1, BATCH, CLASSES), dtype=torch.int64)
+        inputs.append(x[rank * rows:(rank + 1) * rows].contiguous())
+        targets.append(y[rank * rows:(rank + 1) * rows].contiguous())
+    runner = torch.nn.parallel.DistributedDataParallel(net) if world > 1 else net
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for s in range(same_start.STEPS):
+        b = s % same_start.POOL_BATCHES
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(runner(inputs[b]), targets[b])
+        loss.backward()
+        optimizer.step()
+        losses.append(rank_mean(world, loss.item()))
+    return losses
+
+
 def step_rank(rank, world, store_file, quick, threads, queue):
     torch.set_num_threads(threads)
     if world > 1:
@@ -99,13 +148,16 @@ def step_rank(rank, world, store_file, quick, threads, queue):
         optimizer.step()
         if s >= warmup:
             step_ms.append((time.perf_counter() - start) * 1e3)
+    losses = same_start_losses(rank, world)
     if world > 1:
         dist.destroy_process_group()
     if rank == 0:
         prefix = (f"mlp_step_{world}rank_ddp" if world > 1 else
                   "mlp_step_1rank" if threads == 2 else f"mlp_step_1rank_{threads}thread")
         queue.put([(prefix + "_median", statistics.median(step_ms), "ms"),
-                   (prefix + "_p90", quantile(step_ms, 0.9), "ms")])
+                   (prefix + "_p90", quantile(step_ms, 0.9), "ms"),
+                   (prefix + "_same_start_loss_first", losses[0], "nats"),
+                   (prefix + "_same_start_loss_last", losses[-1], "nats")])
 
 
 def run_part(target, world, *args):

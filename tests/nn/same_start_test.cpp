@@ -25,6 +25,20 @@ TEST_CASE("same_start's stream is SplitMix64") {
   CHECK(stream.next() == 0x06c45d188009454fULL);
 }
 
+// The same values, to the bit, are asserted of bench/peer/same_start.py (the Python peer's copy)
+// in tests/tools/run_bench_test.py: change both or neither.
+TEST_CASE("same_start's values are the ones its Python copy reproduces") {
+  CHECK(ss::uniform_values(7, 3, -0.25, 0.25) ==
+        std::vector<float>{-0x1.c341e2p-5f, -0x1.eecf0cp-3f, 0x1.9a6102p-3f});
+  CHECK(ss::normal_values(3, 3) ==
+        std::vector<float>{-0x1.34d106p-3f, -0x1.de3804p-2f, 0x1.3c685p+0f});
+  CHECK(ss::integer_values(5, 6, 10) == std::vector<int64_t>{8, 4, 3, 9, 1, 6});
+  const std::vector<float> w = ss::parameter_values(2, "fc2.weight", {512, 512});
+  CHECK(std::vector<float>(w.begin(), w.begin() + 3) ==
+        std::vector<float>{0x1.159ec4p-8f, -0x1.af38aep-6f, -0x1.22c4dcp-8f});
+  CHECK(ss::parameter_values(3, "ln.weight", {128})[0] == 0x1.08dc5ep+0f);
+}
+
 TEST_CASE("same_start's values: uniform bounds, normal moments, integers in range") {
   const std::vector<float> u = ss::uniform_values(7, 10000, -0.25, 0.25);
   for (float v : u) REQUIRE((v >= -0.25f && v <= 0.25f));

@@ -9,6 +9,7 @@ usage: run_bench_test.py
 import io
 import os
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -18,8 +19,10 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(ROOT, "tools")
 sys.path.insert(0, TOOLS)
+sys.path.insert(0, os.path.join(ROOT, "bench", "peer"))
 import build_targets  # noqa: E402
 import run_bench  # noqa: E402
+import same_start  # noqa: E402  (bench/peer/same_start.py)
 import torch_peer  # noqa: E402
 
 # A stand-in benchmark program: its config lines, then its figures (value per side).
@@ -33,6 +36,34 @@ echo "sgemm_1024x1024x1024: {gemm} GFLOP/s"
 echo "train_final_loss: {loss} nats"
 echo "train_same_start_loss_last: {same} nats"
 """
+
+
+def float32(values):
+    """Each double rounded to float32, as torch.tensor(..., dtype=torch.float32) rounds it."""
+    return [struct.unpack("f", struct.pack("f", v))[0] for v in values]
+
+
+class SameStartMirrorTest(unittest.TestCase):
+    """The Python peer's copy of bench/same_start.h gives the header's values to the bit (the
+    same constants are asserted of the header in tests/nn/same_start_test.cpp)."""
+
+    def test_values_match_the_header(self):
+        self.assertEqual(float32(same_start.uniform_values(7, 3, -0.25, 0.25)),
+                         [float.fromhex(h) for h in ("-0x1.c341e2p-5", "-0x1.eecf0cp-3",
+                                                     "0x1.9a6102p-3")])
+        self.assertEqual(float32(same_start.normal_values(3, 3)),
+                         [float.fromhex(h) for h in ("-0x1.34d106p-3", "-0x1.de3804p-2",
+                                                     "0x1.3c685p+0")])
+        self.assertEqual(same_start.integer_values(5, 6, 10), [8, 4, 3, 9, 1, 6])
+        self.assertEqual(float32(same_start.parameter_values(2, "fc2.weight", [512, 512])[:3]),
+                         [float.fromhex(h) for h in ("0x1.159ec4p-8", "-0x1.af38aep-6",
+                                                     "-0x1.22c4dcp-8")])
+        self.assertEqual(float32(same_start.parameter_values(3, "ln.weight", [128])[:1]),
+                         [float.fromhex("0x1.08dc5ep+0")])
+        self.assertEqual(same_start.linear_stack_shapes([784, 512, 10]),
+                         [[512, 784], [512], [10, 512], [10]])
+        with self.assertRaises(ValueError):
+            same_start.integer_values(5, 1, 0)
 
 
 class RunnerTest(unittest.TestCase):
@@ -107,7 +138,10 @@ class RunnerTest(unittest.TestCase):
 
     def test_same_start_losses_agree_within_the_tolerance(self):
         self.bench = self.bench._replace(targets=(
-            run_bench.Target("train_same_start_loss_last", "~=", run_bench.SAME_START_TOLERANCE),))
+            run_bench.Target("train_same_start_loss_last", "~=", run_bench.SAME_START_TOLERANCE),
+            # memgrad's figure against another of its own (ZeRO-3's against DDP's in dist).
+            run_bench.Target("train_same_start_loss_last", "~=", run_bench.SAME_START_TOLERANCE,
+                             relative_to="train_final_loss")))
         self.program("ops_bench", 100, 200, 0.3, same=0.8323516)
         self.program("ops_peer", 400, 190, 0.1, same=0.8323517)
         # 0.3% apart: a model or optimizer that differs, not a sum in another order.
@@ -121,6 +155,8 @@ class RunnerTest(unittest.TestCase):
                       "1 +- 0.0001: PASS (0.9999999)", out)
         self.assertIn(f"target train_same_start_loss_last ratio memgrad/{label2} ~= "
                       "1 +- 0.0001: FAIL (0.9970671)", out)
+        self.assertIn("target memgrad train_same_start_loss_last ~= (1 +- 0.0001) x memgrad "
+                      "train_final_loss: FAIL (2.774505)", out)
         self.assertEqual(status, 1)
 
     def test_a_missing_peer_fails_and_says_how_to_get_it(self):
