@@ -22,6 +22,11 @@
 //      one's gradients reduce-scattered on the communication thread meanwhile).
 //      tools/run_bench.py runs bench/peer/torch_dist_peer.py, the same with torch.distributed,
 //      alternately with this program.
+//   3. after each step run, its same-start run (bench/same_start.h): a fresh model, wrapped as
+//      the timed one, from the weights torch_dist_peer.py gives its own, 20 steps on the global
+//      batches both draw, each rank on its rows; the losses of the first and last steps averaged
+//      over the ranks (*_same_start_loss_first, *_last). One process, DDP, ZeRO-3 and the peer
+//      must agree: data parallelism computes the same step.
 //
 //   dist_bench [--quick] [--config]
 //

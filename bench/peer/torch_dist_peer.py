@@ -14,6 +14,10 @@ what bench/dist_bench.cpp prints, under the same names (bench/bench_util.h forma
      its 64 rows of the same global batch (PyTorch's defaults: buckets of 25 MiB, a first bucket
      of 1 MiB, reduced on Gloo's own thread while backward goes on). A step is zero_grad
      (set_to_none) + forward + backward + step; rank 0's steps are timed, each on its own.
+  3. after each of those step runs, the same-start run (bench/same_start.h, in Python:
+     bench/peer/same_start.py): the same model given the weights dist_bench gives its own, 20
+     steps on the global batches it draws, each rank on its rows; the losses of the first and
+     last steps, averaged over the ranks.
 
 Each part runs in fresh processes (torch.multiprocessing's spawn, a file store), as dist_bench
 starts its ranks. Timing lives here and in dist_bench, never in tests.
@@ -70,28 +74,25 @@ def all_reduce_rank(rank, world, store_file, quick, queue):
         if i >= 2:
             seconds.append(time.perf_counter() - start)
     dist.destroy_process_group()
-    if rank == 0:
-        median = statistics.median(seconds)
-        algbw = ALLREDUCE_BYTES / median / 1e9
-        queue.put([("allreduce_64mib_median", median * 1e3, "ms"),
-                   ("allreduce_64mib_algbw", algbw, "GB/s"),
-                   ("allreduce_64mib_busbw", algbw * 2 * (world - 1) / world, "GB/s")])
+    median = statistics.median(seconds)
+    algbw = ALLREDUCE_BYTES / median / 1e9
+    figures = [("allreduce_64mib_median", median * 1e3, "ms"),
+               ("allreduce_64mib_algbw", algbw, "GB/s"),
+               ("allreduce_64mib_busbw", algbw * 2 * (world - 1) / world, "GB/s")]
+    queue.put((rank, figures if rank == 0 else [], []))
 
 
-def rank_mean(world, value):
-    """The mean of `value` over the ranks (Gloo has no AVG: a sum, divided)."""
-    if world == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(t)
-    return t.item() / world
+def same_start_losses(rank, world, net, runner):
+    """The same-start run (bench/same_start.h) on this rank: `net` (wrapped by `runner`: DDP,
+    or itself in one process) given the weights, and trained on this rank's rows of the global
+    batches, that dist_bench draws alike; this rank's loss of every step.
 
-
-def same_start_losses(rank, world):
-    """The same-start run (bench/same_start.h) on this rank: a fresh model from the weights and
-    global batches dist_bench draws alike, each rank training on its rows; the loss of every
-    step, averaged over the ranks."""
-    net = model()
+    The DDP wrapper of the timed run is reused (its ranks stay in step: both load the same
+    values, and DDP broadcasts only at construction), and the ranks' losses are averaged by the
+    parent: torch 1.13 can deadlock at exit when a second DDP wrapper, or a collective on a
+    tensor made in Python, leaves Gloo's worker thread releasing a Python-owned tensor while the
+    main thread, holding the GIL, destroys the process group and joins that thread.
+    """
     params = list(net.named_parameters())
     shapes = same_start.linear_stack_shapes([INPUTS, HIDDEN, HIDDEN, CLASSES])
     if [list(p.shape) for _, p in params] != shapes:
@@ -109,7 +110,6 @@ def same_start_losses(rank, world):
         y = torch.tensor(same_start.integer_values(seed + 1, BATCH, CLASSES), dtype=torch.int64)
         inputs.append(x[rank * rows:(rank + 1) * rows].contiguous())
         targets.append(y[rank * rows:(rank + 1) * rows].contiguous())
-    runner = torch.nn.parallel.DistributedDataParallel(net) if world > 1 else net
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     losses = []
     for s in range(same_start.STEPS):
@@ -118,7 +118,7 @@ def same_start_losses(rank, world):
         loss = torch.nn.functional.cross_entropy(runner(inputs[b]), targets[b])
         loss.backward()
         optimizer.step()
-        losses.append(rank_mean(world, loss.item()))
+        losses.append(loss.item())
     return losses
 
 
@@ -148,20 +148,19 @@ def step_rank(rank, world, store_file, quick, threads, queue):
         optimizer.step()
         if s >= warmup:
             step_ms.append((time.perf_counter() - start) * 1e3)
-    losses = same_start_losses(rank, world)
+    losses = same_start_losses(rank, world, net, runner)
     if world > 1:
         dist.destroy_process_group()
-    if rank == 0:
-        prefix = (f"mlp_step_{world}rank_ddp" if world > 1 else
-                  "mlp_step_1rank" if threads == 2 else f"mlp_step_1rank_{threads}thread")
-        queue.put([(prefix + "_median", statistics.median(step_ms), "ms"),
-                   (prefix + "_p90", quantile(step_ms, 0.9), "ms"),
-                   (prefix + "_same_start_loss_first", losses[0], "nats"),
-                   (prefix + "_same_start_loss_last", losses[-1], "nats")])
+    prefix = (f"mlp_step_{world}rank_ddp" if world > 1 else
+              "mlp_step_1rank" if threads == 2 else f"mlp_step_1rank_{threads}thread")
+    figures = [(prefix + "_median", statistics.median(step_ms), "ms"),
+               (prefix + "_p90", quantile(step_ms, 0.9), "ms")] if rank == 0 else []
+    queue.put((rank, figures, [(prefix + "_same_start_loss", losses)]))
 
 
 def run_part(target, world, *args):
-    """Runs `target` on `world` fresh processes; returns rank 0's figures."""
+    """Runs `target` on `world` fresh processes; returns rank 0's figures and the first and last
+    steps of each series the ranks report, averaged over them."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,7 +169,16 @@ def run_part(target, world, *args):
                  for r in range(world)]
         for p in procs:
             p.start()
-        figures = queue.get(timeout=600)
+        # One item per rank: (rank, its figures, its per-step series), rank 0's figures only.
+        items = [queue.get(timeout=600) for _ in range(world)]
+        figures = []
+        for rank, rank_figures, _ in sorted(items):
+            figures += rank_figures
+        # Each series averaged over the ranks (the loss of the global batch), step by step;
+        # its first and last steps reported.
+        for k, (name, _) in enumerate(items[0][2]):
+            series = [sum(steps) / world for steps in zip(*(item[2][k][1] for item in items))]
+            figures += [(name + "_first", series[0], "nats"), (name + "_last", series[-1], "nats")]
         for p in procs:
             p.join()
             if p.exitcode != 0:
