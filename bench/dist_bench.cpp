@@ -221,7 +221,7 @@ int step_rank() {
   bench::report((prefix + "_median").c_str(), bench::median(step_ms), "ms");
   bench::report((prefix + "_p90").c_str(), bench::quantile(step_ms, 0.9), "ms");
   bench::report((prefix + "_final_loss").c_str(), final_loss, "nats");
-  bench::same_start::report_losses(prefix, same_start);
+  bench::same_start::report_run(prefix, {same_start, std::nullopt});
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // bench/same_start.h's initial weights, given to a memgrad model.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,15 @@ inline void load_same_start(memgrad::nn::Module& model,
     memgrad::Tensor& p = named[i].second;
     p.copy_(memgrad::from_vector(values, p.sizes()));
   });
+}
+
+// The L2 norm of all of `model`'s parameters, summed in float64.
+inline double weight_norm(memgrad::nn::Module& model) {
+  double squares = 0.0;
+  for (const memgrad::Tensor& p : model.parameters()) {
+    squares += p.to(memgrad::kFloat64).square().sum().item<double>();
+  }
+  return std::sqrt(squares);
 }
 
 }  // namespace bench

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -172,16 +173,27 @@ void load_parameters(const std::vector<std::pair<std::string, Dims>>& parameters
   }
 }
 
-// Prints the same-start run's losses: "<prefix>_same_start_loss_first" (the loss of the first
-// step, the initial weights' forward pass) and "..._last" (the loss of step kSteps).
-inline void report_losses(const std::string& prefix, const std::vector<double>& losses) {
-  if (losses.size() != static_cast<size_t>(kSteps)) {
-    throw std::runtime_error("same_start: " + std::to_string(losses.size()) + " losses, not " +
+// What a same-start run ends with: the loss of every step, averaged over the ranks where there
+// are several, and the L2 norm of all the parameters after the last step (summed in float64), which
+// moves with what the loss barely shows (a weight decay, GELU's form) where one side has it.
+struct Run {
+  std::vector<double> losses;
+  std::optional<double> weight_norm;  // absent where the parameters are sharded (ZeRO)
+};
+
+// Prints "<prefix>_same_start_loss_first" (the loss of the first step, the initial weights'
+// forward pass), "..._loss_last" (the loss of step kSteps) and "..._weight_norm", to nine
+// significant digits: the two sides agree far beyond report()'s four.
+inline void report_run(const std::string& prefix, const Run& run) {
+  if (run.losses.size() != static_cast<size_t>(kSteps)) {
+    throw std::runtime_error("same_start: " + std::to_string(run.losses.size()) + " losses, not " +
                              std::to_string(kSteps));
   }
-  // Seven significant digits: the two sides agree far beyond report()'s four.
-  std::printf("%s_same_start_loss_first: %.7g nats\n", prefix.c_str(), losses.front());
-  std::printf("%s_same_start_loss_last: %.7g nats\n", prefix.c_str(), losses.back());
+  std::printf("%s_same_start_loss_first: %.9g nats\n", prefix.c_str(), run.losses.front());
+  std::printf("%s_same_start_loss_last: %.9g nats\n", prefix.c_str(), run.losses.back());
+  if (run.weight_norm) {
+    std::printf("%s_same_start_weight_norm: %.9g\n", prefix.c_str(), *run.weight_norm);
+  }
   std::fflush(stdout);
 }
 

@@ -60,8 +60,8 @@ void train_step(Mlp& model, optim::SGD& optimizer, const Batch& batch, Tensor& l
 }
 
 // The same-start run (bench/same_start.h): a fresh model from the weights and batches both
-// libraries draw alike, trained on them; the loss of every step.
-std::vector<double> same_start_losses() {
+// libraries draw alike, trained on them; the loss of every step and the weights' norm after.
+bench::same_start::Run same_start_run() {
   namespace ss = bench::same_start;
   Mlp model;
   bench::load_same_start(model, ss::linear_stack_shapes(bench::kMlpWidths));
@@ -78,7 +78,7 @@ std::vector<double> same_start_losses() {
     train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
     losses.push_back(loss.item<double>());
   }
-  return losses;
+  return {losses, bench::weight_norm(model)};
 }
 
 int run(const bench::Flags& flags) {
@@ -106,7 +106,7 @@ int run(const bench::Flags& flags) {
       bench::linear_stack_step_gemms(bench::kMlpWidths, kBatch);
   bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::memgrad_products()), "ms");
-  bench::same_start::report_losses("train", same_start_losses());
+  bench::same_start::report_run("train", same_start_run());
   return 0;
 }
 

@@ -79,8 +79,8 @@ void train_step(examples::CharLM& model, optim::AdamW& optimizer, const Batch& b
 }
 
 // The same-start run (bench/same_start.h): a fresh model from the weights and batches both
-// libraries draw alike, trained on them; the loss of every step.
-std::vector<double> same_start_losses() {
+// libraries draw alike, trained on them; the loss of every step and the weights' norm after.
+bench::same_start::Run same_start_run() {
   namespace ss = bench::same_start;
   examples::CharLM model = make_model();
   bench::load_same_start(model, ss::transformer_shapes(kVocab, kWidth, kLayers, kContext));
@@ -97,7 +97,7 @@ std::vector<double> same_start_losses() {
     train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
     losses.push_back(loss.item<double>());
   }
-  return losses;
+  return {losses, bench::weight_norm(model)};
 }
 
 int run(const bench::Flags& flags) {
@@ -125,7 +125,7 @@ int run(const bench::Flags& flags) {
   bench::report_fma_bound("charlm", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("charlm_step_gemms", bench::time_step_gemms(gemms, bench::memgrad_products()),
                 "ms");
-  bench::same_start::report_losses("charlm", same_start_losses());
+  bench::same_start::report_run("charlm", same_start_run());
   return 0;
 }
 

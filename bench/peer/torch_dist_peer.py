@@ -41,8 +41,8 @@ ALLREDUCE_BYTES = 64 << 20
 
 
 def report(name, value, unit):
-    # The same-start losses to 7 significant digits, as bench/same_start.h prints them.
-    digits = 7 if "_same_start_loss_" in name else 4
+    # The same-start figures to 9 significant digits, as bench/same_start.h prints them.
+    digits = 9 if "_same_start_" in name else 4
     print(f"{name}: {value:.{digits}g} {unit}", flush=True)
 
 

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,15 @@ inline void load_same_start(torch::nn::Module& model,
     torch::Tensor p = named[i].value();
     p.copy_(from_values(values, p.sizes()));
   });
+}
+
+// The L2 norm of all of `model`'s parameters, summed in float64.
+inline double weight_norm(torch::nn::Module& model) {
+  double squares = 0.0;
+  for (const torch::Tensor& p : model.parameters()) {
+    squares += p.to(torch::kFloat64).square().sum().item<double>();
+  }
+  return std::sqrt(squares);
 }
 
 }  // namespace bench

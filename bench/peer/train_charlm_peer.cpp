@@ -141,7 +141,7 @@ void train_step(CharLM& model, torch::optim::AdamW& optimizer, const Batch& batc
   optimizer.step();
 }
 
-std::vector<double> same_start_losses() {
+bench::same_start::Run same_start_run() {
   namespace ss = bench::same_start;
   CharLM model;
   bench::load_same_start(*model, ss::transformer_shapes(kVocab, kWidth, kLayers, kContext));
@@ -158,7 +158,7 @@ std::vector<double> same_start_losses() {
     train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
     losses.push_back(loss.item<double>());
   }
-  return losses;
+  return {losses, bench::weight_norm(*model)};
 }
 
 int run(const bench::Flags& flags) {
@@ -183,7 +183,7 @@ int run(const bench::Flags& flags) {
       bench::transformer_step_gemms(kVocab, kWidth, kLayers, kHeads, kContext, kBatch);
   bench::report_fma_bound("charlm", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("charlm_step_gemms", bench::time_step_gemms(gemms, bench::torch_products()), "ms");
-  bench::same_start::report_losses("charlm", same_start_losses());
+  bench::same_start::report_run("charlm", same_start_run());
   return 0;
 }
 

@@ -52,7 +52,7 @@ void train_step(Mlp& model, torch::optim::SGD& optimizer, const Batch& batch, to
 
 const std::vector<int64_t> kWidths = {kInputs, kHidden, kHidden, kClasses};
 
-std::vector<double> same_start_losses() {
+bench::same_start::Run same_start_run() {
   namespace ss = bench::same_start;
   Mlp model;
   bench::load_same_start(*model, ss::linear_stack_shapes(kWidths));
@@ -70,7 +70,7 @@ std::vector<double> same_start_losses() {
     train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
     losses.push_back(loss.item<double>());
   }
-  return losses;
+  return {losses, bench::weight_norm(*model)};
 }
 
 int run(const bench::Flags& flags) {
@@ -94,7 +94,7 @@ int run(const bench::Flags& flags) {
   const std::vector<bench::GemmShape> gemms = bench::linear_stack_step_gemms(kWidths, kBatch);
   bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::torch_products()), "ms");
-  bench::same_start::report_losses("train", same_start_losses());
+  bench::same_start::report_run("train", same_start_run());
   return 0;
 }
 
