@@ -173,6 +173,23 @@ void load_parameters(const std::vector<std::pair<std::string, Dims>>& parameters
   }
 }
 
+// Runs `step(batch, loss)` kSteps times over `pool` (kPoolBatches batches, cycled), `loss` a
+// Loss the step assigns; returns each step's loss. Loss is either library's tensor type.
+template <typename Loss, typename Batch, typename Step>
+std::vector<double> losses_over_steps(const std::vector<Batch>& pool, Step&& step) {
+  if (pool.size() != static_cast<size_t>(kPoolBatches)) {
+    throw std::runtime_error("same_start: " + std::to_string(pool.size()) + " batches, not " +
+                             std::to_string(kPoolBatches));
+  }
+  std::vector<double> losses;
+  Loss loss;
+  for (int s = 0; s < kSteps; ++s) {
+    step(pool[static_cast<size_t>(s % kPoolBatches)], loss);
+    losses.push_back(loss.template item<double>());
+  }
+  return losses;
+}
+
 // What a same-start run ends with: the loss of every step, averaged over the ranks where there
 // are several, and the L2 norm of all the parameters after the last step (summed in float64), which
 // moves with what the loss barely shows (a weight decay, GELU's form) where one side has it.

@@ -152,12 +152,9 @@ bench::same_start::Run same_start_run() {
                            {kBatch, kContext + 1})));
   }
   torch::optim::AdamW optimizer = make_optimizer(model);
-  std::vector<double> losses;
-  torch::Tensor loss;
-  for (int s = 0; s < ss::kSteps; ++s) {
-    train_step(model, optimizer, pool[static_cast<size_t>(s % ss::kPoolBatches)], loss);
-    losses.push_back(loss.item<double>());
-  }
+  std::vector<double> losses = ss::losses_over_steps<torch::Tensor>(
+      pool,
+      [&](const Batch& batch, torch::Tensor& loss) { train_step(model, optimizer, batch, loss); });
   return {losses, bench::weight_norm(*model)};
 }
 
