@@ -127,7 +127,8 @@ BENCHMARKS = [
               "data parallelism on CPU ranks (Gloo, loopback): all_reduce of 64 MiB on 2 ranks "
               "(GB/s), and the MLP training step in one process against DDP on 2 ranks "
               "(overlapped and blocking) and ZeRO-3 (blocking and overlapped); vs "
-              "torch.distributed's DDP on the same Gloo",
+              "torch.distributed's DDP on the same Gloo; then each variant's same-start run, "
+              "whose losses every side and variant must agree on",
               ("--quick",), peer_script="bench/peer/torch_dist_peer.py",
               targets=(Target("mlp_step_2rank_ddp_median", "<=", 0.9),
                        Target("ddp_2rank_scaling", ">=", 1.0),
@@ -155,7 +156,8 @@ BENCHMARKS = [
               ("--quick",)),
     Benchmark("train", "bench/train_bench",
               "MLP 784-512-512-10 training step (SGD, batch 128): step time, peak memory; "
-              "vs libtorch",
+              "vs libtorch; then 20 steps from the same weights and batches on both sides, "
+              "whose losses and weight norm must agree",
               ("--quick",), peer="bench/train_peer",
               targets=(Target("train_step_median", "<=", 0.9),
                        Target("train_step_p90", "<=", 1.25, relative_to="train_step_median"),
@@ -173,7 +175,8 @@ BENCHMARKS = [
               ("--quick",)),
     Benchmark("train_charlm", "bench/train_charlm_bench",
               "train_charlm's transformer training step (2 blocks of width 128, 4 heads, "
-              "context 64, AdamW, batch 32): step time, peak memory; vs libtorch",
+              "context 64, AdamW, batch 32): step time, peak memory; vs libtorch; then its "
+              "same-start run, as train's",
               ("--quick",), peer="bench/train_charlm_peer",
               targets=(Target("charlm_step_median", "<=", 0.7),
                        Target("charlm_step_p90", "<=", 1.25, relative_to="charlm_step_median"),
