@@ -40,6 +40,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -146,12 +147,15 @@ class Trainer {
   std::unique_ptr<optim::SGD> optimizer_;
 };
 
-// The mean of `value` over the ranks (itself in one process).
-double rank_mean(const std::shared_ptr<distributed::ProcessGroup>& pg, double value) {
-  if (!pg) return value;
-  Tensor t = full({1}, value, TensorOptions(kFloat64));
+// Each of `values` averaged over the ranks, in one all-reduce (the values themselves in one
+// process).
+std::vector<double> rank_means(const std::shared_ptr<distributed::ProcessGroup>& pg,
+                               std::vector<double> values) {
+  if (!pg) return values;
+  Tensor t = from_vector(values);
   pg->all_reduce(t, distributed::ReduceOp::Avg);
-  return t.item<double>();
+  const double* means = t.data_ptr<double>();
+  return {means, means + values.size()};
 }
 
 // The same-start run (bench/same_start.h) of `parallel` on this rank: a fresh model from the
@@ -163,23 +167,19 @@ std::vector<double> same_start_losses(const std::shared_ptr<distributed::Process
   auto model = std::make_shared<Mlp>();
   bench::load_same_start(*model, ss::linear_stack_shapes(bench::kMlpWidths));
   const int64_t rows = kBatch / world;
-  std::vector<Tensor> inputs, targets;
+  std::vector<std::pair<Tensor, Tensor>> pool;  // this rank's rows: inputs, labels
   for (int b = 0; b < ss::kPoolBatches; ++b) {
     const Tensor x =
         from_vector(ss::normal_values(ss::batch_seed(b), kBatch * kInputs), {kBatch, kInputs});
     const Tensor y = from_vector(ss::integer_values(ss::batch_seed(b) + 1, kBatch, kClasses));
-    inputs.push_back(x.narrow(0, rank * rows, rows).contiguous());
-    targets.push_back(y.narrow(0, rank * rows, rows).contiguous());
+    pool.emplace_back(x.narrow(0, rank * rows, rows).contiguous(),
+                      y.narrow(0, rank * rows, rows).contiguous());
   }
   Trainer trainer(model, pg, parallel);
-  std::vector<double> losses;
-  Tensor loss;
-  for (int s = 0; s < ss::kSteps; ++s) {
-    const auto b = static_cast<size_t>(s % ss::kPoolBatches);
-    trainer.step(inputs[b], targets[b], loss);
-    losses.push_back(rank_mean(pg, loss.item<double>()));
-  }
-  return losses;
+  return rank_means(pg, ss::losses_over_steps<Tensor>(
+                            pool, [&](const std::pair<Tensor, Tensor>& batch, Tensor& loss) {
+                              trainer.step(batch.first, batch.second, loss);
+                            }));
 }
 
 // Rank part 2: MLP steps, one process (world size 1: no group, no DDP) or DDP; rank 0 prints.
@@ -211,7 +211,7 @@ int step_rank() {
     trainer.step(inputs[b], targets[b], loss);
     if (s >= warmup) step_ms.push_back(bench::seconds_since(start) * 1e3);
   }
-  const double final_loss = rank_mean(pg, loss.item<double>());
+  const double final_loss = rank_means(pg, {loss.item<double>()})[0];
   const std::vector<double> same_start = same_start_losses(pg, rank, world, parallel);
   if (rank != 0) return 0;
   const std::string prefix = world > 1 ? fmt::format("mlp_step_{}rank_{}", world, parallel)
