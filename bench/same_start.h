@@ -73,7 +73,9 @@ inline std::vector<float> normal_values(uint64_t seed, int64_t count) {
 
 // `count` integers in [0, high) (the modulo's bias is below 2^-57 for the small `high` used).
 inline std::vector<int64_t> integer_values(uint64_t seed, int64_t count, int64_t high) {
-  if (high <= 0) throw std::invalid_argument("same_start: high must be positive");
+  if (high <= 0) {
+    throw std::invalid_argument("same_start: high must be positive, not " + std::to_string(high));
+  }
   Stream stream(seed);
   std::vector<int64_t> values(static_cast<size_t>(count));
   for (int64_t& v : values) v = static_cast<int64_t>(stream.next() % static_cast<uint64_t>(high));

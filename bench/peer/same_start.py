@@ -49,7 +49,7 @@ def normal_values(seed, count):
 
 def integer_values(seed, count, high):
     if high <= 0:
-        raise ValueError("same_start: high must be positive")
+        raise ValueError(f"same_start: high must be positive, not {high}")
     stream = Stream(seed)
     return [stream.next() % high for _ in range(count)]
 

@@ -62,7 +62,8 @@ TEST_CASE("same_start's values: uniform bounds, normal moments, integers in rang
     ++seen[static_cast<size_t>(v)];
   }
   for (int count : seen) CHECK(count > 0);
-  CHECK_THROWS_AS(ss::integer_values(5, 1, 0), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ss::integer_values(5, 1, 0), "same_start: high must be positive, not 0",
+                       std::invalid_argument);
 }
 
 TEST_CASE("load_same_start gives each parameter the values of its position and shape") {
