@@ -62,7 +62,7 @@ class SameStartMirrorTest(unittest.TestCase):
                          [float.fromhex("0x1.08dc5ep+0")])
         self.assertEqual(same_start.linear_stack_shapes([784, 512, 10]),
                          [[512, 784], [512], [10, 512], [10]])
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "high must be positive, not 0"):
             same_start.integer_values(5, 1, 0)
 
 
