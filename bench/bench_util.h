@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -212,6 +213,24 @@ std::vector<double> time_training_steps(const Flags& flags, Step&& step, Between
   return step_ms;
 }
 
+// How far the machine's pace moved during the timed steps: the median step of the slowest of the
+// kStepBlocks blocks (consecutive steps, as time_training_steps cuts them) over that of the
+// fastest. Each block is a few seconds at most, so a spread well above 1 is the pace changing
+// between blocks, as whatever shares the machine comes and goes, rather than single slow steps
+// (those move the p90, not the blocks' medians). 1 with fewer steps than blocks.
+inline double block_spread(const std::vector<double>& step_ms) {
+  const size_t block = step_ms.size() / kStepBlocks;
+  if (block == 0) return 1.0;
+  double fastest = 0.0, slowest = 0.0;
+  for (size_t first = 0; first + block <= step_ms.size(); first += block) {
+    const auto begin = step_ms.begin() + static_cast<std::ptrdiff_t>(first);
+    const double m = median(std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(block)));
+    fastest = first == 0 ? m : std::min(fastest, m);
+    slowest = std::max(slowest, m);
+  }
+  return slowest / fastest;
+}
+
 // What a training benchmark and its peer print, under the same names ("<prefix>_step_median",
 // ...). The peaks of allocated and reserved bytes are n/a where the library keeps no statistics
 // (libtorch's CPU allocator).
@@ -233,6 +252,7 @@ inline void report_training(const std::string& prefix, const TrainingReport& r) 
   };
   line("step_median", median(r.step_ms), "ms");
   line("step_p90", quantile(r.step_ms, 0.9), "ms");
+  line("step_block_spread", block_spread(r.step_ms), "x");
   line("peak_allocated", r.peak_allocated_mib, "MiB");
   line("peak_reserved", r.peak_reserved_mib, "MiB");
   line("peak_rss", peak_rss_mib(), "MiB");

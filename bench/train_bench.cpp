@@ -10,7 +10,8 @@
 //
 //   train_bench [--quick] [--config]
 //
-// prints (bench/bench_util.h format): the median and p90 step (ms), the peak of allocated
+// prints (bench/bench_util.h format): the median and p90 step (ms), the spread of the ten
+// blocks' median steps (how far the machine's pace moved during the run), the peak of allocated
 // bytes (max_memory_allocated, MiB) and reserved bytes, the peak RSS of the process (MiB; RSS
 // at startup too, before any tensor) and the loss after the last step (a sanity check: the
 // random labels are memorised, so it falls from about 2.3), then the step's GEMM FLOPs, the FMA

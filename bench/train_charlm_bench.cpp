@@ -17,11 +17,11 @@
 //   train_charlm_bench [--quick] [--config]
 //
 // prints (bench/bench_util.h format) the same figures as train_bench, named charlm_*: median
-// and p90 step (ms), peak allocated and reserved bytes (MiB), peak RSS and RSS at startup (MiB),
-// and the loss after the last step (it falls from about ln 86 = 4.45 as the pool is memorised),
-// then the step's GEMM FLOPs, the machine's FMA peak measured between blocks of the timed steps,
-// the step's FMA-peak bound (bench/fma_peak.h) and its products timed alone
-// (bench/step_gemms.h).
+// and p90 step (ms), the spread of the blocks' median steps, peak allocated and reserved bytes
+// (MiB), peak RSS and RSS at startup (MiB), and the loss after the last step (it falls from about
+// ln 86 = 4.45 as the pool is memorised), then the step's GEMM FLOPs, the machine's FMA peak
+// measured between blocks of the timed steps, the step's FMA-peak bound (bench/fma_peak.h) and its
+// products timed alone (bench/step_gemms.h).
 #include <omp.h>
 
 #include <cstdio>
