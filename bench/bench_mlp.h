@@ -1,26 +1,17 @@
 // The reference MLP of the benchmarks (docs/performance.md): 784-512-512-10 with ReLU, batch 128
-// (the global batch, for the data-parallel runs), drawn from a pool of 16 synthetic batches.
-// train_bench times its step against libtorch (bench/peer/train_peer.cpp builds the same model
-// in libtorch); dist_bench times the same step in one process and under DDP, so both measure one
-// model defined once.
+// (the global batch, for the data-parallel runs), drawn from a pool of 16 synthetic batches; its
+// sizes are bench/bench_shapes.h's. train_bench times its step against libtorch
+// (bench/peer/train_peer.cpp builds the same model in libtorch); dist_bench times the same step in
+// one process and under DDP, so both measure one model defined once.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "bench/bench_shapes.h"
 #include "engine/nn/linear.h"
 
 namespace bench {
-
-inline constexpr int64_t kMlpBatch = 128;
-inline constexpr int64_t kMlpInputs = 784;
-inline constexpr int64_t kMlpHidden = 512;
-inline constexpr int64_t kMlpClasses = 10;
-inline constexpr int kMlpPoolBatches = 16;
-// The layers' widths, inputs first.
-inline const std::vector<int64_t> kMlpWidths = {kMlpInputs, kMlpHidden, kMlpHidden, kMlpClasses};
 
 class Mlp : public memgrad::nn::UnaryModule {
  public:

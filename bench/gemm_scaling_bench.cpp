@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_mlp.h"
+#include "bench/bench_shapes.h"
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/memgrad_products.h"
@@ -108,14 +108,13 @@ int run(const bench::Flags& flags) {
   if (flags.config_only) return 0;
   memgrad::manual_seed(0);
   const int blocks = flags.quick ? kQuickBlocks : kBlocks;
-  const auto mlp = bench::linear_stack_step_gemms(
-      {bench::kMlpInputs, bench::kMlpHidden, bench::kMlpHidden, bench::kMlpClasses},
-      bench::kMlpBatch);
+  const auto mlp = bench::linear_stack_step_gemms(bench::kMlpWidths, bench::kMlpBatch);
   report("mlp", mlp, measure(mlp, blocks));
   if (flags.quick) return 0;
-  // train_charlm_bench's transformer: vocabulary 86, width 128, 2 blocks, 4 heads, context 64,
-  // batch 32.
-  const auto charlm = bench::transformer_step_gemms(86, 128, 2, 4, 64, 32);
+  // train_charlm_bench's transformer.
+  const bench::TransformerSizes& t = bench::kCharlm;
+  const auto charlm =
+      bench::transformer_step_gemms(t.vocab, t.width, t.layers, t.heads, t.context, t.batch);
   report("charlm", charlm, measure(charlm, blocks));
   return 0;
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "bench/bench_shapes.h"
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/memgrad_products.h"
@@ -40,13 +41,13 @@ namespace {
 
 using namespace memgrad;
 
-constexpr int64_t kVocab = 86;
-constexpr int64_t kWidth = 128;
-constexpr int64_t kLayers = 2;
-constexpr int64_t kHeads = 4;
-constexpr int64_t kContext = 64;
-constexpr int64_t kBatch = 32;
-constexpr int kPoolBatches = 16;
+constexpr int64_t kVocab = bench::kCharlm.vocab;
+constexpr int64_t kWidth = bench::kCharlm.width;
+constexpr int64_t kLayers = bench::kCharlm.layers;
+constexpr int64_t kHeads = bench::kCharlm.heads;
+constexpr int64_t kContext = bench::kCharlm.context;
+constexpr int64_t kBatch = bench::kCharlm.batch;
+constexpr int kPoolBatches = bench::kCharlmPoolBatches;
 
 struct Batch {
   Tensor input;   // kBatch x kContext int64

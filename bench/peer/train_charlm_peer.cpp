@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "bench/bench_shapes.h"
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/peer/torch_products.h"
@@ -29,13 +30,13 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-constexpr int64_t kVocab = 86;
-constexpr int64_t kWidth = 128;
-constexpr int64_t kLayers = 2;
-constexpr int64_t kHeads = 4;
-constexpr int64_t kContext = 64;
-constexpr int64_t kBatch = 32;
-constexpr int kPoolBatches = 16;
+constexpr int64_t kVocab = bench::kCharlm.vocab;
+constexpr int64_t kWidth = bench::kCharlm.width;
+constexpr int64_t kLayers = bench::kCharlm.layers;
+constexpr int64_t kHeads = bench::kCharlm.heads;
+constexpr int64_t kContext = bench::kCharlm.context;
+constexpr int64_t kBatch = bench::kCharlm.batch;
+constexpr int kPoolBatches = bench::kCharlmPoolBatches;
 
 torch::nn::LayerNorm layer_norm() {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth}).eps(1e-5));

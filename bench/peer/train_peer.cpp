@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/bench_shapes.h"
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/peer/torch_products.h"
@@ -20,11 +21,11 @@
 
 namespace {
 
-constexpr int64_t kBatch = 128;
-constexpr int64_t kInputs = 784;
-constexpr int64_t kHidden = 512;
-constexpr int64_t kClasses = 10;
-constexpr int kPoolBatches = 16;
+constexpr int64_t kBatch = bench::kMlpBatch;
+constexpr int64_t kInputs = bench::kMlpInputs;
+constexpr int64_t kHidden = bench::kMlpHidden;
+constexpr int64_t kClasses = bench::kMlpClasses;
+constexpr int kPoolBatches = bench::kMlpPoolBatches;
 
 struct MlpImpl : torch::nn::Module {
   MlpImpl()
@@ -50,12 +51,10 @@ void train_step(Mlp& model, torch::optim::SGD& optimizer, const Batch& batch, to
   optimizer.step();
 }
 
-const std::vector<int64_t> kWidths = {kInputs, kHidden, kHidden, kClasses};
-
 bench::same_start::Run same_start_run() {
   namespace ss = bench::same_start;
   Mlp model;
-  bench::load_same_start(*model, ss::linear_stack_shapes(kWidths));
+  bench::load_same_start(*model, ss::linear_stack_shapes(bench::kMlpWidths));
   std::vector<Batch> pool;
   for (int b = 0; b < ss::kPoolBatches; ++b) {
     pool.push_back({bench::from_values(ss::normal_values(ss::batch_seed(b), kBatch * kInputs),
@@ -88,7 +87,8 @@ int run(const bench::Flags& flags) {
   });
   bench::report_training("train", {std::move(timed.step_ms), std::nullopt, std::nullopt,
                                    startup_rss, loss.item<double>()});
-  const std::vector<bench::GemmShape> gemms = bench::linear_stack_step_gemms(kWidths, kBatch);
+  const std::vector<bench::GemmShape> gemms =
+      bench::linear_stack_step_gemms(bench::kMlpWidths, kBatch);
   bench::report_fma_bound("train", bench::gemm_flops(gemms), timed.peak_gflops);
   bench::report("train_step_gemms", bench::time_step_gemms(gemms, bench::torch_products()), "ms");
   bench::same_start::report_run("train", same_start_run());
