@@ -13,9 +13,12 @@
 //      (with DDP's bucket all-reduces) + step; rank 0's steps are timed, each on its own.
 //      ddp_2rank_speedup is one process on 2 threads over DDP's step; ddp_2rank_scaling one
 //      process on 1 thread over it (2 would be perfect scaling). DDP runs as configured by
-//      default (buckets reduced on the communication thread while backward goes on, a first
-//      bucket of 1 MiB), and again blocking (one 25 MiB bucket reduced in backward's last hook:
-//      mlp_step_2rank_ddp_blocking_*), so the overlap's effect is measured in the same run;
+//      default (a first bucket of 1 MiB, then 25 MiB ones, reduced on the communication thread
+//      while backward goes on where the host has a core for each rank's communication thread,
+//      else each in the hook that completes it: a config line says which), again with the
+//      overlap forced on (mlp_step_2rank_ddp_overlap_*) and again blocking in one 25 MiB bucket
+//      reduced in backward's last hook (mlp_step_2rank_ddp_blocking_*), so the effects of the
+//      overlap and of the second bucket are measured in the same run;
 //      then ZeRO-3 on the same 2 ranks (mlp_step_2rank_zero3_*: each layer's parameters
 //      all-gathered around its forward and backward, its gradients reduce-scattered), without
 //      and with overlap (mlp_step_2rank_zero3_overlap_*: the next layer gathered and the last
@@ -100,8 +103,9 @@ int all_reduce_rank() {
 }
 
 // One rank's model, wrapped as `parallel` says (none in one process), and its optimizer.
-// MEMGRAD_DIST_BENCH_PARALLEL names the variant (run_part): ddp_blocking is DDP as it was before
-// its communication thread, one bucket of 25 MiB reduced at the end of backward; zero3 runs
+// MEMGRAD_DIST_BENCH_PARALLEL names the variant (run_part): ddp is DDP's defaults, ddp_overlap
+// the same with the overlap forced on, ddp_blocking DDP as it was before its communication
+// thread, one bucket of 25 MiB reduced at the end of backward; zero3 runs
 // ZeRO-3 in place of DDP (each layer gathered around its forward and backward, gradients
 // reduce-scattered, the optimizer on this rank's shards), zero3_overlap with the communication on
 // the communication thread meanwhile (ZeroOptions::overlap).
@@ -112,17 +116,22 @@ class Trainer {
       : runner_(model) {
     distributed::DDPOptions ddp_options;
     if (parallel == "ddp_blocking") ddp_options = {.first_bucket_cap_mb = 25.0, .overlap = false};
+    if (parallel == "ddp_overlap") ddp_options.overlap = true;
     if (pg && parallel.starts_with("zero3")) {
       zero_ = std::make_shared<distributed::ZeroDataParallel>(
           model, pg, distributed::ZeroOptions{3, parallel == "zero3_overlap"});
       runner_ = zero_;
     } else if (pg) {
-      runner_ = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
+      ddp_ = std::make_shared<distributed::DistributedDataParallel>(model, pg, ddp_options);
+      runner_ = ddp_;
     }
     optimizer_ =
         std::make_unique<optim::SGD>(zero_ ? zero_->shard_parameters() : model->parameters(),
                                      optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
   }
+
+  // Whether DDP reduces its buckets on the communication thread (false without DDP).
+  bool ddp_overlaps() const { return ddp_ && ddp_->overlaps(); }
 
   // zero_grad + forward + backward + step on this rank's rows; `loss` is assigned before
   // backward (a training loop's `loss = ...` releases the last step's loss there).
@@ -143,6 +152,7 @@ class Trainer {
 
  private:
   std::shared_ptr<nn::UnaryModule> runner_;
+  std::shared_ptr<distributed::DistributedDataParallel> ddp_;
   std::shared_ptr<distributed::ZeroDataParallel> zero_;
   std::unique_ptr<optim::SGD> optimizer_;
 };
@@ -218,6 +228,15 @@ int step_rank() {
                              : threads == bench::kThreads
                                  ? "mlp_step_1rank"
                                  : fmt::format("mlp_step_1rank_{}thread", threads);
+  if (parallel == "ddp") {
+    std::printf(
+        "config: %s: DDP's buckets reduced %s (DDPOptions::overlap unset; %lld usable "
+        "cores, %d ranks of %d thread)\n",
+        prefix.c_str(),
+        trainer.ddp_overlaps() ? "on the communication thread while backward goes on"
+                               : "each in the hook that completes it, blocking",
+        static_cast<long long>(distributed::usable_cores()), world, threads);
+  }
   bench::report((prefix + "_median").c_str(), bench::median(step_ms), "ms");
   bench::report((prefix + "_p90").c_str(), bench::quantile(step_ms, 0.9), "ms");
   bench::report((prefix + "_final_loss").c_str(), final_loss, "nats");
@@ -273,6 +292,7 @@ int run(const bench::Flags& flags) {
                          "mlp_step_1rank_median",
                          "mlp_step_1rank_1thread_median",
                          "mlp_step_2rank_ddp_median",
+                         "mlp_step_2rank_ddp_overlap_median",
                          "mlp_step_2rank_ddp_blocking_median",
                          "mlp_step_2rank_zero3_median",
                          "mlp_step_2rank_zero3_overlap_median",
@@ -282,8 +302,8 @@ int run(const bench::Flags& flags) {
                          "mlp_step_2rank_ddp_same_start_loss_last",
                          "mlp_step_2rank_zero3_same_start_loss_last",
                          "mlp_step_2rank_zero3_overlap_same_start_loss_last"};
-  const char* units[] = {"ms", "GB/s", "GB/s", "ms",   "ms",   "ms",   "ms",  "ms",
-                         "ms", "x",    "x",    "nats", "nats", "nats", "nats"};
+  const char* units[] = {"ms", "GB/s", "GB/s", "ms", "ms",   "ms",   "ms",   "ms",
+                         "ms", "ms",   "x",    "x",  "nats", "nats", "nats", "nats"};
   if (!MEMGRAD_WITH_GLOO) {
     std::printf("config: this build has no Gloo (libgloo-dev): no CPU ranks to measure\n");
     for (size_t i = 0; i < std::size(names); ++i) bench::report_missing(names[i], units[i]);
@@ -294,13 +314,16 @@ int run(const bench::Flags& flags) {
   const std::vector<std::string> one = run_part("step", 1, bench::kThreads, flags.quick);
   const std::vector<std::string> one_thread = run_part("step", 1, 1, flags.quick);
   const std::vector<std::string> two = run_part("step", 2, bench::kThreads / 2, flags.quick);
+  const std::vector<std::string> two_overlap_ddp =
+      run_part("step", 2, bench::kThreads / 2, flags.quick, "ddp_overlap");
   const std::vector<std::string> two_blocking =
       run_part("step", 2, bench::kThreads / 2, flags.quick, "ddp_blocking");
   const std::vector<std::string> two_zero3 =
       run_part("step", 2, bench::kThreads / 2, flags.quick, "zero3");
   const std::vector<std::string> two_overlap =
       run_part("step", 2, bench::kThreads / 2, flags.quick, "zero3_overlap");
-  for (const auto* lines : {&one, &one_thread, &two, &two_blocking, &two_zero3, &two_overlap}) {
+  for (const auto* lines :
+       {&one, &one_thread, &two, &two_overlap_ddp, &two_blocking, &two_zero3, &two_overlap}) {
     for (const std::string& line : *lines) std::printf("%s\n", line.c_str());
   }
   // speedup: against one process on the same 2 cores; scaling: against one process on 1 core

@@ -3,6 +3,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <omp.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
 
 #include "allocator/trace.h"
 #include "autograd/grad_mode.h"
@@ -30,6 +36,7 @@ struct DistributedDataParallel::State {
 
   std::shared_ptr<ProcessGroup> pg;
   DDPOptions options;
+  bool overlap = true;  // options.overlap, resolved (overlap_for)
   std::vector<Param> params;
   std::vector<Bucket> buckets;
   size_t next_bucket = 0;    // the next bucket to start, in order
@@ -89,7 +96,7 @@ struct DistributedDataParallel::State {
   void start(Bucket& b) {
     ++started;
     // Unchecked: the constructor made sure every rank has these buckets.
-    if (options.overlap) {
+    if (overlap) {
       b.work = pg->all_reduce_async(b.flat, ReduceOp::Sum, CallCheck::Skip);
       return;
     }
@@ -128,6 +135,39 @@ struct DistributedDataParallel::State {
   }
 };
 
+namespace {
+
+// The ranks on this host: LOCAL_WORLD_SIZE where the launcher set it (spawn_ranks and torchrun
+// do), else every rank of the group.
+int64_t local_ranks(const ProcessGroup& pg) {
+  if (const char* text = std::getenv("LOCAL_WORLD_SIZE")) {
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && value >= 1 && value <= pg.size()) return value;
+  }
+  return pg.size();
+}
+
+// DDPOptions::overlap as given, else as the host allows (NCCL's collectives are asynchronous
+// already: its kernels run beside backward's on the GPU).
+bool overlap_for(const DDPOptions& options, const ProcessGroup& pg) {
+  if (options.overlap.has_value()) return *options.overlap;
+  if (pg.backend() == Backend::Nccl) return true;
+  return overlap_fits(usable_cores(), local_ranks(pg), omp_get_max_threads());
+}
+
+}  // namespace
+
+bool overlap_fits(int64_t cores, int64_t local_ranks, int64_t threads_per_rank) {
+  return cores >= local_ranks * (threads_per_rank + 1);
+}
+
+int64_t usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule> module,
                                                  std::shared_ptr<ProcessGroup> pg,
                                                  DDPOptions options)
@@ -145,6 +185,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
   State& s = *state_;
   s.pg = pg_;
   s.options = options;
+  s.overlap = overlap_for(options, *pg_);
   NoGradGuard no_grad;
   for (auto& [name, t] : module_->named_parameters()) {
     if (t.device() != pg_->device() || !t.is_contiguous() || !t.requires_grad()) {
@@ -267,6 +308,8 @@ int64_t DistributedDataParallel::bucket_nbytes() const {
   for (const BucketInfo& b : buckets()) total += b.allocated_nbytes;
   return total;
 }
+
+bool DistributedDataParallel::overlaps() const { return state_->overlap; }
 
 uint64_t DistributedDataParallel::buckets_started() const { return state_->started; }
 

@@ -18,8 +18,13 @@
 //   - when the last bucket has started (in the hook of the last gradient backward produces),
 //     DDP waits for every bucket in order and copies the values back into the parameters'
 //     .grad: backward returns with the whole batch's gradients, as in PyTorch.
-// overlap = false reduces each bucket in the hook, blocking, as memgrad did before (kept for
-// comparison: `./memgrad bench dist` measures both).
+// overlap = false reduces each bucket in the hook that completes it, blocking, on backward's
+// thread. Left unset, DDP overlaps where the host has a core for the communication thread of
+// every rank besides their compute threads (overlap_fits, below), and NCCL always: on fewer
+// cores the communication thread takes turns with backward on the same cores, so there is no
+// idle core to hide a collective behind, and the first bucket's separate, early all-reduce costs
+// more than it hides (on 2 ranks of 1 thread on 2 cores: 8.0 to 8.5 ms a step overlapped against
+// 6.7 to 7.1 ms blocking with the same two buckets; docs/performance.md).
 // Memory:
 //   buckets                 one flat tensor per bucket, allocated at construction and kept: as
 //                           many bytes as the gradients (each bucket rounded as one allocation).
@@ -42,6 +47,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,8 +62,17 @@ struct DDPOptions {
   // The first bucket's cap (the last layers' gradients, the first to arrive): small, so their
   // all-reduce starts early in backward. PyTorch's default (dist._DEFAULT_FIRST_BUCKET_BYTES).
   double first_bucket_cap_mb = 1.0;
-  bool overlap = true;  // reduce buckets on the communication thread while backward goes on
+  // Reduce buckets on the communication thread while backward goes on (true) or in the hook
+  // that completes each, blocking (false); unset: as the host allows (overlap_fits).
+  std::optional<bool> overlap;
 };
+
+// Whether `cores` (the CPUs this process may run on) hold `local_ranks` ranks (those on this
+// host), each with `threads_per_rank` compute threads and its communication thread: what DDP
+// overlaps on when DDPOptions::overlap is unset (the Gloo backend).
+bool overlap_fits(int64_t cores, int64_t local_ranks, int64_t threads_per_rank);
+// The CPUs the calling thread may run on (its affinity): the `cores` DDP passes.
+int64_t usable_cores();
 
 // What one bucket holds (for reports and tests).
 struct BucketInfo {
@@ -107,6 +122,9 @@ class DistributedDataParallel : public nn::UnaryModule {
   std::vector<BucketInfo> buckets() const;
   // The buckets' bytes as allocated (what they add to memory_allocated()).
   int64_t bucket_nbytes() const;
+  // Whether the buckets reduce on the communication thread (DDPOptions::overlap, as resolved at
+  // construction).
+  bool overlaps() const;
   // Buckets whose all-reduce has started since construction (in flight or done).
   uint64_t buckets_started() const;
   // Buckets all-reduced (waited for and copied back) since construction.

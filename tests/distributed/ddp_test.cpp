@@ -1,13 +1,18 @@
 // DistributedDataParallel on 2 and 4 CPU ranks: the averaged gradients equal the single-process
 // gradients of the same global batch (with and without bucket views, across several buckets, and
 // with no_sync accumulation), rank 0's weights reach every rank, views save the gradients'
-// bytes, and a bucket is all-reduced during backward, before the earlier layers' gradients.
+// bytes, a bucket is all-reduced during backward, before the earlier layers' gradients, and
+// DDP overlaps by default only where the host has a core for each rank's communication thread.
 #include <doctest/doctest.h>
+#include <omp.h>
+#include <sched.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -286,6 +291,50 @@ TEST_CASE("DDP all-reduces a bucket during backward, as soon as its gradients ar
     }
     CHECK(!peaks[0].empty());
     CHECK(peaks[0] == peaks[1]);  // the bucket in flight costs no byte
+  }
+}
+
+TEST_CASE(
+    "DDP overlaps by default only where every rank's threads and its communication "
+    "thread have a core") {
+  CHECK_FALSE(overlap_fits(2, 2, 1));  // 2 ranks of 1 thread on 2 cores: blocking
+  CHECK(overlap_fits(4, 2, 1));
+  CHECK(overlap_fits(2, 1, 1));
+  CHECK_FALSE(overlap_fits(1, 1, 1));
+  CHECK(overlap_fits(16, 2, 7));
+  CHECK_FALSE(overlap_fits(16, 2, 8));
+
+  // A group of one on this thread, whose CPUs are cut to one, then two where the machine has
+  // them (DDP reads the calling thread's affinity), with one OpenMP thread.
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof(saved), &saved) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &saved)) cpus.push_back(c);
+  }
+  struct Restore {
+    cpu_set_t& set;
+    int threads = omp_get_max_threads();
+    ~Restore() {
+      sched_setaffinity(0, sizeof(set), &set);
+      omp_set_num_threads(threads);
+    }
+  } restore{saved};
+  omp_set_num_threads(1);
+  const std::shared_ptr<ProcessGroup> pg = init_process_group(Backend::Gloo, 0, 1, std::nullopt);
+  auto overlaps_on = [&](size_t count, std::optional<bool> overlap) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (size_t i = 0; i < count; ++i) CPU_SET(cpus[i], &set);
+    REQUIRE(sched_setaffinity(0, sizeof(set), &set) == 0);
+    DistributedDataParallel ddp(make_model(), pg, {.overlap = overlap});
+    return ddp.overlaps();
+  };
+  CHECK_FALSE(overlaps_on(1, std::nullopt));
+  CHECK(overlaps_on(1, true));
+  if (cpus.size() >= 2) {
+    CHECK(overlaps_on(2, std::nullopt));
+    CHECK_FALSE(overlaps_on(2, false));
   }
 }
 
