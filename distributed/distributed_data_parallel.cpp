@@ -7,12 +7,12 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include "allocator/trace.h"
 #include "autograd/grad_mode.h"
 #include "distributed/error.h"
+#include "distributed/rendezvous_env.h"
 #include "engine/elementwise.h"
 #include "engine/factories.h"
 #include "engine/memory.h"
@@ -138,14 +138,11 @@ struct DistributedDataParallel::State {
 namespace {
 
 // The ranks on this host: LOCAL_WORLD_SIZE where the launcher set it (spawn_ranks and torchrun
-// do), else every rank of the group.
+// do), else every rank of the group. A value outside [1, the group's size] is refused
+// (DistributedError naming it).
 int64_t local_ranks(const ProcessGroup& pg) {
-  if (const char* text = std::getenv("LOCAL_WORLD_SIZE")) {
-    char* end = nullptr;
-    const long value = std::strtol(text, &end, 10);
-    if (end != text && *end == '\0' && value >= 1 && value <= pg.size()) return value;
-  }
-  return pg.size();
+  if (!env_string("LOCAL_WORLD_SIZE")) return pg.size();
+  return env_int("LOCAL_WORLD_SIZE", 1, pg.size());
 }
 
 // DDPOptions::overlap as given, else as the host allows (NCCL's collectives are asynchronous

@@ -3,6 +3,8 @@
 //
 //   RANK, WORLD_SIZE        this process's rank and the number of ranks (required)
 //   LOCAL_RANK              its rank on this host (default: RANK); picks cuda:LOCAL_RANK for NCCL
+//   LOCAL_WORLD_SIZE        the ranks on this host (default: WORLD_SIZE); whether DDP overlaps
+//                           by default (distributed_data_parallel.h)
 //   MEMGRAD_STORE_PATH      a file store's folder (one host), or
 //   MASTER_ADDR, MASTER_PORT  a redis-server (several hosts)
 //   MEMGRAD_RUN_ID          prefix of every store key (several runs in one store)

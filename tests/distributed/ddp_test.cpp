@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -335,6 +336,27 @@ TEST_CASE(
   if (cpus.size() >= 2) {
     CHECK(overlaps_on(2, std::nullopt));
     CHECK_FALSE(overlaps_on(2, false));
+  }
+
+  // LOCAL_WORLD_SIZE counts the ranks on this host: more than the group's, or not a number, is
+  // refused with the value; one forced overlap does not read it.
+  const char* launched = std::getenv("LOCAL_WORLD_SIZE");
+  const std::optional<std::string> saved_local =
+      launched ? std::optional<std::string>(launched) : std::nullopt;
+  for (const char* bad : {"2", "0", "two"}) {
+    CAPTURE(bad);
+    setenv("LOCAL_WORLD_SIZE", bad, 1);
+    const std::string refusal = fmt::format("LOCAL_WORLD_SIZE={} is not an integer in [1, 1]", bad);
+    CHECK_THROWS_WITH_AS(DistributedDataParallel(make_model(), pg),
+                         doctest::Contains(refusal.c_str()), DistributedError);
+    CHECK(DistributedDataParallel(make_model(), pg, {.overlap = true}).overlaps());
+  }
+  setenv("LOCAL_WORLD_SIZE", "1", 1);
+  CHECK_NOTHROW(DistributedDataParallel(make_model(), pg));
+  if (saved_local) {
+    setenv("LOCAL_WORLD_SIZE", saved_local->c_str(), 1);
+  } else {
+    unsetenv("LOCAL_WORLD_SIZE");
   }
 }
 
