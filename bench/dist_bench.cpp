@@ -228,7 +228,7 @@ int step_rank() {
                              : threads == bench::kThreads
                                  ? "mlp_step_1rank"
                                  : fmt::format("mlp_step_1rank_{}thread", threads);
-  if (parallel == "ddp") {
+  if (world > 1 && parallel == "ddp") {  // one process has no DDP
     std::printf(
         "config: %s: DDP's buckets reduced %s (DDPOptions::overlap unset; %lld usable "
         "cores, %d ranks of %d thread)\n",
