@@ -20,12 +20,24 @@ inline constexpr int kMlpPoolBatches = 16;
 // The layers' widths, inputs first.
 inline const std::vector<int64_t> kMlpWidths = {kMlpInputs, kMlpHidden, kMlpHidden, kMlpClasses};
 
-// Vocabulary 86 (the default text's), width 128, 2 blocks, 4 heads, context 64, batch 32
-// sequences, from a pool of 16 batches.
+// train_charlm's transformer: vocabulary 86 (the default text's), width 128, 2 blocks, 4 heads,
+// context 64, batch 32 sequences, from a pool of 16 batches. The charlm benchmark and its peer
+// read the short names through `using namespace bench::charlm;`.
+namespace charlm {
+inline constexpr int64_t kVocab = 86;
+inline constexpr int64_t kWidth = 128;
+inline constexpr int64_t kLayers = 2;
+inline constexpr int64_t kHeads = 4;
+inline constexpr int64_t kContext = 64;
+inline constexpr int64_t kBatch = 32;
+inline constexpr int kPoolBatches = 16;
+}  // namespace charlm
+
+// The same sizes as one value.
 struct TransformerSizes {
   int64_t vocab, width, layers, heads, context, batch;
 };
-inline constexpr TransformerSizes kCharlm = {86, 128, 2, 4, 64, 32};
-inline constexpr int kCharlmPoolBatches = 16;
+inline constexpr TransformerSizes kCharlm = {charlm::kVocab, charlm::kWidth,   charlm::kLayers,
+                                             charlm::kHeads, charlm::kContext, charlm::kBatch};
 
 }  // namespace bench

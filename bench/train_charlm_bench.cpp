@@ -41,13 +41,7 @@ namespace {
 
 using namespace memgrad;
 
-constexpr int64_t kVocab = bench::kCharlm.vocab;
-constexpr int64_t kWidth = bench::kCharlm.width;
-constexpr int64_t kLayers = bench::kCharlm.layers;
-constexpr int64_t kHeads = bench::kCharlm.heads;
-constexpr int64_t kContext = bench::kCharlm.context;
-constexpr int64_t kBatch = bench::kCharlm.batch;
-constexpr int kPoolBatches = bench::kCharlmPoolBatches;
+using namespace bench::charlm;
 
 struct Batch {
   Tensor input;   // kBatch x kContext int64

@@ -30,13 +30,7 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-constexpr int64_t kVocab = bench::kCharlm.vocab;
-constexpr int64_t kWidth = bench::kCharlm.width;
-constexpr int64_t kLayers = bench::kCharlm.layers;
-constexpr int64_t kHeads = bench::kCharlm.heads;
-constexpr int64_t kContext = bench::kCharlm.context;
-constexpr int64_t kBatch = bench::kCharlm.batch;
-constexpr int kPoolBatches = bench::kCharlmPoolBatches;
+using namespace bench::charlm;
 
 torch::nn::LayerNorm layer_norm() {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth}).eps(1e-5));
