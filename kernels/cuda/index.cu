@@ -87,20 +87,20 @@ __global__ void gather_kernel(Indexer<3> ix, char* out, const char* index, const
   }
 }
 
-// *p += v with an atomic of T's width (bool: logical or).
+// *p += v with an atomic of T's width (bool: logical or). `v` is in T's compute type, so an
+// int64 addend arrives exact (through double, values above 2^53 would be rounded).
 template <typename T>
-__device__ __forceinline__ void atomic_add(T* p, double v) {
+__device__ __forceinline__ void atomic_add(T* p, compute_t<T> v) {
   if constexpr (std::is_same_v<T, bool>) {
-    if (v != 0.0) *p = true;  // every writer stores the same value
+    if (v) *p = true;  // every writer stores the same value
   } else if constexpr (std::is_same_v<T, __half>) {
-    atomicAdd(p, __float2half_rn(static_cast<float>(v)));
+    atomicAdd(p, __float2half_rn(v));
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    atomicAdd(p, __float2bfloat16_rn(static_cast<float>(v)));
+    atomicAdd(p, __float2bfloat16_rn(v));
   } else if constexpr (std::is_same_v<T, int64_t>) {
-    atomicAdd(reinterpret_cast<unsigned long long*>(p),
-              static_cast<unsigned long long>(static_cast<int64_t>(v)));
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   } else {
-    atomicAdd(p, static_cast<T>(v));
+    atomicAdd(p, v);
   }
 }
 
@@ -113,7 +113,7 @@ __global__ void scatter_add_kernel(Indexer<3> ix, char* self, const char* index,
     ix.offsets(i, off);
     const int64_t idx = *reinterpret_cast<const int64_t*>(index + off[1]);
     atomic_add(reinterpret_cast<T*>(self + off[0] + idx * dim_bytes),
-               load_as<double>(src + off[2], src_dtype));
+               load_as<compute_t<T>>(src + off[2], src_dtype));
   }
 }
 
@@ -124,7 +124,7 @@ __global__ void index_add_kernel(SliceWalk w, char* self, const char* src, DType
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     int64_t s, o;
     w.offsets(i, s, o);
-    atomic_add(reinterpret_cast<T*>(self + o), load_as<double>(src + s, src_dtype));
+    atomic_add(reinterpret_cast<T*>(self + o), load_as<compute_t<T>>(src + s, src_dtype));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "allocator/cuda_check.h"
+#include "kernels/scalar_math.h"
 
 namespace memgrad::kernels::cuda {
 
@@ -57,7 +58,9 @@ uint64_t element_bits(DType dtype, double value) {
     case DType::Float16: bits = float_to_half(static_cast<float>(value)).bits; break;
     case DType::BFloat16: bits = float_to_bfloat16(static_cast<float>(value)).bits; break;
     case DType::Int64: {
-      const auto v = static_cast<int64_t>(value);
+      // cast_to, as the CPU's fill and masked_fill: NaN and values outside int64 give
+      // INT64_MIN, where a plain cast is undefined (and saturates on an ARM host).
+      const auto v = cast_to<int64_t>(value);
       std::memcpy(&bits, &v, sizeof v);
       break;
     }
