@@ -64,7 +64,7 @@ struct DDPOptions {
   double first_bucket_cap_mb = 1.0;
   // Reduce buckets on the communication thread while backward goes on (true) or in the hook
   // that completes each, blocking (false); unset: as the host allows (overlap_fits).
-  std::optional<bool> overlap;
+  std::optional<bool> overlap = std::nullopt;
 };
 
 // Whether `cores` (the CPUs this process may run on) hold `local_ranks` ranks (those on this
