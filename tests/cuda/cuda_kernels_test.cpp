@@ -46,7 +46,7 @@ Twin input(int64_t rows, int64_t cols, DType dtype, double lo, double hi, uint64
 TEST_SUITE("cuda") {
 
 TEST_CASE("every unary op matches the CPU on contiguous and transposed inputs") {
-  for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
     for (UnaryOp op : kUnaryOps) {
       for (bool transposed : {false, true}) {
         CAPTURE(dtype_name(dtype));
@@ -87,7 +87,7 @@ TEST_CASE("unary ops on int64 and bool compute in the CPU's types") {
 }
 
 TEST_CASE("every unary backward rule matches the CPU") {
-  for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
     for (UnaryOp op : kUnaryOps) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(static_cast<int>(op));
@@ -102,7 +102,7 @@ TEST_CASE("every unary backward rule matches the CPU") {
 }
 
 TEST_CASE("every binary op matches the CPU, with a broadcast operand and mixed dtypes") {
-  for (DType dtype : {kFloat32, kFloat64, kFloat16, kInt64}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64}) {
     for (BinaryOp op : kBinaryOps) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(static_cast<int>(op));
@@ -192,8 +192,8 @@ TEST_CASE("pow_scalar_backward, clamp, clamp_backward and where match the CPU") 
 }
 
 TEST_CASE("copy converts between every pair of dtypes from strided and broadcast sources") {
-  for (DType from : {kFloat32, kFloat64, kFloat16, kInt64, kBool}) {
-    for (DType to : {kFloat32, kFloat64, kFloat16, kInt64, kBool}) {
+  for (DType from : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool}) {
+    for (DType to : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool}) {
       CAPTURE(dtype_name(from));
       CAPTURE(dtype_name(to));
       // Within float16's range: inf -> int64 is undefined behaviour on the CPU.
@@ -212,7 +212,7 @@ TEST_CASE("copy converts between every pair of dtypes from strided and broadcast
 }
 
 TEST_CASE("fill writes every element of strided views in the CPU's rounding") {
-  for (DType dtype : {kFloat32, kFloat64, kFloat16, kInt64, kBool}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool}) {
     CAPTURE(dtype_name(dtype));
     Twin t = output_twin({20, 30}, dtype, 1.0);
     const Twin every_other{t.cpu.slice(1, 0, 30, 2), t.gpu.slice(1, 0, 30, 2)};
@@ -223,19 +223,29 @@ TEST_CASE("fill writes every element of strided views in the CPU's rounding") {
     cuda_kernels().fill(arg(t.gpu), 0.0);  // the cudaMemsetAsync path
     check_equal(t, "fill zeros");
   }
+  // An int64 fill of a value int64 cannot hold (NaN, an infinity, 1e19) converts as the CPU's
+  // cast_to does.
+  for (double value : {std::nan(""), std::numeric_limits<double>::infinity(), 1e19, -1e19}) {
+    CAPTURE(value);
+    Twin t = output_twin({3, 5}, kInt64, 1.0);
+    cpu_kernels().fill(arg(t.cpu), value);
+    cuda_kernels().fill(arg(t.gpu), value);
+    check_equal_int64(t, "int64 fill out of range");
+  }
 }
 
 TEST_CASE("reductions match the CPU for every op and each thread layout") {
-  // (rows, cols) and the reduced dim: columns of a wide matrix (one thread per output), long
-  // rows (a block per output), moderate rows (a warp per output), and everything.
+  // (rows, cols) and the reduced dim: columns of a wide matrix and many short rows (one thread per
+  // output), long rows (a block per output), moderate rows (a warp per output), and everything.
   struct Layout {
     int64_t rows, cols;
     int dim;  // -1: all
   };
-  const Layout layouts[] = {{37, 1100, 0}, {5, 10000, 1}, {300, 50, 1}, {64, 129, -1}};
+  const Layout layouts[] = {
+      {37, 1100, 0}, {4096, 8, 1}, {5, 10000, 1}, {300, 50, 1}, {64, 129, -1}};
   const ReduceOp ops[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Prod, ReduceOp::Max,
                           ReduceOp::Min, ReduceOp::Any,  ReduceOp::All};
-  for (DType dtype : {kFloat32, kFloat64, kFloat16, kInt64, kBool}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool}) {
     for (const Layout& l : layouts) {
       for (ReduceOp r : ops) {
         CAPTURE(dtype_name(dtype));
@@ -316,6 +326,17 @@ TEST_CASE("arg max and min return the first index among ties and the first NaN")
       }
     }
   }
+  // Rows of 50 along dim 1: a warp per output, ties combined across its lanes.
+  for (DType dtype : {kFloat32, kBFloat16, kInt64}) {
+    CAPTURE(dtype_name(dtype));
+    const Twin rows = input(300, 50, dtype, 0, 4, 102);
+    Twin idx = output_twin({300, 1}, kInt64);
+    Twin val = output_twin({300, 1}, dtype);
+    cpu_kernels().arg_reduce(true, arg(val.cpu), arg(idx.cpu), arg(rows.cpu), 1);
+    cuda_kernels().arg_reduce(true, arg(val.gpu), arg(idx.gpu), arg(rows.gpu), 1);
+    check_equal(idx, "arg_reduce indices, a warp per row");
+    check_equal(val, "arg_reduce values, a warp per row");
+  }
   const Twin nan = twin(tensor({{1.0, std::nan(""), 5.0, std::nan("")}}));
   Twin idx = output_twin({1, 1}, kInt64);
   Twin val = output_twin({1, 1}, kFloat32);
@@ -325,10 +346,10 @@ TEST_CASE("arg max and min return the first index among ties and the first NaN")
 }
 
 TEST_CASE("softmax and log_softmax and their backward match the CPU on both paths") {
-  // Rows of 10 and 1000 (a warp each, values in registers) and 5000 (a block each, online
-  // normaliser), along the last dim and along the first (strided rows).
-  for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
-    for (int64_t n : {10, 1000, 5000}) {
+  // Rows of 10, 1000 and 1024 (a warp each, values in registers) and 1025 and 5000 (a block
+  // each, online normaliser), along the last dim and along the first (strided rows).
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    for (int64_t n : {10, 1000, 1024, 1025, 5000}) {
       for (int dim : {0, 1}) {
         for (bool log : {false, true}) {
           CAPTURE(dtype_name(dtype));
@@ -373,9 +394,11 @@ TEST_CASE("gemm matches the CPU for each dtype, transposed operands and batches"
     int64_t batch;
     double alpha, beta;
   };
-  const Case cases[] = {{kFloat32, false, false, 1, 1.0, 0.0}, {kFloat32, true, false, 1, 2.0, 1.0},
-                        {kFloat32, false, true, 3, 1.0, 0.5},  {kFloat64, true, true, 4, 1.0, 0.0},
-                        {kFloat16, false, false, 2, 1.0, 0.0}, {kFloat16, true, true, 1, 0.5, 1.0}};
+  const Case cases[] = {
+      {kFloat32, false, false, 1, 1.0, 0.0}, {kFloat32, true, false, 1, 2.0, 1.0},
+      {kFloat32, false, true, 3, 1.0, 0.5},  {kFloat64, true, true, 4, 1.0, 0.0},
+      {kFloat16, false, false, 2, 1.0, 0.0}, {kFloat16, true, true, 1, 0.5, 1.0},
+      {kBFloat16, false, true, 2, 1.0, 0.0}, {kBFloat16, true, false, 1, 0.5, 1.0}};
   const int64_t m = 33, n = 65, k = 47;
   for (const Case& c : cases) {
     CAPTURE(dtype_name(c.dtype));
@@ -402,8 +425,11 @@ TEST_CASE("gemm matches the CPU for each dtype, transposed operands and batches"
     };
     cpu_kernels().gemm(args_for(a.cpu, b.cpu, out.cpu));
     cuda_kernels().gemm(args_for(a.gpu, b.gpu, out.gpu));
-    // Different summation orders (and float16 rounding of C on both sides).
-    const double tol = c.dtype == kFloat16 ? 1e-2 : c.dtype == kFloat32 ? 1e-5 : 1e-13;
+    // Different summation orders (and 16-bit rounding of C on both sides).
+    const double tol = c.dtype == kBFloat16  ? 4e-2
+                       : c.dtype == kFloat16 ? 1e-2
+                       : c.dtype == kFloat32 ? 1e-5
+                                             : 1e-13;
     check_close(out, tol, tol, "gemm");
   }
 }

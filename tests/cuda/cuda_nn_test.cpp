@@ -58,6 +58,19 @@ TEST_CASE("scatter_add and index_add accumulate duplicates like the CPU") {
     cuda_kernels().index_add(arg(self.gpu), arg(rows.gpu), arg(add.gpu), 0);
     check_close(self, dtype == kFloat32 ? 1e-6 : 1e-14, 1e-6, "index_add");
   }
+  // int64 sums stay exact beyond 2^53, where float64 would round: 2 x (2^53 + 1) in one element.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  Twin self = twin(zeros({2, 3}, kInt64));
+  const Twin big_src = twin(from_vector(std::vector<int64_t>{big, big, big, 3}, {2, 2}));
+  const Twin idx = index_twin({0, 0, 2, 1}, {2, 2});
+  cpu_kernels().scatter_add(arg(self.cpu), arg(idx.cpu), arg(big_src.cpu), 1);
+  cuda_kernels().scatter_add(arg(self.gpu), arg(idx.gpu), arg(big_src.gpu), 1);
+  check_equal_int64(self, "int64 scatter_add beyond 2^53");
+  Twin rows = twin(zeros({2, 2}, kInt64));
+  const Twin both_to_one = index_twin({1, 1}, {2});
+  cpu_kernels().index_add(arg(rows.cpu), arg(both_to_one.cpu), arg(big_src.cpu), 0);
+  cuda_kernels().index_add(arg(rows.gpu), arg(both_to_one.gpu), arg(big_src.gpu), 0);
+  check_equal_int64(rows, "int64 index_add beyond 2^53");
 }
 
 TEST_CASE("masked_fill and one_hot match the CPU") {
@@ -68,6 +81,15 @@ TEST_CASE("masked_fill and one_hot match the CPU") {
     cpu_kernels().masked_fill(arg(self.cpu), arg(mask.cpu.expand({9, 4})), -0.3);
     cuda_kernels().masked_fill(arg(self.gpu), arg(mask.gpu.expand({9, 4})), -0.3);
     check_equal(self, "masked_fill");
+  }
+  // An int64 masked_fill of values int64 cannot hold converts as the CPU's cast_to does.
+  for (double value : {std::nan(""), -std::numeric_limits<double>::infinity(), 1e19}) {
+    CAPTURE(value);
+    Twin self = twin(random_tensor({9, 4}, kInt64, -3, 3, 163));
+    const Twin mask = twin(random_tensor({9, 4}, kBool, 0, 1, 164));
+    cpu_kernels().masked_fill(arg(self.cpu), arg(mask.cpu), value);
+    cuda_kernels().masked_fill(arg(self.gpu), arg(mask.gpu), value);
+    check_equal_int64(self, "int64 masked_fill out of range");
   }
   const Twin labels = index_twin({3, 0, 4, 4, 1, 2}, {2, 3});
   Twin out = output_twin({2, 3, 5}, kInt64);
@@ -130,7 +152,7 @@ TEST_CASE("Philox draws are identical to the CPU's (normal within 2 ulp of float
 }
 
 TEST_CASE("layer norm forward and backward match the CPU on the warp and block paths") {
-  for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
     for (int64_t n : {512, 3000}) {
       for (bool affine : {true, false}) {
         CAPTURE(dtype_name(dtype));
@@ -169,7 +191,7 @@ TEST_CASE("layer norm forward and backward match the CPU on the warp and block p
 }
 
 TEST_CASE("cross entropy forward and backward match the CPU, ignored rows and smoothing") {
-  for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
     for (int64_t classes : {10, 3000}) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(classes);
@@ -210,7 +232,7 @@ TEST_CASE("cross entropy forward and backward match the CPU, ignored rows and sm
 }
 
 TEST_CASE("fused SGD and Adam steps match the CPU") {
-  for (DType dtype : {kFloat32, kFloat64, kFloat16}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
     CAPTURE(dtype_name(dtype));
     const int64_t n = 10007;
     Twin p = twin(random_tensor({n}, dtype, -1, 1, 201));

@@ -90,9 +90,19 @@ inline void check_equal(const Twin& t, const std::string& what) {
   check_close(t.cpu, t.gpu, 0.0, 0.0, what);
 }
 
+// Equality of int64 results element by element, as int64 (check_equal goes through float64,
+// which rounds values beyond 2^53).
+inline void check_equal_int64(const Twin& t, const std::string& what) {
+  CAPTURE(what);
+  REQUIRE(t.cpu.sizes() == t.gpu.sizes());
+  CHECK_EQ(t.gpu.to(kCPU).to_vector<int64_t>(), t.cpu.to_vector<int64_t>());
+}
+
 // Tolerances per dtype for results that go through transcendental functions or different
-// summation orders: float16 rounds at 2^-11, float32 at 2^-24, float64 at 2^-53.
+// summation orders: bfloat16 rounds at 2^-8, float16 at 2^-11, float32 at 2^-24, float64 at
+// 2^-53 (four units of the last place each).
 inline double rtol_for(DType dtype) {
+  if (dtype == kBFloat16) return 1.6e-2;
   if (dtype == kFloat16) return 2e-3;
   if (dtype == kFloat32) return 2e-5;
   return 1e-11;
