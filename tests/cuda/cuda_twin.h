@@ -18,7 +18,14 @@
 
 namespace memgrad::testing {
 
+// With MEMGRAD_CUDA_TWIN_ON_CPU (the cuda_twin suite, in every build) the "GPU" side is the CPU
+// too, a copy of its own: every case compiles without CUDA and runs on the CPU kernels, so a
+// case that a GPU run fails is the GPU's disagreement, never a case the CPU cannot take.
+#ifdef MEMGRAD_CUDA_TWIN_ON_CPU
+inline const Device kCuda0("cpu");
+#else
 inline const Device kCuda0("cuda:0");
+#endif
 
 inline kernels::KernelBackend& cpu_kernels() { return kernels::cpu_backend(); }
 inline kernels::KernelBackend& cuda_kernels() { return detail::kernels_for(kCuda0); }
@@ -29,7 +36,13 @@ struct Twin {
   Tensor gpu;
 };
 
-inline Twin twin(const Tensor& cpu) { return {cpu, cpu.to(kCuda0)}; }
+inline Twin twin(const Tensor& cpu) {
+#ifdef MEMGRAD_CUDA_TWIN_ON_CPU
+  return {cpu, cpu.clone()};
+#else
+  return {cpu, cpu.to(kCuda0)};
+#endif
+}
 
 // An uninitialised twin for outputs (both filled with the same sentinel, so untouched elements
 // compare equal).
@@ -57,7 +70,7 @@ inline void check_close(const Tensor& cpu, const Tensor& gpu, double rtol, doubl
                         const std::string& what) {
   CAPTURE(what);
   REQUIRE(cpu.sizes() == gpu.sizes());
-  CHECK_EQ(gpu.device().str(), "cuda:0");
+  CHECK_EQ(gpu.device().str(), kCuda0.str());
   const std::vector<double> want = cpu.to_vector<double>();
   const std::vector<double> got = gpu.to(kCPU).to_vector<double>();
   size_t first_bad = want.size();
