@@ -12,7 +12,8 @@
 //   STEP one AdamW step of a GPT-style transformer (examples/charlm: 12 blocks of width 768,
 //        12 heads, context 1024, 86 characters, batch 8; --step-* flags), and "STEP estimate":
 //        the same step on meta:0, the estimate of the STEP rows (docs/estimate.md)
-// and timings: float16 GEMM TFLOP/s at 4096^3 and 8192^3, and the MLP step time.
+// and timings: float16 GEMM TFLOP/s at 4096^3 and 8192^3, the MLP step time, and the host time
+// of one op on 1-element tensors (c = a + b, and c = g * b + b recorded for backward).
 //
 //   ./build-cuda/examples/gpu/compare_memgrad --device cuda:0 > memgrad.json
 //   ./build/examples/gpu/compare_memgrad --device cpu --skip-timings --deep-width 256
@@ -295,6 +296,31 @@ void gemm_tflops(Recorder& r, Device device, int64_t n) {
   r.timing(fmt::format("gemm_fp16_{}_tflops", n), best);
 }
 
+// The host time of one op on 1-element tensors of `device` (us per op): the median over 21
+// loops of 1000, each loop ended by a synchronisation, after one untimed loop. c = a + b alone,
+// and c = g * b + b with g requiring grad (two ops, recorded for backward: per op).
+void one_element_overhead(Recorder& r, Device device) {
+  const Tensor a = ones({1}, device), b = ones({1}, device);
+  const Tensor g = ones({1}, TensorOptions().with_device(device).with_requires_grad());
+  auto per_op_us = [&](const std::function<Tensor()>& ops, int ops_per_call) {
+    constexpr int kCalls = 1000;
+    std::vector<double> us;
+    for (int loop = 0; loop <= 21; ++loop) {
+      r.synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      Tensor c;
+      for (int i = 0; i < kCalls; ++i) c = ops();
+      r.synchronize();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (loop > 0) us.push_back(s / (kCalls * ops_per_call) * 1e6);
+    }
+    std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
+    return us[us.size() / 2];
+  };
+  r.timing("add_1elem_overhead_us", per_op_us([&] { return a + b; }, 1));
+  r.timing("autograd_mul_add_1elem_overhead_us", per_op_us([&] { return g * b + b; }, 2));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -330,6 +356,7 @@ int main(int argc, char** argv) {
     if (!skip_timings) {
       gemm_tflops(r, device, 4096);
       gemm_tflops(r, device, 8192);
+      one_element_overhead(r, device);
     }
     if (device.is_cuda()) r.note(cuda::get_device_properties(device.index()).name);
     r.print(device.str());

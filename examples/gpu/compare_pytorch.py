@@ -14,7 +14,8 @@ memory_reserved / max_memory_allocated after each phase as JSON on stdout:
        width 768, 12 heads, context 1024, 86 characters, batch 8; --step-* flags), written
        layer for layer in tools/torch_charlm.py, next to memgrad's real run and its estimate
        on a meta device
-and timings: float16 GEMM TFLOP/s at 4096^3 and 8192^3, and the MLP step time.
+and timings: float16 GEMM TFLOP/s at 4096^3 and 8192^3, the MLP step time, and the host time
+of one op on 1-element tensors (c = a + b, and c = g * b + b recorded for backward).
 
     python3 examples/gpu/compare_pytorch.py --device cuda:0 > pytorch.json
 
@@ -212,6 +213,30 @@ def gemm_tflops(torch, r, device, n):
     r.timings[f"gemm_fp16_{n}_tflops"] = best
 
 
+def one_element_overhead(torch, r, device):
+    """The host time of one op on 1-element tensors (us per op): the median over 21 loops of
+    1000, each ended by a synchronisation, after one untimed loop; c = a + b alone, and
+    c = g * b + b with g requiring grad (two ops, recorded for backward: per op)."""
+    a = torch.ones(1, device=device)
+    b = torch.ones(1, device=device)
+    g = torch.ones(1, device=device, requires_grad=True)
+
+    def per_op_us(ops, ops_per_call):
+        us = []
+        for loop in range(22):
+            r.sync()
+            t0 = time.perf_counter()
+            for _ in range(1000):
+                c = ops()
+            r.sync()
+            if loop > 0:
+                us.append((time.perf_counter() - t0) / (1000 * ops_per_call) * 1e6)
+        return statistics.median(us)
+
+    r.timings["add_1elem_overhead_us"] = per_op_us(lambda: a + b, 1)
+    r.timings["autograd_mul_add_1elem_overhead_us"] = per_op_us(lambda: g * b + b, 2)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda:0")
@@ -244,6 +269,7 @@ def main():
     if not args.skip_timings:
         gemm_tflops(torch, r, device, 4096)
         gemm_tflops(torch, r, device, 8192)
+        one_element_overhead(torch, r, device)
     r.notes.append(torch.cuda.get_device_name(device))
     r.notes.append(f"torch {torch.__version__}")
     json.dump({"framework": "pytorch", "device": str(device), "phases": r.phases,
