@@ -154,6 +154,10 @@ bool CudaMemory::map(const VirtualRegion& region, size_t offset, size_t nbytes) 
 void CudaMemory::unmap(const VirtualRegion& region, size_t offset, size_t nbytes) {
   if (vmm_page_ == 0) return MemorySource::unmap(region, offset, nbytes);  // throws
   // Work queued on the device may still use the pages (as cudaFree waits for it, so must we).
+  // cudaDeviceSynchronize waits for the calling thread's current device only, which is not this
+  // source's device when cuda:N (N > 0) is freed from a thread whose current device is cuda:0:
+  // the guard makes it this device's.
+  DeviceGuard guard(device_);
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize()", name());
   std::lock_guard<std::mutex> lock(pages_mutex_);
   unmap_pages(region.base + offset, nbytes);

@@ -53,7 +53,8 @@ class CudaMemory final : public MemorySource {
   // Allocates: nbytes of device memory. Returns false, mapping nothing, when the device is out
   // of memory.
   bool map(const VirtualRegion& region, size_t offset, size_t nbytes) override;
-  // cuMemUnmap, then cuMemRelease of each page's allocation.
+  // Waits for this device's queued work (cudaDeviceSynchronize with the device current), then
+  // cuMemUnmap and cuMemRelease of each page's allocation.
   void unmap(const VirtualRegion& region, size_t offset, size_t nbytes) override;
   // cuMemAddressFree.
   void release(const VirtualRegion& region) override;
