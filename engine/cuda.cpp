@@ -43,6 +43,11 @@ void record_stream(const Tensor& t, StreamId stream) {
                                   t.defined() ? t.device().str() : "an undefined tensor"),
                       "record_stream", {t.defined() ? t.device().str() : "undefined"});
   }
+  // The event on `stream` is recorded when the storage is freed, in its destructor, where a
+  // stream of another device (or no stream at all) would throw and end the program: check the
+  // stream here, where the error can reach the caller. Making it current validates it, and the
+  // guard puts the previous stream back.
+  { const StreamGuard check(stream, t.device().index()); }
   t.storage().allocator().record_stream(t.storage().block(), stream);
 }
 

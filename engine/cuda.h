@@ -66,7 +66,8 @@ class StreamGuard {
 
 // Marks `t`'s storage as used by `stream` (Tensor.record_stream): when the storage is freed, its
 // block is reused only after the work queued on `stream` so far has finished. Allocates
-// nothing. Throws DeviceError for a tensor that is not on a CUDA device.
+// nothing. Throws DeviceError for a tensor that is not on a CUDA device, and CudaError (as
+// set_current_stream) for a stream that is not one of the tensor's device's streams.
 void record_stream(const Tensor& t, StreamId stream);
 
 // The pinned host allocator's statistics (torch.cuda.host_memory_stats: allocation, segment,
