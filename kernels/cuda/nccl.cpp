@@ -117,10 +117,22 @@ NcclCommunicator::NcclCommunicator(const std::string& unique_id, int rank, int s
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ == nullptr) return;
-  DeviceGuard guard(device_);
-  if (aborted_) return;  // ncclCommAbort already freed it
-  api().comm_destroy(comm_of(comm_));
+  if (comm_ == nullptr || aborted_) return;  // ncclCommAbort already freed an aborted one
+  // No DeviceGuard here: it throws CudaError when cudaGetDevice or cudaSetDevice fails (a
+  // runtime unloading at exit, a device left in a sticky error state), and an exception leaving
+  // a destructor ends the program. The device is made current by hand instead; when that fails
+  // the communicator is left to the process's end rather than destroyed on another device.
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  if (previous != device_ && cudaSetDevice(device_) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  api().comm_destroy(comm_of(comm_));  // its error, if any, has nowhere to go
+  if (previous != device_) cudaSetDevice(previous);
 }
 
 void NcclCommunicator::wait(const char* what) {
