@@ -199,6 +199,17 @@ size_t cuda_cublas_workspace_size(int index) {
   return kernels::cuda::cublas_workspace_nbytes(index);
 }
 
+std::shared_ptr<void> cuda_mark_current_stream(int index) {
+  check_cuda_device(index);
+  StreamEvents& events = kernels::cuda::stream_events(index);
+  return {events.record(kernels::cuda::current_stream(index)),
+          [&events](void* event) { events.release(event); }};
+}
+
+void cuda_wait_for_mark(int index, const std::shared_ptr<void>& mark) {
+  if (mark) kernels::cuda::stream_events(index).synchronize(mark.get());
+}
+
 #else
 
 namespace {
@@ -267,6 +278,8 @@ bool cuda_allow_tf32() { return false; }
 void cuda_set_allow_tf32(bool) { no_backend("cuda.set_allow_tf32"); }
 void cuda_clear_cublas_workspaces(int) { no_backend("cuda.clear_cublas_workspaces"); }
 size_t cuda_cublas_workspace_size(int) { no_backend("cuda.cublas_workspace_size"); }
+std::shared_ptr<void> cuda_mark_current_stream(int) { no_backend("cuda.mark_current_stream"); }
+void cuda_wait_for_mark(int, const std::shared_ptr<void>&) { no_backend("cuda.wait_for_mark"); }
 
 #endif
 

@@ -58,5 +58,10 @@ bool cuda_allow_tf32();
 void cuda_set_allow_tf32(bool allow);
 void cuda_clear_cublas_workspaces(int index);
 size_t cuda_cublas_workspace_size(int index);
+// An event recorded on cuda:`index`'s current stream after the work queued so far, released
+// with its last owner; cuda_wait_for_mark blocks until that work has run (only that work, not
+// what is queued after it).
+std::shared_ptr<void> cuda_mark_current_stream(int index);
+void cuda_wait_for_mark(int index, const std::shared_ptr<void>& mark);
 
 }  // namespace memgrad

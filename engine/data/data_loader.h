@@ -5,8 +5,10 @@
 // allocated on the thread that calls next() (the background thread only fills them), so the
 // device allocator sees the same sequence of requests on every run. With a CUDA target, each
 // batch is collated into pinned host staging buffers that are reused from batch to batch (no
-// allocation per batch once warm) and copied to the device asynchronously; on other targets the
-// batch is moved with to(device).
+// allocation per batch once warm) and copied to the device asynchronously; a buffer is refilled
+// only after the device has run the copy out of it for the batch before (an event recorded after
+// that copy, so the host waits for the copy alone, not for the steps queued after it). On other
+// targets the batch is moved with to(device).
 #pragma once
 
 #include <condition_variable>
@@ -79,6 +81,9 @@ class DataLoader {
   size_t next_batch_ = 0;  // next batch index to hand out
   size_t staging_allocations_ = 0;
   std::vector<Tensor> staging_;  // pinned buffers reused across batches (CUDA targets)
+  // For each staging buffer, the end of the asynchronous copy out of it for the last batch: the
+  // buffer is written again only once that copy has run.
+  std::vector<std::shared_ptr<void>> staging_copied_;
 
   // Background prefetch state. Batches move pending_ (allocated, to fill) -> worker -> ready_.
   std::mutex mutex_;

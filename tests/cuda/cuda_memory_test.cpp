@@ -10,11 +10,14 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <thread>
 
 #include <cuda_runtime_api.h>
 
 #include "allocator/cuda_memory.h"
+#include "engine/data/data_loader.h"
 #include "kernels/cuda/cuda_handles.h"
 #include "lab/policies/expandable_allocator.h"
 #include "tests/cuda/cuda_twin.h"
@@ -175,6 +178,43 @@ TEST_CASE("an asynchronous copy from pinned memory keeps its source block until 
   check_values(dev, {n}, arange(0, n, 1, kFloat64).to_vector<double>());
   const Tensor again = pin_memory(empty({n}));
   CHECK_EQ(again.data_ptr(), src_ptr);
+}
+
+TEST_CASE("the DataLoader refills a pinned staging buffer only after the copy out of it ran") {
+  // Items of 256 distinct floats, one per batch, staged through the loader's two pinned buffers.
+  // The second batch's copy to cuda:0 is queued behind a blocked stream, so refilling the
+  // buffers for the third batch must wait for it: without that wait the second batch would
+  // reach the device holding the third's bytes. The first batch makes the staging buffers and
+  // the device blocks the later batches reuse, so no allocation meets the blocked stream.
+  const int64_t n = 256;
+  const data::TensorDataset dataset(arange(0, 4 * n, 1, kFloat32).view({4, n}),
+                                    arange(0, 4, 1, kInt64));
+  data::DataLoader loader(dataset, {.batch_size = 1, .prefetch = 0, .device = kCuda0});
+  REQUIRE(loader.next().has_value());
+  cuda::synchronize(0);
+  std::optional<data::Example> second, third;
+  double waited_s = 0.0;
+  {
+    StreamBlocker blocker(kDefaultStream);
+    std::thread release([&blocker] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      blocker.release();
+    });
+    second = loader.next();
+    const auto start = std::chrono::steady_clock::now();
+    third = loader.next();
+    waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    release.join();
+  }
+  cuda::synchronize(0);
+  REQUIRE(second.has_value());
+  REQUIRE(third.has_value());
+  CHECK_GE(waited_s, 0.1);  // the third batch waited for the second one's copy
+  check_values(second->input, {1, n}, arange(n, 2 * n, 1, kFloat64).to_vector<double>());
+  check_values(third->input, {1, n}, arange(2 * n, 3 * n, 1, kFloat64).to_vector<double>());
+  check_values(second->target, {1}, {1.0});
+  check_values(third->target, {1}, {2.0});
+  CHECK_EQ(loader.staging_allocations(), 2u);  // the two buffers of the first batch, reused
 }
 
 TEST_CASE("copies between host devices and cuda:0 round-trip every dtype") {
