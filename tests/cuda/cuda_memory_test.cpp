@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "allocator/cuda_check.h"
 #include "allocator/cuda_memory.h"
 #include "engine/data/data_loader.h"
 #include "kernels/cuda/cuda_handles.h"
@@ -126,6 +127,14 @@ TEST_CASE("record_stream defers reuse of a freed block until the stream's work h
   cuda::synchronize_stream(s, 0);
   const Tensor z = empty({1024}, kCuda0);  // the event has completed: the block is reused
   CHECK_EQ(z.data_ptr(), ptr);
+}
+
+TEST_CASE("record_stream refuses a stream that is not one of the tensor's device's") {
+  Tensor x = empty({1024}, kCuda0);
+  const StreamId before = cuda::current_stream(0);
+  CHECK_THROWS_AS(cuda::record_stream(x, StreamId{1000000}), CudaError);
+  CHECK_EQ(cuda::current_stream(0), before);
+  x = Tensor();  // freed at once: nothing was recorded on the refused stream
 }
 
 TEST_CASE("the pinned allocator rounds to powers of two and reuses freed blocks") {
