@@ -1,11 +1,13 @@
 // Autocast regions, the per-op policy and the parameter cast cache.
 #include "autograd/autocast.h"
 
+#include <functional>
 #include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "autograd/grad_mode.h"
 #include "engine/autograd_seam.h"
 #include "engine/copy.h"
 #include "engine/error.h"
@@ -43,6 +45,21 @@ Policy policy_of(OpKind kind) {
   }
 }
 
+// A parameter and the dtype it was cast to: nested regions of float16 and bfloat16 each find
+// their own cast, never the other's.
+struct CacheKey {
+  const TensorImpl* source;
+  DType dtype;
+  bool operator==(const CacheKey&) const = default;
+};
+
+struct CacheKeyHash {
+  size_t operator()(const CacheKey& key) const {
+    return std::hash<const TensorImpl*>()(key.source) ^
+           (static_cast<size_t>(key.dtype) * 0x9E3779B97F4A7C15ull);
+  }
+};
+
 struct CacheEntry {
   std::weak_ptr<TensorImpl> source;  // to tell a reused address from the same tensor
   Tensor cast;
@@ -51,7 +68,7 @@ struct CacheEntry {
 struct ThreadState {
   DType dtype = kFloat16;
   int depth = 0;  // nesting of enabled regions
-  std::unordered_map<const TensorImpl*, CacheEntry> cache;
+  std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> cache;
 };
 
 thread_local ThreadState t_state;
@@ -64,10 +81,20 @@ Tensor cast(const Tensor& t, DType dtype) {
   // Cache only inside a counted region (its exit clears the cache); checkpoint's recomputation
   // restores the enabled flag without a region and so casts afresh.
   if (dtype != t_state.dtype || t_state.depth == 0 || !is_cacheable(t)) return to_dtype(t, dtype);
-  auto it = t_state.cache.find(t.impl());
+  const CacheKey key{t.impl(), dtype};
+  auto it = t_state.cache.find(key);
   if (it != t_state.cache.end() && it->second.source.lock() == t.impl_ptr()) return it->second.cast;
-  Tensor out = to_dtype(t, dtype);
-  t_state.cache[t.impl()] = CacheEntry{t.impl_ptr(), out};
+  // The cached cast is recorded even under no_grad (a checkpointed segment's forward, an
+  // evaluation pass), since it outlives that scope: a later use in grad mode in the same region
+  // (the segment's recomputation when backward runs inside the region) must still reach the
+  // parameter. The cast saves nothing, so this costs no memory (the approach of
+  // pytorch/pytorch#165068 for the same cache).
+  Tensor out;
+  {
+    EnableGradGuard grad;
+    out = to_dtype(t, dtype);
+  }
+  t_state.cache[key] = CacheEntry{t.impl_ptr(), out};
   return out;
 }
 

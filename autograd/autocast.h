@@ -10,9 +10,11 @@
 // Ops not listed run in their inputs' dtype. Casts are ordinary recorded ops, so gradients flow
 // back to float32 parameters in float32.
 //
-// Memory: a parameter (a leaf that requires grad, not a view) is cast once per region and the
-// float16 copy is cached until the outermost region exits (PyTorch's weight-cast cache); other
-// casts are redone on every use.
+// Memory: a parameter (a leaf that requires grad, not a view) is cast once per region (and per
+// lower-precision dtype, when regions of both nest) and the copy is cached until the outermost
+// region exits (PyTorch's weight-cast cache); other casts are redone on every use. A cached cast
+// keeps its gradient history even when made under no_grad, so a later grad-mode use in the
+// region still reaches the parameter.
 #pragma once
 
 #include <vector>

@@ -110,6 +110,60 @@ TEST_CASE("checkpoint inside autocast recomputes in float16 too") {
   CHECK_EQ(lin.weight().grad().dtype(), kFloat32);
 }
 
+TEST_CASE("checkpoint with backward inside the autocast region gives the plain run's gradients") {
+  // The segment's forward runs without grad, so the weight's float16 cast is first made and
+  // cached there; the recomputation in this backward, inside the region, takes that cast, which
+  // must still lead back to the weight.
+  manual_seed(13);
+  nn::Linear lin(16, 16);
+  const Tensor x = randn({4, 16});
+  {
+    autograd::AutocastGuard autocast;
+    autograd::checkpoint([&](const Tensor& h) { return lin.forward(h); }, x)
+        .to(kFloat32)
+        .sum()
+        .backward();
+  }
+  REQUIRE(lin.weight().grad().defined());
+  REQUIRE(lin.bias().grad().defined());
+  const std::vector<float> weight = lin.weight().grad().to_vector<float>();
+  const std::vector<float> bias = lin.bias().grad().to_vector<float>();
+  lin.zero_grad();
+  {
+    autograd::AutocastGuard autocast;
+    lin.forward(x).to(kFloat32).sum().backward();
+  }
+  CHECK(lin.weight().grad().to_vector<float>() == weight);
+  CHECK(lin.bias().grad().to_vector<float>() == bias);
+}
+
+TEST_CASE("a cast autocast cached under no_grad still leads back to the parameter") {
+  manual_seed(14);
+  nn::Linear lin(16, 16);
+  const Tensor x = randn({4, 16});
+  autograd::AutocastGuard autocast;
+  {
+    NoGradGuard no_grad;
+    (void)lin.forward(x);  // an evaluation pass: the weight's float16 cast is cached here
+  }
+  lin.forward(x).to(kFloat32).sum().backward();
+  CHECK(lin.weight().grad().defined());
+  CHECK(lin.bias().grad().defined());
+}
+
+TEST_CASE("nested float16 and bfloat16 regions each cast a parameter to their own dtype") {
+  nn::Linear lin(16, 16);
+  const Tensor x = randn({4, 16});
+  autograd::AutocastGuard outer(true, kFloat16);
+  CHECK_EQ(lin.forward(x).dtype(), kFloat16);
+  {
+    autograd::AutocastGuard inner(true, kBFloat16);
+    CHECK_EQ(lin.forward(x).dtype(), kBFloat16);
+  }
+  CHECK_EQ(lin.forward(x).dtype(), kFloat16);
+  CHECK_EQ(autograd::autocast_cache_size(), 4);  // weight and bias, in each dtype
+}
+
 TEST_CASE("autocast runs matmul-family ops in float16 or bfloat16 and sensitive ops in float32") {
   const Tensor a = randn({4, 8}), b = randn({8, 3});
   for (DType low : {kFloat16, kBFloat16}) {

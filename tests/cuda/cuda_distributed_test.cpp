@@ -3,12 +3,15 @@
 // included) even for one rank, the argument checks, and DistributedDataParallel and ZeRO-3 over
 // it giving one process's gradients and step. Several GPU ranks need several GPUs; the CPU
 // suite (tests/distributed/) runs 2 and 4 ranks over Gloo.
+// Also, as this is the CUDA executable that links autograd: checkpoint's recomputation of dropout
+// from cuda:0's generator state, and autocast's weight-cast cache on cuda:0.
 // Built with the CUDA suite; without a device its main returns 77 (skipped).
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "distributed/distributed_data_parallel.h"
@@ -123,4 +126,71 @@ TEST_CASE("without NCCL's header the nccl backend says what is missing") {
 }
 
 #endif
+
+TEST_CASE("checkpoint on cuda:0 recomputes dropout's mask from cuda:0's saved generator state") {
+  // Dropout of ones: the output is the mask times 2, and so is the input's gradient, exactly,
+  // when the recomputation draws the forward's mask. Without preserving the state it draws the
+  // next 1000 values instead (equal to the first with probability 2^-1000).
+  auto fn = [](const Tensor& h) { return nn::dropout(h, 0.5, /*training=*/true); };
+  for (bool preserve : {true, false}) {
+    CAPTURE(preserve);
+    manual_seed(21);
+    const GeneratorState cpu_before = default_generator(kCPU).get_state();
+    const GeneratorState before = default_generator(kGpu).get_state();
+    const Tensor x = ones({1000}, on_gpu().with_requires_grad());
+    const Tensor y = autograd::checkpoint(fn, x, preserve);
+    const GeneratorState after_forward = default_generator(kGpu).get_state();
+    // The mask was drawn on cuda:0 from its own generator: (1000 + 3) / 4 Philox counters.
+    CHECK_EQ(after_forward.offset, before.offset + 250);
+    CHECK(default_generator(kCPU).get_state() == cpu_before);
+    y.sum().backward();
+    const std::vector<float> mask = y.to(kCPU).to_vector<float>();
+    const std::vector<float> grad = x.grad().to(kCPU).to_vector<float>();
+    if (preserve) {
+      CHECK(grad == mask);
+      // The recomputation put cuda:0's generator back where the forward had left it.
+      CHECK(default_generator(kGpu).get_state() == after_forward);
+    } else {
+      CHECK(grad != mask);
+    }
+  }
+}
+
+TEST_CASE("autocast on cuda:0: checkpoint backward inside the region, nested 16-bit regions") {
+  manual_seed(5);
+  nn::Linear lin(16, 16, nn::LinearOptions{true, kGpu, kFloat32});
+  const Tensor x = randn({4, 16}, on_gpu());
+  {
+    autograd::AutocastGuard region(true, kFloat16);
+    // The region's first use of the weight is the segment's forward, without grad, so that is
+    // where its float16 cast is made and cached; the recomputation in this backward, inside the
+    // region, takes that cast, which must still lead back to the weight.
+    const Tensor y = autograd::checkpoint([&](const Tensor& h) { return lin.forward(h); }, x);
+    y.to(kFloat32).sum().backward();
+  }
+  REQUIRE(lin.weight().grad().defined());
+  REQUIRE(lin.bias().grad().defined());
+  const std::vector<float> ckpt = lin.weight().grad().to(kCPU).to_vector<float>();
+  lin.zero_grad();
+  {
+    autograd::AutocastGuard region(true, kFloat16);
+    lin.forward(x).to(kFloat32).sum().backward();
+  }
+  const std::vector<float> plain = lin.weight().grad().to(kCPU).to_vector<float>();
+  REQUIRE_EQ(ckpt.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    // The same float16 products either way; float16's precision bounds any GEMM difference.
+    CHECK(ckpt[i] == doctest::Approx(plain[i]).epsilon(1e-3));
+  }
+  // A bfloat16 region inside a float16 one casts the weight itself, not to the cached float16.
+  autograd::AutocastGuard outer(true, kFloat16);
+  CHECK_EQ(lin.forward(x).dtype(), kFloat16);
+  {
+    autograd::AutocastGuard inner(true, kBFloat16);
+    CHECK_EQ(lin.forward(x).dtype(), kBFloat16);
+  }
+  CHECK_EQ(lin.forward(x).dtype(), kFloat16);
+}
+
 }  // TEST_SUITE("cuda")
