@@ -52,6 +52,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", default="build")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="with 'all': seconds for each example; one that runs longer is "
+                             "killed and counted as a mismatch (the others still run)")
     parser.add_argument("name", nargs="?", help="an example name, 'list' or 'all'")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args()
@@ -72,7 +75,13 @@ def main():
         failed, skipped = [], []
         for name in behaviours(examples):
             print(f"\n===== {name} =====", flush=True)
-            status = subprocess.run([examples[name]] + opts.args).returncode
+            try:
+                status = subprocess.run([examples[name]] + opts.args,
+                                        timeout=opts.timeout).returncode
+            except subprocess.TimeoutExpired:
+                print(f"{name}: killed after {opts.timeout:g} s", flush=True)
+                failed.append(f"{name} (timed out)")
+                continue
             if status == SKIPPED:
                 skipped.append(name)
             elif status != 0:

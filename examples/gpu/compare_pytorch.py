@@ -250,10 +250,15 @@ def main():
     DEEP["width"], DEEP["batch"] = args.deep_width, args.deep_batch
     for key in ("width", "layers", "heads", "context", "batch"):
         STEP[key] = getattr(args, f"step_{key}")
-    import torch  # imported here so that --help and py_compile work without torch
-
+    try:
+        import torch  # imported here so that --help and py_compile work without torch
+    except ImportError as e:
+        print(f"compare_pytorch: PyTorch is not importable with {sys.executable}: {e}",
+              file=sys.stderr)
+        return 1
     if not torch.cuda.is_available():
-        print("compare_pytorch: no CUDA device", file=sys.stderr)
+        print(f"compare_pytorch: PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no "
+              f"CUDA device", file=sys.stderr)
         return 1
     # The defaults memgrad uses: float32 matrix products in float32 (no TF32).
     torch.backends.cuda.matmul.allow_tf32 = False
