@@ -166,25 +166,25 @@ Example DataLoader::deliver(Example batch) {
   TraceLabelScope label("data loading");  // the device's copy of the batch: the step's input
   if (target.is_cuda() && options_.pin_memory) {
     // Reuse two pinned staging buffers (input, target); reallocate only when a batch is larger.
-    if (staging_.size() != 2) staging_.resize(2);
-    if (staging_copied_.size() != 2) staging_copied_.resize(2);
     Tensor* parts[] = {&batch.input, &batch.target};
     for (size_t k = 0; k < 2; ++k) {
-      Tensor& s = staging_[k];
+      Staging& s = staging_[k];
       const Tensor& src = *parts[k];
-      if (!s.defined() || s.numel() < src.numel() || s.dtype() != src.dtype()) {
-        s = pin_memory(empty({src.numel()}, src.dtype()));  // the old block waits for its copy
+      if (!s.buffer.defined() || s.buffer.numel() < src.numel() ||
+          s.buffer.dtype() != src.dtype()) {
+        s.buffer =
+            pin_memory(empty({src.numel()}, src.dtype()));  // the old block waits for its copy
         ++staging_allocations_;
       } else {
         // The last batch's copy out of this buffer may still be queued behind the device's work:
         // overwriting it now would send this batch's bytes in that batch's place.
-        cuda_wait_for_mark(target.index(), staging_copied_[k]);
+        cuda_wait_for_mark(target.index(), s.copied);
       }
-      staging_copied_[k].reset();
-      Tensor view = s.slice(0, 0, src.numel()).view(src.sizes());
+      s.copied.reset();
+      Tensor view = s.buffer.slice(0, 0, src.numel()).view(src.sizes());
       view.copy_(src);
       *parts[k] = to_device(view, target, /*non_blocking=*/true);
-      staging_copied_[k] = cuda_mark_current_stream(target.index());
+      s.copied = cuda_mark_current_stream(target.index());
     }
     return batch;
   }

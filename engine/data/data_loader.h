@@ -11,6 +11,7 @@
 // targets the batch is moved with to(device).
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -80,10 +81,13 @@ class DataLoader {
   std::vector<size_t> order_;
   size_t next_batch_ = 0;  // next batch index to hand out
   size_t staging_allocations_ = 0;
-  std::vector<Tensor> staging_;  // pinned buffers reused across batches (CUDA targets)
-  // For each staging buffer, the end of the asynchronous copy out of it for the last batch: the
-  // buffer is written again only once that copy has run.
-  std::vector<std::shared_ptr<void>> staging_copied_;
+  // A pinned buffer reused across batches (CUDA targets), and the end of the asynchronous copy
+  // out of it for the last batch: the buffer is written again only once that copy has run.
+  struct Staging {
+    Tensor buffer;
+    std::shared_ptr<void> copied;
+  };
+  std::array<Staging, 2> staging_;  // the input's and the target's
 
   // Background prefetch state. Batches move pending_ (allocated, to fill) -> worker -> ready_.
   std::mutex mutex_;
