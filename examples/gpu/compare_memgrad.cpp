@@ -220,6 +220,13 @@ struct Mlp {
   nn::Linear fc1, fc2, fc3;
 };
 
+// The median of `values` (reordered).
+double median_of(std::vector<double>& values) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
 // One training step's phases, then the median step time over `steps` steps.
 void mlp_step(Recorder& r, Device device, int steps, bool timings) {
   r.begin("MLP");
@@ -252,8 +259,7 @@ void mlp_step(Recorder& r, Device device, int steps, bool timings) {
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
-  r.timing("mlp_step_ms_median", ms[ms.size() / 2]);
+  r.timing("mlp_step_ms_median", median_of(ms));
 }
 
 // One AdamW step of a CharLM, phase by phase, as `behaviour` on `device`. On a meta device the
@@ -314,8 +320,7 @@ void one_element_overhead(Recorder& r, Device device) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (loop > 0) us.push_back(s / (kCalls * ops_per_call) * 1e6);
     }
-    std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
-    return us[us.size() / 2];
+    return median_of(us);
   };
   r.timing("add_1elem_overhead_us", per_op_us([&] { return a + b; }, 1));
   r.timing("autograd_mul_add_1elem_overhead_us", per_op_us([&] { return g * b + b; }, 2));
