@@ -121,7 +121,7 @@ void execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, boo
     std::vector<Tensor> input_grads;
     if (any) input_grads = n->apply(std::move(grads));
     if (!keep_graph) n->release_saved();
-    const std::vector<Edge>& edges = n->next_edges();
+    const EdgeList& edges = n->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
       if (!e.valid()) continue;

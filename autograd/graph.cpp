@@ -3,13 +3,14 @@
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/functions/registry.h"
+#include "base/object_pool.h"
 
 namespace memgrad::autograd {
 
 AutogradMeta& meta_of(const Tensor& t) {
   AutogradMeta* meta = t.impl()->autograd_meta();
   if (meta == nullptr) {
-    meta = new AutogradMeta();
+    meta = pool_new<AutogradMeta>();
     t.impl()->set_autograd_meta(meta);
   }
   return *meta;
@@ -42,7 +43,7 @@ Edge gradient_edge(const Tensor& t) {
   }
   std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
   if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t);
+    acc = make_pooled<AccumulateGrad>(t);
     meta.grad_accumulator = acc;
   }
   return {acc, 0};
@@ -60,15 +61,20 @@ void set_history(const Tensor& t, uint32_t output_nr, const std::shared_ptr<Node
 std::shared_ptr<OpNode> make_op_node(OpKind kind, OpNode::Formula formula,
                                      std::span<const Tensor> inputs,
                                      std::span<const Tensor> outputs, const OpAttrs& attrs) {
-  auto node = std::make_shared<OpNode>(kind, formula, attrs);
+  auto node = make_pooled<OpNode>(kind, formula, attrs);
   node->next_edges().reserve(inputs.size());
   node->input_meta().reserve(inputs.size());
+  node->output_meta().reserve(outputs.size());
   for (const Tensor& in : inputs) {
     node->next_edges().push_back(gradient_edge(in));
-    node->input_meta().push_back(in.defined() ? TensorMeta::of(in) : TensorMeta{});
+    if (in.defined()) {
+      node->input_meta().emplace_back(in);
+    } else {
+      node->input_meta().emplace_back();
+    }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    node->output_meta().push_back(TensorMeta::of(outputs[i]));
+    node->output_meta().emplace_back(outputs[i]);
     // Integer outputs (indices) never require grad, as in PyTorch.
     if (is_floating(outputs[i].dtype())) set_history(outputs[i], static_cast<uint32_t>(i), node);
   }

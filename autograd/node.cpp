@@ -1,6 +1,7 @@
 // Node bookkeeping and OpNode's saved tensors.
 #include "autograd/node.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -9,6 +10,9 @@
 
 namespace memgrad::autograd {
 namespace {
+
+// The saved slots a node makes room for at its first save (most ops save two or three).
+constexpr size_t kSavedSlotsReserved = 3;
 
 std::atomic<uint64_t> g_next_sequence_nr{0};
 
@@ -33,6 +37,8 @@ void OpNode::release_saved() {
 std::string OpNode::name() const { return backward_name(kind_); }
 
 void OpNode::save_at(size_t slot, const Tensor& t, bool is_output) {
+  // Ops save their slots in order: room for a few at the first, so the next ones do not move it.
+  if (saved_.capacity() <= slot) saved_.reserve(std::max<size_t>(slot + 1, kSavedSlotsReserved));
   if (saved_.size() <= slot) saved_.resize(slot + 1);
   saved_[slot] = SavedTensor(t, is_output, current_saved_tensor_hooks());
 }

@@ -18,6 +18,7 @@
 #include "allocator/error.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/saved_tensor.h"
+#include "base/object_pool.h"
 #include "engine/autograd_seam.h"
 #include "engine/op_kind.h"
 
@@ -35,15 +36,27 @@ struct Edge {
 // What a gradient for one input (or output) must look like, and the tensor's geometry in its
 // storage (as_strided backward needs it; no tensor is kept alive for it).
 struct TensorMeta {
+  TensorMeta() = default;
+  // A node's lists construct it in place (emplace_back(t)): no copy of its two shapes.
+  explicit TensorMeta(const Tensor& t)
+      : sizes(t.sizes()),
+        strides(t.strides()),
+        storage_offset(t.storage_offset()),
+        dtype(t.dtype()),
+        device(t.device()) {}
+  static TensorMeta of(const Tensor& t) { return TensorMeta(t); }
+
   Shape sizes;
   Shape strides;
   int64_t storage_offset = 0;
   DType dtype = DType::Float32;
   Device device;
-  static TensorMeta of(const Tensor& t) {
-    return {t.sizes(), t.strides(), t.storage_offset(), t.dtype(), t.device()};
-  }
 };
+
+// A node's lists live in pooled memory (base/object_pool.h), as the node itself does: every op
+// recorded for backward makes them and every graph freed destroys them.
+using EdgeList = std::vector<Edge, PoolAllocator<Edge>>;
+using MetaList = std::vector<TensorMeta, PoolAllocator<TensorMeta>>;
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
@@ -60,15 +73,15 @@ class Node : public std::enable_shared_from_this<Node> {
   // "MulBackward", "AccumulateGrad", ...
   virtual std::string name() const = 0;
 
-  std::vector<Edge>& next_edges() { return next_edges_; }
-  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  EdgeList& next_edges() { return next_edges_; }
+  const EdgeList& next_edges() const { return next_edges_; }
   // Creation order; backward runs later nodes first among the ready ones (as PyTorch).
   // AccumulateGrad's is kLeafSequenceNr, larger than any op's: a leaf's gradient is written
   // as soon as it is ready, however long ago its node was made.
   uint64_t sequence_nr() const { return sequence_nr_; }
   static constexpr uint64_t kLeafSequenceNr = UINT64_MAX;
   // Metadata of each output, so a missing output gradient can be materialised as zeros.
-  std::vector<TensorMeta>& output_meta() { return output_meta_; }
+  MetaList& output_meta() { return output_meta_; }
   // Hooks on the gradient of output `output_nr` (tensor hooks and retain_grad of non-leaves).
   std::vector<std::pair<uint32_t, GradHook>>& output_hooks() { return output_hooks_; }
   // The module whose forward recorded the node (the trace context's at creation; for a leaf's
@@ -83,8 +96,8 @@ class Node : public std::enable_shared_from_this<Node> {
  private:
   uint64_t sequence_nr_;
   const char* module_;
-  std::vector<Edge> next_edges_;
-  std::vector<TensorMeta> output_meta_;
+  EdgeList next_edges_;
+  MetaList output_meta_;
   std::vector<std::pair<uint32_t, GradHook>> output_hooks_;
 };
 
@@ -136,7 +149,7 @@ class OpNode final : public Node {
     internal_check(a != nullptr, "an op node read attributes of another op family");
     return *a;
   }
-  std::vector<TensorMeta>& input_meta() { return input_meta_; }
+  MetaList& input_meta() { return input_meta_; }
   const TensorMeta& input(size_t i) const { return input_meta_[i]; }
 
  private:
@@ -146,8 +159,8 @@ class OpNode final : public Node {
   OpKind kind_;
   Formula formula_;
   OpAttrs attrs_;
-  std::vector<SavedTensor> saved_;  // indexed by the op's Saved slots
-  std::vector<TensorMeta> input_meta_;
+  std::vector<SavedTensor, PoolAllocator<SavedTensor>> saved_;  // indexed by the op's Saved slots
+  MetaList input_meta_;
 };
 
 // "Mul" -> the node name "MulBackward" (scalar variants share their op's name).

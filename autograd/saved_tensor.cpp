@@ -8,14 +8,15 @@
 #include "autograd/error.h"
 #include "autograd/graph.h"
 #include "autograd/node.h"
+#include "base/object_pool.h"
 
 namespace memgrad::autograd {
 namespace {
 
 // The tensor's data and layout without autograd metadata (no history, no cycle).
 Tensor without_history(const Tensor& t) {
-  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
-                                             t.storage_offset(), t.dtype()));
+  return Tensor(make_pooled<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
+                                        t.storage_offset(), t.dtype()));
 }
 
 // The saved data carrying the history it had when it was saved (output `output_nr` of `fn`).

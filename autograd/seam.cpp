@@ -15,14 +15,15 @@
 #include "autograd/grad_mode.h"
 #include "autograd/graph.h"
 #include "autograd/hooks.h"
+#include "base/object_pool.h"
 
 namespace memgrad::autograd {
 namespace {
 
 // A handle on t's storage and layout carrying the history `edge` (or none).
 Tensor alias_with_history(const Tensor& t, const Edge& edge) {
-  Tensor alias(std::make_shared<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
-                                            t.storage_offset(), t.dtype()));
+  Tensor alias(make_pooled<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
+                                       t.storage_offset(), t.dtype()));
   if (edge.valid()) {
     AutogradMeta& meta = meta_of(alias);
     meta.grad_fn = edge.fn;
@@ -242,7 +243,7 @@ class Seam final : public AutogradSeam {
     t.impl()->set_requires_grad_flag(false);
   }
 
-  void destroy_meta(AutogradMeta* meta) override { delete meta; }
+  void destroy_meta(AutogradMeta* meta) override { pool_delete(meta); }
 
   bool autocast_inputs(OpKind kind, std::vector<Tensor>& inputs) override {
     return apply_autocast(kind, inputs);

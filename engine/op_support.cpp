@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "allocator/error.h"
+#include "base/object_pool.h"
 #include "engine/error.h"
 #include "engine/storage.h"
 
@@ -28,9 +29,9 @@ size_t storage_nbytes(const Shape& sizes, DType dtype) {
 }
 
 Tensor new_tensor(const Shape& sizes, DType dtype, Device device) {
-  auto storage = std::make_shared<Storage>(storage_nbytes(sizes, dtype), device);
+  auto storage = make_pooled<Storage>(storage_nbytes(sizes, dtype), device);
   return Tensor(
-      std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
+      make_pooled<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }
 
 kernels::Operand operand(const Tensor& t) {
@@ -126,7 +127,7 @@ void prepare_out(Tensor& out, const Shape& sizes, DType dtype, Device device, co
                      op, ShapeRoles::wanted(sizes, out.sizes()));
   }
   // Resize like PyTorch: a new storage of the result's size (an allocation).
-  out.impl()->set_storage(std::make_shared<Storage>(storage_nbytes(sizes, dtype), device));
+  out.impl()->set_storage(make_pooled<Storage>(storage_nbytes(sizes, dtype), device));
   out.impl()->set_layout(sizes, contiguous_strides(sizes), 0);
 }
 

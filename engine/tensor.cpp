@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "base/object_pool.h"
 #include "engine/autograd_seam.h"
 #include "engine/copy.h"
 #include "engine/elementwise.h"
@@ -157,8 +158,8 @@ bool Tensor::retains_grad() const {
 }
 Tensor Tensor::detach() const {
   // Same storage (so the same version counter), no autograd metadata: no history.
-  return Tensor(std::make_shared<TensorImpl>(checked("detach").storage_ptr(), sizes(), strides(),
-                                             storage_offset(), dtype()));
+  return Tensor(make_pooled<TensorImpl>(checked("detach").storage_ptr(), sizes(), strides(),
+                                        storage_offset(), dtype()));
 }
 Tensor& Tensor::detach_() {
   if (AutogradSeam* s = autograd_seam()) s->detach_(*this);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/object_pool.h"
 #include "engine/copy.h"
 #include "engine/error.h"
 #include "engine/op_support.h"
@@ -22,8 +23,7 @@ namespace {
 // (a view of a view aliases the tensor that owns the storage, as in PyTorch), dtype kept. A view
 // of a piece of split, chunk or unbind is marked as one too.
 Tensor unrecorded_view(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset) {
-  auto impl =
-      std::make_shared<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset, x.dtype());
+  auto impl = make_pooled<TensorImpl>(x.impl()->storage_ptr(), sizes, strides, offset, x.dtype());
   impl->set_view_base(x.is_view() ? x.impl()->view_base() : x.impl_ptr());
   if (x.impl()->from_multi_output_view()) impl->mark_from_multi_output_view();
   return Tensor(std::move(impl));

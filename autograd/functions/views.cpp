@@ -95,7 +95,7 @@ struct Diagonal {
 // The gradients of a multi-output view's pieces, in order: zeros of the piece's shape for a
 // piece that got none.
 std::vector<Tensor> piece_grads(OpNode& n, const Grads& g) {
-  const std::vector<TensorMeta>& pieces = n.output_meta();
+  const MetaList& pieces = n.output_meta();
   std::vector<Tensor> out;
   out.reserve(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
