@@ -49,6 +49,7 @@ kernels::Operand operand(const Tensor& t) {
 }
 
 kernels::Operand operand(const Tensor& t, const Shape& shape) {
+  if (t.sizes() == shape) return operand(t);  // nothing broadcast: most ops' operands
   kernels::Operand op;
   op.data = t.data_ptr();
   op.dtype = t.dtype();
