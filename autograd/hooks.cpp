@@ -37,6 +37,11 @@ size_t register_hook(const Tensor& t, GradHook hook) {
 }
 
 SavedTensorHooksGuard::SavedTensorHooksGuard(PackHook pack, UnpackHook unpack) {
+  if (!pack || !unpack) {
+    throw AutogradError(
+        fmt::format("saved_tensors_hooks needs both hooks; got pack {} and unpack {}",
+                    pack ? "set" : "empty", unpack ? "set" : "empty"));
+  }
   t_saved_hooks.push_back({std::move(pack), std::move(unpack)});
 }
 

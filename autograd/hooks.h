@@ -19,7 +19,7 @@ namespace memgrad::autograd {
 size_t register_hook(const Tensor& t, GradHook hook);
 
 // Installs a pack/unpack pair for every tensor saved in its scope on this thread. When nested,
-// the innermost pair applies.
+// the innermost pair applies. An empty hook is an AutogradError.
 class SavedTensorHooksGuard {
  public:
   SavedTensorHooksGuard(PackHook pack, UnpackHook unpack);

@@ -23,8 +23,8 @@ Node::Node() : Node(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) 
 Node::Node(uint64_t sequence_nr)
     : sequence_nr_(sequence_nr), module_(current_trace_context().module) {}
 
-OpNode::OpNode(OpKind kind, Formula formula, OpAttrs attrs)
-    : kind_(kind), formula_(formula), attrs_(std::move(attrs)) {}
+OpNode::OpNode(OpKind kind, Formula formula, const OpAttrs& attrs)
+    : kind_(kind), formula_(formula), attrs_(attrs) {}
 
 std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grad_outputs) {
   return formula_(*this, grad_outputs);

@@ -112,7 +112,7 @@ class OpNode final : public Node {
  public:
   using Formula = std::vector<Tensor> (*)(OpNode& node, const std::vector<Tensor>& grad_outputs);
 
-  OpNode(OpKind kind, Formula formula, OpAttrs attrs);
+  OpNode(OpKind kind, Formula formula, const OpAttrs& attrs);
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
   void release_saved() override;

@@ -43,8 +43,8 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks
   if (is_output) output_nr_ = meta != nullptr ? meta->output_nr : 0;
   if (hooks != nullptr) {
     // The hooks own the data from here on; no version check applies (as in PyTorch).
-    packed_ = hooks->pack(is_output ? without_history(t) : t);
-    unpack_ = hooks->unpack;
+    packed_ = std::make_unique<Packed>(
+        Packed{hooks->pack(is_output ? without_history(t) : t), hooks->unpack});
     return;
   }
   // Only a leaf that requires grad is kept as itself (its gradient accumulates through it; no
@@ -69,7 +69,7 @@ Tensor SavedTensor::unpack(const Node& owner) const {
         "backward through the graph a second time or if you need to access saved tensors after "
         "calling backward.");
   }
-  if (unpack_) return unpack_(packed_);
+  if (packed_) return packed_->unpack(packed_->value);
   const uint32_t current = data_.version();
   if (current != saved_version_) {
     // The producer the tensor has now: an in-place op that bumped the version also replaced
@@ -99,7 +99,6 @@ Tensor SavedTensor::unpack(const Node& owner) const {
 void SavedTensor::release() {
   data_ = Tensor();
   packed_.reset();
-  unpack_ = nullptr;
   grad_fn_.reset();
   original_.reset();
   released_ = true;

@@ -46,9 +46,15 @@ class SavedTensor {
   bool defined() const { return defined_; }
 
  private:
-  Tensor data_;                    // a leaf requiring grad itself; else data without history
-  std::any packed_;                // what the pack hook returned, when hooks were active
-  UnpackHook unpack_;              // the unpack hook to call, when hooks were active
+  // What the pack hook returned and the unpack hook to call, when hooks were active (apart, so a
+  // tensor saved without hooks, nearly every one, carries a pointer and not both).
+  struct Packed {
+    std::any value;
+    UnpackHook unpack;
+  };
+
+  Tensor data_;  // a leaf requiring grad itself; else data without history
+  std::unique_ptr<Packed> packed_;
   std::shared_ptr<Node> grad_fn_;  // the input's producing node when saved
   // The saved tensor itself, not kept alive: at a version mismatch, the error names the grad_fn
   // it has then (an in-place op replaced it), as PyTorch does.

@@ -2,6 +2,7 @@
 // counters, in-place rules, freeing saved tensors, grad modes, hooks.
 #include <doctest/doctest.h>
 
+#include <any>
 #include <limits>
 #include <string>
 #include <vector>
@@ -477,6 +478,35 @@ TEST_CASE("save_on_host moves saved activations off the device") {
   z.backward(ones({1024}, dev));
   CHECK_EQ(on_host.allocated(), 0);  // released after its node ran
   check_values(x.grad().cpu().slice(0, 0, 2), {2}, {3 * std::exp(1.0), 3 * std::exp(1.0)}, 1e-4);
+}
+
+TEST_CASE("saved-tensor hooks: pack runs once per saved tensor, unpack at each use") {
+  Tensor x = leaf({1, 2, 3});
+  int packs = 0, unpacks = 0;
+  Tensor y;
+  {
+    autograd::SavedTensorHooksGuard guard(
+        [&](const Tensor& t) -> std::any {
+          ++packs;
+          return t.detach().clone();
+        },
+        [&](const std::any& packed) {
+          ++unpacks;
+          return std::any_cast<Tensor>(packed);
+        });
+    y = (x * x).sum();  // mul saves both operands
+  }
+  CHECK_EQ(packs, 2);
+  CHECK_EQ(unpacks, 0);
+  y.backward();
+  CHECK_EQ(unpacks, 2);
+  check_values(x.grad(), {3}, {2, 4, 6});
+  // Both hooks are needed.
+  const auto error = caught<AutogradError>([] {
+    autograd::SavedTensorHooksGuard guard([](const Tensor& t) -> std::any { return t; }, {});
+  });
+  REQUIRE(error);
+  CHECK(std::string(error->what()).find("got pack set and unpack empty") != std::string::npos);
 }
 
 TEST_CASE("the gradient of a slice with a step too large for int64 arithmetic") {
