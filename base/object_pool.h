@@ -3,9 +3,9 @@
 //
 // A 1-element op recorded for backward makes about eight such objects and destroys as many one
 // iteration later. Through glibc's malloc each pair costs about 150 instructions, a fifth of the
-// op (docs/performance.md, "Per-op overhead"). Here a freed object goes on its thread's list for
-// its size class (16-byte classes up to 1 KiB) and the next object of that class takes it back:
-// a handful of instructions each way, no lock, no atomic.
+// op (docs/performance.md, "Where the overhead goes"). Here a freed object goes on its thread's
+// list for its size class (16-byte classes up to 1 KiB) and the next object of that class takes
+// it back: a handful of instructions each way, no lock, no atomic.
 //
 // The memory a thread's lists hold is bounded: at most kPoolBytesPerThread in all. Beyond that,
 // for objects above kPoolMaxObjectBytes and for over-aligned ones, memory goes straight to
@@ -33,8 +33,16 @@ inline constexpr size_t kPoolBytesPerThread = 256 * 1024;
 
 namespace detail {
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define MEMGRAD_POOL_OFF 1
+#elif defined(__has_feature)  // Clang
+#if __has_feature(address_sanitizer)
+#define MEMGRAD_POOL_OFF 1
+#endif
+#endif
+#ifdef MEMGRAD_POOL_OFF
 inline constexpr bool kPoolEnabled = false;
+#undef MEMGRAD_POOL_OFF
 #else
 inline constexpr bool kPoolEnabled = true;
 #endif
