@@ -11,7 +11,7 @@ namespace memgrad::autograd {
 // ready. Run first among the ready nodes, it hands each gradient to the post-accumulate hooks as
 // soon as backward has it: DDP's first bucket starts while the earlier layers still compute.
 AccumulateGrad::AccumulateGrad(Tensor leaf) : Node(kLeafSequenceNr), leaf_(std::move(leaf)) {
-  output_meta().push_back(TensorMeta::of(leaf_));
+  output_meta().emplace_back(leaf_);
   // A parameter's gradient belongs to the parameter's module, wherever it is first used.
   if (*leaf_.storage().trace_module() != '\0') set_module(leaf_.storage().trace_module());
 }

@@ -115,7 +115,7 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   for (const Tensor& t : inputs) node->next_edges().push_back(gradient_edge(t));
   // The outputs get history even when no input requires grad: parameters inside fn do.
   for (size_t i = 0; i < outputs.size(); ++i) {
-    node->output_meta().push_back(TensorMeta::of(outputs[i]));
+    node->output_meta().emplace_back(outputs[i]);
     if (is_floating(outputs[i].dtype())) set_history(outputs[i], static_cast<uint32_t>(i), node);
   }
   return outputs;

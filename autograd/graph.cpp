@@ -49,6 +49,17 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+Tensor alias_with_history(const Tensor& t, const Edge& edge) {
+  Tensor alias = t.detach();
+  if (edge.valid()) {
+    AutogradMeta& meta = meta_of(alias);
+    meta.grad_fn = edge.fn;
+    meta.output_nr = edge.input_nr;
+    alias.impl()->set_requires_grad_flag(true);
+  }
+  return alias;
+}
+
 void set_history(const Tensor& t, uint32_t output_nr, const std::shared_ptr<Node>& fn) {
   AutogradMeta& meta = meta_of(t);
   meta.grad_fn = fn;

@@ -16,6 +16,10 @@ AutogradMeta& meta_of(const Tensor& t);
 // place since), its leaf AccumulateGrad (created on first use), or nowhere.
 Edge gradient_edge(const Tensor& t);
 
+// A handle on t's storage and layout (t.detach()) carrying the history `edge`: grad_fn edge.fn
+// as output edge.input_nr, or none for an empty edge.
+Tensor alias_with_history(const Tensor& t, const Edge& edge);
+
 // Makes `fn` the producer of `t` as output `output_nr`.
 void set_history(const Tensor& t, uint32_t output_nr, const std::shared_ptr<Node>& fn);
 

@@ -37,14 +37,13 @@ struct Edge {
 // storage (as_strided backward needs it; no tensor is kept alive for it).
 struct TensorMeta {
   TensorMeta() = default;
-  // A node's lists construct it in place (emplace_back(t)): no copy of its two shapes.
+  // t's; a node's lists construct it in place (emplace_back(t)): no copy of its two shapes.
   explicit TensorMeta(const Tensor& t)
       : sizes(t.sizes()),
         strides(t.strides()),
         storage_offset(t.storage_offset()),
         dtype(t.dtype()),
         device(t.device()) {}
-  static TensorMeta of(const Tensor& t) { return TensorMeta(t); }
 
   Shape sizes;
   Shape strides;

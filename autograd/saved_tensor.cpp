@@ -8,29 +8,8 @@
 #include "autograd/error.h"
 #include "autograd/graph.h"
 #include "autograd/node.h"
-#include "base/object_pool.h"
 
 namespace memgrad::autograd {
-namespace {
-
-// The tensor's data and layout without autograd metadata (no history, no cycle).
-Tensor without_history(const Tensor& t) {
-  return Tensor(make_pooled<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
-                                        t.storage_offset(), t.dtype()));
-}
-
-// The saved data carrying the history it had when it was saved (output `output_nr` of `fn`).
-Tensor with_history(const Tensor& data, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
-  Tensor alias = without_history(data);
-  AutogradMeta& meta = meta_of(alias);
-  meta.grad_fn = fn;
-  meta.output_nr = output_nr;
-  alias.impl()->set_requires_grad_flag(true);
-  return alias;
-}
-
-}  // namespace
-
 SavedTensor::SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks* hooks)
     : is_output_(is_output), defined_(t.defined()) {
   if (!t.defined()) return;
@@ -43,8 +22,8 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks
   if (is_output) output_nr_ = meta != nullptr ? meta->output_nr : 0;
   if (hooks != nullptr) {
     // The hooks own the data from here on; no version check applies (as in PyTorch).
-    packed_ = std::make_unique<Packed>(
-        Packed{hooks->pack(is_output ? without_history(t) : t), hooks->unpack});
+    packed_ =
+        std::make_unique<Packed>(Packed{hooks->pack(is_output ? t.detach() : t), hooks->unpack});
     return;
   }
   // Only a leaf that requires grad is kept as itself (its gradient accumulates through it; no
@@ -54,7 +33,7 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, const SavedTensorHooks
   // reference cycle that never frees the graph or its saved memory. A non-leaf's history is
   // restored from grad_fn_ at unpack.
   const bool keep_original = !is_output && is_leaf_ && t.requires_grad();
-  data_ = keep_original ? t : without_history(t);
+  data_ = keep_original ? t : t.detach();  // no history, so no cycle
   if (!is_output) original_ = t.impl_ptr();
   saved_version_ = t.version();
 }
@@ -92,7 +71,7 @@ Tensor SavedTensor::unpack(const Node& owner) const {
     throw VersionCounterError(owner.name(), saved_version_, current, data_.sizes(), data_.dtype(),
                               std::move(producer), producer_output);
   }
-  if (!is_output_ && grad_fn_) return with_history(data_, grad_fn_, output_nr_);
+  if (!is_output_ && grad_fn_) return alias_with_history(data_, Edge{grad_fn_, output_nr_});
   return data_;
 }
 

@@ -20,19 +20,6 @@
 namespace memgrad::autograd {
 namespace {
 
-// A handle on t's storage and layout carrying the history `edge` (or none).
-Tensor alias_with_history(const Tensor& t, const Edge& edge) {
-  Tensor alias(make_pooled<TensorImpl>(t.impl()->storage_ptr(), t.sizes(), t.strides(),
-                                       t.storage_offset(), t.dtype()));
-  if (edge.valid()) {
-    AutogradMeta& meta = meta_of(alias);
-    meta.grad_fn = edge.fn;
-    meta.output_nr = edge.input_nr;
-    alias.impl()->set_requires_grad_flag(true);
-  }
-  return alias;
-}
-
 struct PendingInplace {
   OpKind kind;
   OpAttrs attrs;
@@ -261,12 +248,12 @@ class Seam final : public AutogradSeam {
           "by memgrad's autograd; call .contiguous() or .clone() on the base first",
           to_string(base.sizes())));
     }
-    auto copy = std::make_shared<CopySlices>(TensorMeta::of(base), TensorMeta::of(self), fn);
+    auto copy = std::make_shared<CopySlices>(TensorMeta(base), TensorMeta(self), fn);
     copy->next_edges().push_back(p.base_edge);
     for (size_t i = 1; i < fn->next_edges().size(); ++i) {
       copy->next_edges().push_back(fn->next_edges()[i]);
     }
-    copy->output_meta().push_back(TensorMeta::of(base));
+    copy->output_meta().emplace_back(base);
     set_history(base, 0, copy);
     const Tensor inputs[] = {base};
     const Tensor outputs[] = {self};
