@@ -30,6 +30,7 @@
 #include <CLI/CLI.hpp>
 
 #include "autograd/autograd.h"
+#include "bench/bench_util.h"
 #include "engine/nn/functional.h"
 #include "engine/nn/layers.h"
 #include "engine/nn/linear.h"
@@ -220,13 +221,6 @@ struct Mlp {
   nn::Linear fc1, fc2, fc3;
 };
 
-// The median of `values` (reordered).
-double median_of(std::vector<double>& values) {
-  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  return *middle;
-}
-
 // One training step's phases, then the median step time over `steps` steps.
 void mlp_step(Recorder& r, Device device, int steps, bool timings) {
   r.begin("MLP");
@@ -259,7 +253,7 @@ void mlp_step(Recorder& r, Device device, int steps, bool timings) {
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  r.timing("mlp_step_ms_median", median_of(ms));
+  r.timing("mlp_step_ms_median", bench::median(ms));
 }
 
 // One AdamW step of a CharLM, phase by phase, as `behaviour` on `device`. On a meta device the
@@ -320,7 +314,7 @@ void one_element_overhead(Recorder& r, Device device) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (loop > 0) us.push_back(s / (kCalls * ops_per_call) * 1e6);
     }
-    return median_of(us);
+    return bench::median(us);
   };
   r.timing("add_1elem_overhead_us", per_op_us([&] { return a + b; }, 1));
   r.timing("autograd_mul_add_1elem_overhead_us", per_op_us([&] { return g * b + b; }, 2));
